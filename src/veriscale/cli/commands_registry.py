@@ -1,0 +1,16 @@
+"""The list of CLI modules; each has ``register(app)`` that adds its commands."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+import typer
+
+MODULES = [
+    "veriscale.cli.verify",
+]
+
+
+def registrars() -> list[Callable[[typer.Typer], None]]:
+    return [importlib.import_module(name).register for name in MODULES]

@@ -1,0 +1,50 @@
+"""The one data model every engine reads.
+
+    task = Task(text="Sort the file numbers.txt")
+    cand = Candidate(id="run-1", text="I ran sort -n ...", trajectory=None)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Step:
+    """One step of an agent run: who spoke, what they said or did, and what came back."""
+
+    role: str  # "system" | "user" | "agent" | "tool" | "environment"
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    observation: str = ""
+    exit_code: int | None = None
+
+
+@dataclass
+class Trajectory:
+    """An ordered list of steps plus what the run finally produced."""
+
+    steps: list[Step] = field(default_factory=list)
+    final_output: str = ""
+
+
+@dataclass
+class Task:
+    """What the agent was asked to do."""
+
+    text: str
+    id: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Candidate:
+    """One run (or answer) to verify. ``text`` is what the verifier reads when no trajectory."""
+
+    id: str
+    text: str = ""
+    trajectory: Trajectory | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)  # name -> path
+    labels: dict[str, Any] = field(default_factory=dict)  # e.g. {"reward": 1}
+    source: str = ""  # file path or pool line it came from

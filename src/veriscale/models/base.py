@@ -1,0 +1,101 @@
+"""What every model backend offers: label probabilities at a score slot, and chat.
+
+A backend gets a ``ScoreRequest`` (chat messages, the assistant text to prefill up to the score
+slot, the labels) and answers with the probability of every label at that slot::
+
+    backend = load_backend("embedded")
+    resp = backend.score(ScoreRequest(messages=(Message("user", "Grade it."),),
+                                      prefill="Grade:", labels=("A", "B")))
+    resp.label_probs   # {"A": 0.7, "B": 0.3}, renormalised over the labels
+    resp.label_mass    # how much of the raw next-token probability fell on the labels
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # "system" | "user" | "assistant" | "tool"
+    content: str
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """One score slot to read. ``prefill`` is the assistant text that ends at the slot."""
+
+    messages: tuple[Message, ...]
+    prefill: str
+    labels: tuple[str, ...]
+    reasoning: bool = False  # sample free text before the score slot
+    max_reasoning_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ScoreResponse:
+    """The label distribution at one slot, with what it cost."""
+
+    label_probs: dict[str, float]  # renormalised over labels; sums to 1 when label_mass > 0
+    label_mass: float  # raw probability that fell on any label, in [0, 1]
+    unseen_mass: float = 0.0  # probability the backend did not show (top-k cut); 0 when exact
+    reasoning: str = ""  # text generated before the slot, if any
+    prompt_tokens: int = 0  # prompt tokens the model actually processed for this call
+    prompt_tokens_total: int = 0  # length of the whole prompt in tokens
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    top_tokens: list[tuple[str, float]] = field(default_factory=list)  # what the model preferred
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ScoreResponse":
+        d = dict(d)
+        d["top_tokens"] = [tuple(t) for t in d.get("top_tokens", [])]
+        return cls(**d)
+
+
+@dataclass
+class ChatResponse:
+    """A chat completion: text and/or tool calls (OpenAI shape: id, name, arguments JSON)."""
+
+    content: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = ""
+
+
+@runtime_checkable
+class ModelBackend(Protocol):
+    """The contract each backend (embedded, OpenAI-compatible, two-stage) fulfils."""
+
+    uri: str
+    display_name: str
+    is_embedded: bool
+
+    def fingerprint(self) -> str:
+        """A stable id of the exact model (file hash, or server URL + reported model id)."""
+
+    def score(self, request: ScoreRequest) -> ScoreResponse:
+        """Probabilities of every label at the slot; raises ModelCallError on failure."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` for this model (an estimate where no tokenizer is at hand)."""
+
+    def context_size(self) -> int | None:
+        """The model's context window in tokens, if known."""
+
+    def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
+        """The labels that are NOT single tokens for this model (empty list = all fine)."""
+
+    def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+             max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
+        """Plain chat completion (used by the two-stage reasoner and the harness)."""
