@@ -9,6 +9,9 @@ import typer
 
 MODULES = [
     "veriscale.cli.verify",
+    "veriscale.cli.models",
+    "veriscale.cli.runs",
+    "veriscale.cli.harness",
 ]
 
 

@@ -48,3 +48,5 @@ class Candidate:
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> path
     labels: dict[str, Any] = field(default_factory=dict)  # e.g. {"reward": 1}
     source: str = ""  # file path or pool line it came from
+    task: Task | None = None  # the task this run was given, when its file says so
+    metadata: dict[str, Any] = field(default_factory=dict)  # model, cost, exit status, ...

@@ -30,6 +30,7 @@ class ScoreRequest:
     prefill: str
     labels: tuple[str, ...]
     reasoning: bool = False  # sample free text before the score slot
+    reasoning_prefix: str = "Analysis:"  # assistant text that opens the free-text part
     max_reasoning_tokens: int = 256
     temperature: float = 0.0
     seed: int | None = None

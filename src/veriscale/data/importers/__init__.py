@@ -1,0 +1,169 @@
+"""Read candidate runs from files and folders, telling the format from the content.
+
+    from veriscale.data.importers import load_candidates, detect_format
+    detect_format("trials.jsonl.gz")                 # -> "atif"
+    cands = load_candidates(["a.md", "b.md"])        # text answers
+    cands = load_candidates(["trials.jsonl.gz"])     # one Candidate per trial, each with .task
+
+One module per format; each has ``NAME``, ``DESCRIPTION``, ``detect(obj) -> bool`` and
+``load(obj, source) -> list[Candidate]``. JSON formats are detected on a parsed record (the
+whole JSON file, or each JSONL line); file formats (diff, text, ``.eval``) on the path.
+Files given together must share one format; when nothing matches, the ``UserError`` names
+the file and every known format.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterable
+
+from veriscale.data.importers import (
+    atif,
+    diff,
+    folder,
+    inspect_log,
+    mini_swe_agent,
+    openai_messages,
+    swe_agent,
+    swebench_predictions,
+    text,
+)
+from veriscale.data.importers._files import (
+    DIFF_SUFFIXES,
+    JSON_SUFFIXES,
+    JSONL_SUFFIXES,
+    TEXT_SUFFIXES,
+    logical_suffix,
+    looks_like_json,
+    parse_records,
+    read_text,
+)
+from veriscale.data.model import Candidate
+from veriscale.errors import UserError
+
+# Order matters: the first module whose detect() accepts a record wins.
+RECORD_IMPORTERS: list[ModuleType] = [
+    atif,
+    swe_agent,
+    mini_swe_agent,
+    inspect_log,
+    swebench_predictions,
+    openai_messages,
+]
+FILE_IMPORTERS: list[ModuleType] = [inspect_log, diff, text]
+FORMATS: dict[str, ModuleType] = {
+    m.NAME: m for m in [*RECORD_IMPORTERS, diff, text, folder]
+}
+
+__all__ = ["FORMATS", "detect_format", "load_candidates", "load_file", "known_formats"]
+
+
+def known_formats() -> str:
+    """One line listing every format name and what it reads (for error messages and --help)."""
+    return "; ".join(f"{name} ({module.DESCRIPTION})" for name, module in FORMATS.items())
+
+
+def _unknown(path: Path, why: str = "") -> UserError:
+    reason = f" ({why})" if why else ""
+    return UserError(
+        f"cannot tell the format of '{path}'{reason}: veriscale reads {known_formats()}; "
+        "convert the file or name its format explicitly"
+    )
+
+
+def _format_module(name: str) -> ModuleType:
+    if name not in FORMATS:
+        raise UserError(f"unknown format '{name}': choose one of {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+def _record_importer(record: Any, path: Path, line: int) -> ModuleType:
+    for module in RECORD_IMPORTERS:
+        if module.detect(record):
+            return module
+    where = f"'{path}'" if line <= 1 else f"'{path}' line {line}"
+    keys = ", ".join(list(record)[:8]) if isinstance(record, dict) else type(record).__name__
+    raise _unknown(path, f"{where} holds {{{keys}}}" if isinstance(record, dict) else f"{where} holds a {keys}")
+
+
+def load_file(path: str | Path, format: str | None = None) -> tuple[str, list[Candidate]]:
+    """Load one file or folder; return ``(format name, candidates)``.
+
+    ``format`` forces a format by name (see ``FORMATS``); by default it is detected.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"candidate path '{path}' does not exist: check the path")
+    if path.is_dir():
+        if format not in (None, folder.NAME):
+            raise UserError(f"'{path}' is a folder but format '{format}' reads files: drop the format")
+        return folder.NAME, folder.load(path)
+    forced = _format_module(format) if format else None
+    if forced in (text, diff) or (forced is inspect_log and inspect_log.detect(path)):
+        return forced.NAME, forced.load(path, str(path))
+
+    suffix = logical_suffix(path)
+    if forced is None:
+        if suffix in TEXT_SUFFIXES:
+            return text.NAME, text.load(path, str(path))
+        if suffix in DIFF_SUFFIXES:
+            return diff.NAME, diff.load(path, str(path))
+        if inspect_log.detect(path):
+            return inspect_log.NAME, inspect_log.load(path, str(path))
+    content = read_text(path)
+    if suffix in JSON_SUFFIXES or suffix in JSONL_SUFFIXES or looks_like_json(content):
+        return _load_records(path, content, forced)
+    if forced is not None:
+        raise UserError(f"'{path}' is not JSON, so it cannot be format '{forced.NAME}': check the file")
+    for module in FILE_IMPORTERS:
+        if module.detect(path):
+            return module.NAME, module.load(path, str(path))
+    raise _unknown(path, f"suffix '{suffix}' is not one veriscale reads" if suffix else "")
+
+
+def _load_records(path: Path, content: str, forced: ModuleType | None) -> tuple[str, list[Candidate]]:
+    records = parse_records(content, path)
+    first_line, first = records[0]
+    module = forced or _record_importer(first, path, first_line)
+    merge = getattr(module, "merge_records", None)
+    if merge is not None:
+        merged = merge([r for _, r in records])
+        if len(merged) != len(records):
+            records = [(first_line, r) for r in merged]
+    single = len(records) == 1 and logical_suffix(path) not in JSONL_SUFFIXES
+    candidates: list[Candidate] = []
+    for line, record in records:
+        if not module.detect(record):
+            raise UserError(
+                f"'{path}' line {line} is not a {module.NAME} record like line {first_line}: "
+                "give one format per file"
+            )
+        candidates.extend(module.load(record, str(path) if single else f"{path}:{line}"))
+    return module.NAME, candidates
+
+
+def detect_format(path: str | Path) -> str:
+    """The format name veriscale would read ``path`` as (it loads the file to be sure)."""
+    name, _ = load_file(path)
+    return name
+
+
+def load_candidates(paths: Iterable[str | Path], format: str | None = None) -> list[Candidate]:
+    """Load every path (files or rollout folders) as candidates; all must share one format."""
+    paths = list(paths)
+    if not paths:
+        raise UserError("no candidate files given: pass at least one file or folder")
+    candidates: list[Candidate] = []
+    first_format = ""
+    for path in paths:
+        name, loaded = load_file(path, format)
+        if not first_format:
+            first_format = name
+        elif name != first_format:
+            raise UserError(
+                f"'{path}' is {name} but '{paths[0]}' is {first_format}: give candidates of one "
+                "format per call"
+            )
+        candidates.extend(loaded)
+    return candidates

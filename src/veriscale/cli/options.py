@@ -1,0 +1,67 @@
+"""Options shared by every command that calls a model, and the objects they build."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Iterator, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from veriscale.cli.common import err_console
+from veriscale.engine.store import Store
+from veriscale.models.base import ModelBackend
+from veriscale.models.uri import URI_FORMS, load_backend
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help=f"Model URI: {URI_FORMS}.")]
+StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="SQLite store (default: per-user data dir, or $VERISCALE_STORE).")]
+ScaleOpt = Annotated[str, typer.Option("--scale", help="letters[:G] (A best, default G=20), digits[:G], yesno.")]
+CriteriaOpt = Annotated[str, typer.Option("--criteria", "-c", help="Built-in set (general, agent) or a Markdown file.")]
+OnlyOpt = Annotated[Optional[list[str]], typer.Option("--criterion", help="Use only this criterion of the set (repeatable).")]
+RepeatsOpt = Annotated[int, typer.Option("--repeats", "-k", help="K repeats (pairwise alternate slot order; --reasoning samples anew).")]
+ReasoningOpt = Annotated[bool, typer.Option("--reasoning", help="Let the model write a sampled analysis before each score.")]
+DiscreteOpt = Annotated[bool, typer.Option("--discrete", help="Discrete-judge mode: use the argmax label instead of the expectation.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for sampled reasoning (part of the cache key).")]
+RefreshOpt = Annotated[bool, typer.Option("--refresh", help="Ignore cached calls and ask the model again.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Write the result as JSON on stdout.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Only report the model calls and prompt tokens this would spend.")]
+MaxCallsOpt = Annotated[Optional[int], typer.Option("--max-calls", help="Refuse to make more than this many new model calls.")]
+ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", help="Parallel calls for HTTP models.")]
+
+_NOTICE_SHOWN = False
+
+
+def open_model(uri: str) -> ModelBackend:
+    """Load the backend and say once, plainly, when it is the weak embedded model."""
+    global _NOTICE_SHOWN
+    backend = load_backend(uri)
+    if _uses_embedded(backend) and not _NOTICE_SHOWN:
+        from veriscale.models.embedded import EMBEDDED_NOTICE
+
+        err_console.print(f"[yellow]note:[/] {EMBEDDED_NOTICE}", highlight=False, soft_wrap=True)
+        _NOTICE_SHOWN = True
+    return backend
+
+
+def _uses_embedded(backend: ModelBackend) -> bool:
+    if getattr(backend, "is_embedded", False):
+        return True
+    return any(_uses_embedded(getattr(backend, part)) for part in ("reasoner", "scorer") if hasattr(backend, part))
+
+
+def open_store(path: Path | None) -> Store:
+    return Store.open(path)
+
+
+@contextmanager
+def call_progress(total: int, label: str, enabled: bool = True) -> Iterator[callable]:
+    """A progress bar on stderr; yields the callback to advance it per finished call."""
+    if not enabled or total == 0:
+        yield lambda _outcome=None: None
+        return
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err_console, transient=True)
+    with progress:
+        task = progress.add_task(label, total=total)
+        yield lambda _outcome=None: progress.advance(task)

@@ -1,0 +1,79 @@
+"""``veriscale runs list|show|export``: what earlier commands did, from the store."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from veriscale.cli import options as o
+from veriscale.cli.common import console, emit_json, user_errors
+from veriscale.errors import UserError
+
+runs_app = typer.Typer(help="Inspect and export earlier runs recorded in the store.", no_args_is_help=True)
+
+
+def _when(ts: float | None) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+@runs_app.command("list")
+def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(help="How many, newest first.")] = 20,
+              json_out: o.JsonOpt = False) -> None:
+    """List recent runs. Example: veriscale runs list --limit 5"""
+    with user_errors():
+        runs = o.open_store(store).runs(limit)
+        if json_out:
+            emit_json([{"id": r.id, "command": r.command, "model": r.model, "status": r.status,
+                        "created_at": r.created_at, "args": r.args} for r in runs])
+            return
+        table = Table(title="runs")
+        for col in ("id", "when", "command", "model", "status", "summary"):
+            table.add_column(col)
+        for r in runs:
+            res = r.result or {}
+            summary = ""
+            if "p_a_wins" in res and res["p_a_wins"] is not None:
+                summary = f"P(A>B)={res['p_a_wins']:.3f}"
+            elif "reward" in res and res["reward"] is not None:
+                summary = f"reward={res['reward']:.3f}"
+            table.add_row(str(r.id), _when(r.created_at), r.command, r.model or "", r.status, summary)
+        console.print(table)
+
+
+@runs_app.command("show")
+def show_run(run_id: Annotated[int, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None) -> None:
+    """Print one run's arguments and full result as JSON. Example: veriscale runs show 3"""
+    with user_errors():
+        rec = o.open_store(store).run(run_id)
+        if rec is None:
+            raise UserError(f"there is no run {run_id} in the store: see `veriscale runs list` for ids")
+        emit_json({"id": rec.id, "command": rec.command, "model": rec.model, "status": rec.status,
+                   "created_at": rec.created_at, "finished_at": rec.finished_at, "args": rec.args, "result": rec.result})
+
+
+@runs_app.command("export")
+def export_runs(out: Annotated[Optional[Path], typer.Option("--out", "-o", help="JSONL file (default stdout).")] = None,
+                store: o.StoreOpt = None) -> None:
+    """Export every run as JSON Lines. Example: veriscale runs export -o runs.jsonl"""
+    with user_errors():
+        runs = o.open_store(store).runs()
+        lines = [json.dumps({"id": r.id, "command": r.command, "model": r.model, "status": r.status,
+                             "created_at": r.created_at, "args": r.args, "result": r.result}) for r in reversed(runs)]
+        text = "\n".join(lines) + ("\n" if lines else "")
+        if out is None:
+            typer.echo(text, nl=False)
+        else:
+            try:
+                out.write_text(text)
+            except OSError as exc:
+                raise UserError(f"cannot write '{out}' ({exc.strerror}): choose a writable path") from None
+            console.print(f"wrote {len(lines)} runs to {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(runs_app, name="runs")

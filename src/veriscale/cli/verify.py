@@ -1,0 +1,161 @@
+"""``veriscale score`` and ``veriscale compare``: pointwise and pairwise verdicts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from veriscale.cli.common import console, emit_json, err_console, fail, user_errors
+from veriscale.cli import options as o
+from veriscale.data.text_input import read_text_input
+from veriscale.engine.executor import Estimate
+from veriscale.verify.criteria import load_criteria
+from veriscale.verify.results import CompareResult, ScoreResult
+from veriscale.verify.reward import Verifier
+
+
+def _verifier(model: str, store, scale: str, criteria: str, only, repeats: int, reasoning: bool,
+              discrete: bool, seed: int, refresh: bool, max_calls, concurrency: int) -> Verifier:
+    crits = load_criteria(criteria)
+    if only:
+        crits = crits.only(only)
+    return Verifier(o.open_model(model), store=o.open_store(store), scale=scale, criteria=crits,
+                    repeats=repeats, reasoning=reasoning, discrete=discrete, seed=seed,
+                    refresh=refresh, max_calls=max_calls, concurrency=concurrency)
+
+
+def _print_estimate(est: Estimate, as_json: bool) -> None:
+    payload = {"dry_run": True, "model_calls": est.calls, "cached_calls": est.cached,
+               "prompt_tokens": est.prompt_tokens, "prompt_tokens_exact": est.token_count_exact}
+    if as_json:
+        emit_json(payload)
+        return
+    approx = "" if est.token_count_exact else " (estimated at 4 characters a token)"
+    console.print(f"would make {est.calls} model calls ({est.cached} already cached) sending "
+                  f"{est.prompt_tokens} prompt tokens{approx}; prefix reuse processes fewer")
+
+
+def _report_problems(result: Any) -> None:
+    for note in result.notes:
+        err_console.print(f"[cyan]note:[/] {note}", highlight=False)
+    if result.low_label_mass:
+        err_console.print("[yellow]warning:[/] low label mass: the model put little probability on the score "
+                          "labels, so this verdict is unreliable (try another --scale or a stronger --model)", highlight=False)
+
+
+def _finish(store_run, result: Any, as_json: bool, render) -> None:
+    store, run_id = store_run
+    payload = result.to_dict()
+    store.finish_run(run_id, "failed" if result.failed else "ok", payload)
+    payload["run_id"] = run_id
+    if as_json:
+        emit_json(payload)
+    else:
+        render(result)
+    _report_problems(result)
+    if result.failed:
+        fail("model calls failed, so there is no verdict: " + "; ".join(result.errors[:3])
+             + " (rerun to retry only the failed calls)", 3)
+
+
+def _usage_line(result: Any) -> str:
+    u = result.usage
+    return (f"{u.model_calls} model calls, {u.cache_hits} cache hits, {u.prompt_tokens} prompt tokens processed"
+            + (f", {u.failed_calls} failed" if u.failed_calls else ""))
+
+
+def _render_score(result: ScoreResult) -> None:
+    table = Table(title=f"score · {result.model} · {result.scale} · K={result.repeats_effective}")
+    table.add_column("criterion")
+    table.add_column("reward", justify="right")
+    table.add_column("label mass", justify="right")
+    for name, c in result.criteria.items():
+        table.add_row(name, _fmt(c["reward"]), f"{c['label_mass']:.2f}" + (" !" if c["low_label_mass"] else ""))
+    table.add_row("[bold]overall", f"[bold]{_fmt(result.reward)}", "")
+    console.print(table)
+    console.print(_usage_line(result), style="dim")
+
+
+def _render_compare(result: CompareResult) -> None:
+    table = Table(title=f"compare · {result.model} · {result.scale} · K={result.repeats_effective}")
+    for col in ("criterion", "reward A", "reward B", "label mass A / B"):
+        table.add_column(col, justify="left" if col == "criterion" else "right")
+    for name, c in result.criteria.items():
+        table.add_row(name, _fmt(c["reward_a"]), _fmt(c["reward_b"]),
+                      f"{c['label_mass_a']:.2f} / {c['label_mass_b']:.2f}")
+    table.add_row("[bold]overall", f"[bold]{_fmt(result.reward_a)}", f"[bold]{_fmt(result.reward_b)}", "")
+    console.print(table)
+    if result.p_a_wins is not None:
+        pick = "A" if result.p_a_wins > 0.5 else "B" if result.p_a_wins < 0.5 else "neither (tie)"
+        console.print(f"P(A beats B) = [bold]{result.p_a_wins:.3f}[/] (tau {result.tau:g}) → prefers {pick}")
+    console.print(_usage_line(result), style="dim")
+
+
+def _fmt(x: float | None) -> str:
+    return "failed" if x is None else f"{x:.3f}"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def score(
+        task: Annotated[str, typer.Argument(help="Task file (text, Markdown, JSON) or - for stdin.")],
+        candidate: Annotated[str, typer.Argument(help="Candidate file or - for stdin.")],
+        model: o.ModelOpt = "embedded", store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
+        criteria: o.CriteriaOpt = "general", criterion: o.OnlyOpt = None, repeats: o.RepeatsOpt = 1,
+        reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: o.SeedOpt = 0,
+        refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = 4,
+    ) -> None:
+        """Score one candidate against the task (reward in [0, 1]).
+
+        Example: veriscale score examples/pair/task.md examples/pair/a.md --criteria general --json
+        """
+        with user_errors():
+            task_text = read_text_input(task, "task")
+            cand_text = read_text_input(candidate, "candidate")
+            v = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
+                          refresh, max_calls, concurrency)
+            calls, _ = v.plan_score(task_text, cand_text)
+            if dry_run:
+                _print_estimate(v.executor.estimate(calls), json_out)
+                return
+            run_id = v.executor.store.start_run("score", v.model.uri, {"task": task, "candidate": candidate, "scale": scale,
+                                                                        "criteria": criteria, "repeats": repeats})
+            with o.call_progress(len(calls), "scoring", not json_out) as advance:
+                v.executor.on_done = advance
+                result = v.score(task_text, cand_text)
+            _finish((v.executor.store, run_id), result, json_out, _render_score)
+
+    @app.command()
+    def compare(
+        task: Annotated[str, typer.Argument(help="Task file (text, Markdown, JSON) or - for stdin.")],
+        a: Annotated[str, typer.Argument(help="Candidate A file.")],
+        b: Annotated[str, typer.Argument(help="Candidate B file.")],
+        model: o.ModelOpt = "embedded", store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
+        criteria: o.CriteriaOpt = "general", criterion: o.OnlyOpt = None, repeats: o.RepeatsOpt = 2,
+        reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: o.SeedOpt = 0,
+        refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = 4,
+    ) -> None:
+        """Compare two candidates in one context: both rewards and P(A beats B).
+
+        Example: veriscale compare examples/pair/task.md examples/pair/a.md examples/pair/b.md
+        """
+        with user_errors():
+            task_text = read_text_input(task, "task")
+            a_text = read_text_input(a, "candidate A")
+            b_text = read_text_input(b, "candidate B")
+            v = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
+                          refresh, max_calls, concurrency)
+            calls, _ = v.plan_compare(task_text, a_text, b_text)
+            if dry_run:
+                _print_estimate(v.executor.estimate(calls), json_out)
+                return
+            run_id = v.executor.store.start_run("compare", v.model.uri, {"task": task, "a": a, "b": b, "scale": scale,
+                                                                          "criteria": criteria, "repeats": repeats})
+            with o.call_progress(len(calls), "comparing", not json_out) as advance:
+                v.executor.on_done = advance
+                result = v.compare(task_text, a_text, b_text)
+            _finish((v.executor.store, run_id), result, json_out, _render_compare)

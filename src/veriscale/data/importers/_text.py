@@ -1,0 +1,115 @@
+"""Small text helpers shared by the importers: exit codes, message content, task prompts.
+
+    parse_exit_code('{"returncode": 2, "output": "..."}')   # -> 2
+    parse_exit_code("<returncode>0</returncode><output>")   # -> 0
+    content_text([{"type": "text", "text": "hi"}])          # -> "hi"
+    task_from_prompt("Please solve this issue: Fix X\\n\\nYou can execute bash ...")  # -> "Fix X"
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_EXIT_CODE_PATTERNS = [
+    re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>"),
+    re.compile(r'"(?:returncode|exit_code|exitCode|exit_status)"\s*:\s*(-?\d+)'),
+    re.compile(r"^\s*(?:exit code|exit status|return code|returncode)\s*[:=]?\s*(-?\d+)\b", re.I | re.M),
+    re.compile(r"\bProcess exited with (?:exit )?code (-?\d+)", re.I),
+]
+
+
+def parse_exit_code(text: str) -> int | None:
+    """The exit code a tool output reports, or ``None`` when it reports none.
+
+    Reads JSON ``returncode``/``exit_code`` fields, mini-swe-agent's ``<returncode>`` tag and
+    plain ``exit code: N`` lines; only the first 2,000 characters are searched.
+    """
+    head = text[:2000]
+    for pattern in _EXIT_CODE_PATTERNS:
+        match = pattern.search(head)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def combine_exit_codes(codes: list[int | None]) -> int | None:
+    """One exit code for a step with several tool results: the first non-zero, else 0, else None."""
+    known = [c for c in codes if c is not None]
+    if not known:
+        return None
+    return next((c for c in known if c != 0), 0)
+
+
+def content_text(content: Any) -> str:
+    """Text of a chat message ``content``: a string, or a list of parts (text, reasoning, ...)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict):
+                kind = part.get("type", "text")
+                if isinstance(part.get("text"), str):
+                    parts.append(part["text"])
+                elif kind == "reasoning" and isinstance(part.get("reasoning"), str):
+                    parts.append(f"(reasoning) {part['reasoning']}")
+                elif kind in ("image", "image_url", "input_image"):
+                    parts.append("[image]")
+                elif isinstance(part.get("content"), (str, list)):
+                    parts.append(content_text(part["content"]))
+        return "\n".join(p for p in parts if p)
+    if isinstance(content, dict):
+        return content_text([content])
+    return str(content)
+
+
+def arguments_dict(arguments: Any) -> dict[str, Any] | str:
+    """Tool-call arguments as a dict when they are (or encode) a JSON object, else as text."""
+    if isinstance(arguments, dict):
+        return arguments
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+        return decoded if isinstance(decoded, dict) else arguments
+    if arguments is None:
+        return {}
+    return str(arguments)
+
+
+_PROMPT_PREFIXES = ("Please solve this issue:", "Please solve this task:")
+_PROMPT_TAILS = (
+    "\n\nYou can execute bash commands and edit files",
+    "\n\n## Recommended Workflow",
+    "\n\n<instructions>",
+)
+
+
+def task_from_prompt(prompt: str) -> str:
+    """The task itself, without a known agent scaffold's prefix and trailing instructions.
+
+    mini-swe-agent wraps the task as ``Please solve this issue: <task>`` followed by a long
+    block of workflow rules; those rules say nothing about the task and are cut. A prompt in
+    no known wrapper is returned unchanged (stripped).
+    """
+    text = prompt.strip()
+    for prefix in _PROMPT_PREFIXES:
+        if text.startswith(prefix):
+            text = text[len(prefix):].lstrip()
+            for tail in _PROMPT_TAILS:
+                cut = text.find(tail)
+                if cut > 0:
+                    text = text[:cut]
+            break
+    for tag in ("pr_description", "task_description", "task"):
+        match = re.search(rf"<{tag}>\s*(.*?)\s*</{tag}>", text, re.S)
+        if match and len(match.group(1)) > 20:
+            return match.group(1).strip()
+    return text.strip()

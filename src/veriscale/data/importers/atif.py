@@ -1,0 +1,175 @@
+"""Harbor / Terminal-Bench trials and bare ATIF trajectories (Agent Trajectory Interchange Format).
+
+A trial record (one per JSONL line, or one JSON file) looks like::
+
+    {"trial_name": "fix-git__Ab3", "task_name": "fix-git", "reward": 1,
+     "trajectory": {"schema_version": "ATIF-v1.2", "steps": [
+         {"step_id": 1, "source": "user", "message": "Your task is ..."},
+         {"step_id": 2, "source": "agent", "message": "Let me look.",
+          "tool_calls": [{"tool_name": "bash", "arguments": {"keystrokes": "ls"}}],
+          "observation": {"results": [{"content": "{\\"returncode\\": 0, \\"output\\": \\"...\\"}"}]}}]}}
+
+``trajectory`` may also be a JSON string. A bare trajectory (``{"schema_version", "steps"}``)
+is one candidate with no task name.
+
+    detect(record) -> bool
+    load(record, source="trials.jsonl:3") -> [Candidate]
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from veriscale.data.importers._chat import normalize_tool_call
+from veriscale.data.importers._text import (
+    combine_exit_codes,
+    content_text,
+    parse_exit_code,
+    task_from_prompt,
+)
+from veriscale.data.model import Candidate, Step, Task, Trajectory
+from veriscale.errors import UserError
+
+NAME = "atif"
+DESCRIPTION = "Harbor/Terminal-Bench trial or ATIF trajectory JSON (steps with source/message)"
+
+_LABEL_KEYS = ("reward", "resolved", "score", "success", "passed")
+_METADATA_KEYS = ("trial_id", "task_checksum", "started_at", "ended_at", "duration_seconds",
+                  "cost_cents", "n_input_tokens", "n_output_tokens")
+
+
+def _is_atif_trajectory(obj: Any) -> bool:
+    if isinstance(obj, str):
+        head = obj[:400]
+        return '"steps"' in head or '"schema_version"' in head
+    if not isinstance(obj, dict) or not isinstance(obj.get("steps"), list):
+        return False
+    steps = obj["steps"]
+    if steps:
+        return isinstance(steps[0], dict) and "source" in steps[0]
+    return str(obj.get("schema_version", "")).lower().startswith(("atif", "atif-"))
+
+
+def detect(obj: Any) -> bool:
+    """True for a trial record with an ATIF ``trajectory`` or for a bare ATIF trajectory."""
+    if not isinstance(obj, dict):
+        return False
+    if "trajectory" in obj and not isinstance(obj["trajectory"], list):
+        return _is_atif_trajectory(obj["trajectory"])
+    return _is_atif_trajectory(obj)
+
+
+def load(obj: Any, source: str = "") -> list[Candidate]:
+    """One candidate per trial: steps, final agent message, reward labels and the task."""
+    if not detect(obj):
+        raise UserError(f"{source or 'record'} is not an ATIF trial or trajectory: check its format")
+    trajectory_obj = obj["trajectory"] if "trajectory" in obj else obj
+    if isinstance(trajectory_obj, str):
+        try:
+            trajectory_obj = json.loads(trajectory_obj)
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"{source or 'record'}: its 'trajectory' string is not valid JSON ({exc.msg}): "
+                "fix the export"
+            ) from None
+        if not _is_atif_trajectory(trajectory_obj):
+            raise UserError(f"{source or 'record'}: its 'trajectory' has no ATIF steps list")
+
+    system_parts: list[str] = []
+    prompt = ""
+    steps: list[Step] = []
+    for raw in trajectory_obj.get("steps", []):
+        if not isinstance(raw, dict):
+            continue
+        role = str(raw.get("source", "")).lower() or "agent"
+        message = content_text(raw.get("message"))
+        if not steps and role == "system":
+            system_parts.append(message)
+            continue
+        if not steps and role == "user" and not prompt:
+            prompt = message
+            continue
+        steps.append(_step(role, message, raw))
+
+    final_output = next((s.text for s in reversed(steps) if s.role == "agent" and s.text.strip()), "")
+    task_id = str(obj.get("task_name") or obj.get("task_id") or "")
+    task = None
+    if prompt or task_id:
+        task = Task(
+            text=task_from_prompt(prompt) if prompt else f"Task '{task_id}'",
+            id=task_id,
+            metadata={"prompt": prompt, **({"system": "\n\n".join(system_parts)} if system_parts else {})},
+        )
+    labels = {k: obj[k] for k in _LABEL_KEYS if k in obj and obj[k] is not None}
+    verifier = obj.get("verifier_result")
+    if isinstance(verifier, dict) and isinstance(verifier.get("rewards"), dict):
+        for key, value in verifier["rewards"].items():
+            labels.setdefault(key, value)
+    metadata = {k: obj[k] for k in _METADATA_KEYS if k in obj}
+    agent = trajectory_obj.get("agent")
+    if isinstance(agent, dict):
+        metadata["agent"] = {k: v for k, v in agent.items() if isinstance(v, (str, int, float))}
+    candidate_id = str(
+        obj.get("trial_name") or obj.get("trial_id") or trajectory_obj.get("session_id") or source
+    )
+    return [
+        Candidate(
+            id=candidate_id,
+            text=final_output,
+            trajectory=Trajectory(steps=steps, final_output=final_output),
+            labels=labels,
+            source=source,
+            task=task,
+            metadata=metadata,
+        )
+    ]
+
+
+def _observation(raw: dict[str, Any]) -> tuple[str, int | None]:
+    """Observation text and exit code of an ATIF step; JSON tool results are unpacked."""
+    observation = raw.get("observation")
+    if not isinstance(observation, dict):
+        text = content_text(observation)
+        return text, parse_exit_code(text)
+    texts: list[str] = []
+    codes: list[int | None] = []
+    for result in observation.get("results") or []:
+        content = result.get("content") if isinstance(result, dict) else result
+        text, code = _tool_result(content_text(content))
+        texts.append(text)
+        codes.append(code)
+    return "\n".join(t for t in texts if t), combine_exit_codes(codes)
+
+
+def _tool_result(content: str) -> tuple[str, int | None]:
+    """Unpack ``{"returncode", "output"}`` (or ``output_head``/``output_tail``) tool JSON."""
+    if content.lstrip().startswith("{"):
+        try:
+            data = json.loads(content)
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict) and ("output" in data or "output_head" in data):
+            if "output" in data:
+                text = content_text(data.get("output"))
+            else:
+                elided = data.get("elided_chars")
+                marker = f"[... {elided} characters elided by the agent harness ...]" if elided else "[...]"
+                text = f"{content_text(data.get('output_head'))}\n{marker}\n{content_text(data.get('output_tail'))}"
+            if data.get("exception_info"):
+                text = f"{text}\n[exception] {content_text(data['exception_info'])}".strip()
+            code = data.get("returncode", data.get("exit_code"))
+            return text, code if isinstance(code, int) and not isinstance(code, bool) else None
+    return content, parse_exit_code(content)
+
+
+def _step(role: str, message: str, raw: dict[str, Any]) -> Step:
+    calls = [normalize_tool_call(c) for c in raw.get("tool_calls") or []]
+    observation, exit_code = _observation(raw)
+    return Step(
+        role="agent" if role in ("agent", "assistant") else role,
+        text=message,
+        tool_calls=calls,
+        observation=observation,
+        exit_code=exit_code,
+    )

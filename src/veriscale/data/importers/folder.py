@@ -1,0 +1,167 @@
+"""A folder of rollouts: each subfolder (or, with no subfolders, each file) is one candidate.
+
+    runs/
+      task.md                  # optional: the task, for candidates whose files do not carry it
+      run-1/                   # one rollout: a trajectory file, an answer, deliverables
+        agent/trajectory.json  #   read by its own format (ATIF, SWE-agent, messages, ...)
+        result.json            #   Harbor result: verifier_result.rewards -> labels
+        report.xlsx            #   every file is listed in Candidate.artifacts
+      run-2/ ...
+
+In a folder with subfolders, loose files other than the task file are ignored (a Harbor job
+folder keeps its config.json and result.json there). In a folder of files only, each file is
+loaded by its format and all must share one format. Hidden files and ``.git`` are skipped.
+
+    load(Path("runs")) -> [Candidate, ...]
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from veriscale.data.importers._files import (
+    DIFF_SUFFIXES,
+    JSON_SUFFIXES,
+    JSONL_SUFFIXES,
+    TEXT_SUFFIXES,
+    logical_suffix,
+    read_text,
+)
+from veriscale.data.model import Candidate, Task
+from veriscale.errors import UserError
+
+NAME = "folder"
+DESCRIPTION = "a folder of rollouts (each subfolder or file is one candidate)"
+
+TASK_FILE_NAMES = ("task.md", "task.txt", "instruction.md", "instructions.md", "prompt.md", "prompt.txt")
+ANSWER_FILE_STEMS = ("answer", "final", "output", "response", "result", "solution", "submission")
+_SKIPPED_NAMES = {"readme.md", "__pycache__", "node_modules", ".git"}
+MAX_ARTIFACTS = 2000
+
+
+def detect(obj: Any) -> bool:
+    """True for an existing directory."""
+    return isinstance(obj, Path) and obj.is_dir()
+
+
+def _visible(path: Path) -> bool:
+    return not path.name.startswith(".") and path.name.lower() not in _SKIPPED_NAMES
+
+
+def _task_file(folder: Path) -> Task | None:
+    for name in TASK_FILE_NAMES:
+        for candidate in (folder / name, folder / name.upper()):
+            if candidate.is_file():
+                text = read_text(candidate).strip()
+                return Task(text=text, id=folder.name, metadata={"file": str(candidate)})
+    return None
+
+
+def load(obj: Path, source: str = "") -> list[Candidate]:
+    """One candidate per subfolder (or per file when there are no subfolders)."""
+    from veriscale.data.importers import load_candidates  # the registry imports this module
+
+    folder = Path(obj)
+    if not folder.is_dir():
+        raise UserError(f"'{folder}' is not a folder: give a folder of rollouts")
+    task = _task_file(folder)
+    task_names = {n.lower() for n in TASK_FILE_NAMES}
+    entries = sorted((p for p in folder.iterdir() if _visible(p)), key=lambda p: p.name)
+    subfolders = [p for p in entries if p.is_dir()]
+    if subfolders:
+        candidates = [_rollout(sub) for sub in subfolders]
+    else:
+        files = [p for p in entries if p.is_file() and p.name.lower() not in task_names]
+        if not files:
+            raise UserError(f"folder '{folder}' holds no candidate files or rollout subfolders: add some")
+        candidates = load_candidates(files)
+    for candidate in candidates:
+        if candidate.task is None and task is not None:
+            candidate.task = task
+    return candidates
+
+
+def _files_under(root: Path) -> list[Path]:
+    found: list[Path] = []
+    stack = [root]
+    while stack and len(found) < MAX_ARTIFACTS:
+        current = stack.pop()
+        for entry in sorted(current.iterdir(), key=lambda p: p.name, reverse=True):
+            if not _visible(entry):
+                continue
+            if entry.is_dir():
+                stack.append(entry)
+            elif entry.is_file():
+                found.append(entry)
+    return sorted(found, key=lambda p: (len(p.relative_to(root).parts), str(p)))
+
+
+def _rollout(sub: Path) -> Candidate:
+    """One rollout subfolder as one candidate (id = folder name)."""
+    from veriscale.data.importers import RECORD_IMPORTERS, load_file
+
+    files = _files_under(sub)
+    if not files:
+        raise UserError(f"rollout folder '{sub}' is empty: remove it or add the run's files")
+    artifacts = {str(p.relative_to(sub)): str(p) for p in files}
+    candidate: Candidate | None = None
+    for path in files:
+        if logical_suffix(path) not in JSON_SUFFIXES | JSONL_SUFFIXES or path.name == "result.json":
+            continue
+        try:
+            name, loaded = load_file(path)
+        except UserError:
+            continue  # a deliverable that happens to be JSON, not a trajectory
+        if name in {m.NAME for m in RECORD_IMPORTERS} and len(loaded) == 1:
+            candidate = loaded[0]
+            break
+    if candidate is None:
+        candidate = Candidate(id=sub.name, text=_answer_text(sub, files))
+    candidate.id = sub.name
+    candidate.source = str(sub)
+    candidate.artifacts = {**artifacts, **candidate.artifacts}
+    _merge_result(sub, candidate)
+    if candidate.task is None:
+        candidate.task = _task_file(sub)
+    return candidate
+
+
+def _answer_text(sub: Path, files: list[Path]) -> str:
+    """Text of the rollout's answer file (answer.md, output.txt, a patch, ...), else ''."""
+    readable = [p for p in files if logical_suffix(p) in TEXT_SUFFIXES | DIFF_SUFFIXES]
+    readable = [p for p in readable if p.name.lower() not in TASK_FILE_NAMES]
+    for path in readable:
+        if path.name.lower().split(".")[0] in ANSWER_FILE_STEMS:
+            return read_text(path)
+    if len(readable) == 1:
+        return read_text(readable[0])
+    return ""
+
+
+def _merge_result(sub: Path, candidate: Candidate) -> None:
+    """Labels from a Harbor ``result.json`` or ``verifier/reward.txt`` beside the trajectory."""
+    result_path = sub / "result.json"
+    if result_path.is_file():
+        try:
+            result = json.loads(read_text(result_path))
+        except (json.JSONDecodeError, UserError):
+            result = None
+        if isinstance(result, dict):
+            rewards = (result.get("verifier_result") or {}).get("rewards") if isinstance(result.get("verifier_result"), dict) else None
+            if isinstance(rewards, dict):
+                for key, value in rewards.items():
+                    candidate.labels.setdefault(key, value)
+            for key in ("reward", "resolved", "score"):
+                if key in result and result[key] is not None:
+                    candidate.labels.setdefault(key, result[key])
+            task_name = result.get("task_name")
+            if task_name and candidate.task is not None and not candidate.task.id:
+                candidate.task.id = str(task_name)
+    reward_file = sub / "verifier" / "reward.txt"
+    if reward_file.is_file() and "reward" not in candidate.labels:
+        try:
+            candidate.labels["reward"] = float(reward_file.read_text().strip())
+        except ValueError:
+            pass

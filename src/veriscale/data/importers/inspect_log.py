@@ -1,0 +1,124 @@
+"""Inspect AI eval logs: the JSON log (``inspect eval --log-format json``) or the ``.eval`` zip.
+
+    {"eval": {"task": "ctf", "model": "openai/gpt-4o"},
+     "samples": [{"id": 7, "epoch": 1, "input": "Find the flag.", "target": "flag{x}",
+                  "messages": [...chat messages...], "scores": {"includes": {"value": "C"}}}]}
+
+Each sample (one epoch of one dataset item) is one candidate; its task id is
+``<eval task>/<sample id>`` so epochs of the same item group together. Scores go to labels as
+given, plus ``score`` as a number (C=1, I=0, P=0.5, N=0) when there is a single scorer.
+
+    detect(record_or_path) -> bool
+    load(record_or_path, source="logs/ctf.json") -> [Candidate]
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from veriscale.data.importers._chat import chat_to_conversation
+from veriscale.data.importers._text import content_text, task_from_prompt
+from veriscale.data.model import Candidate, Task, Trajectory
+from veriscale.errors import UserError
+
+NAME = "inspect-log"
+DESCRIPTION = "Inspect AI eval log (.json with eval + samples, or .eval zip)"
+
+_LETTER_VALUES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
+
+
+def detect(obj: Any) -> bool:
+    """True for a JSON log (``eval.task`` plus ``samples``) or a ``.eval`` zip archive path."""
+    if isinstance(obj, Path):
+        return obj.suffix.lower() == ".eval" and zipfile.is_zipfile(obj)
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("eval"), dict)
+        and "task" in obj["eval"]
+        and ("samples" in obj or "results" in obj or "status" in obj)
+    )
+
+
+def load(obj: Any, source: str = "") -> list[Candidate]:
+    """One candidate per sample of the log."""
+    if isinstance(obj, Path):
+        source = source or str(obj)
+        obj = _read_eval_zip(obj)
+    if not detect(obj):
+        raise UserError(f"{source or 'record'} is not an Inspect eval log: check its format")
+    samples = obj.get("samples") or []
+    if not samples:
+        raise UserError(
+            f"Inspect log {source or ''} holds no samples: rerun the eval with samples logged"
+        )
+    eval_info = obj["eval"]
+    task_name = str(eval_info.get("task") or "")
+    model = str(eval_info.get("model") or "")
+    return [_candidate(sample, task_name, model, f"{source}#sample{i + 1}") for i, sample in enumerate(samples)]
+
+
+def _read_eval_zip(path: Path) -> dict[str, Any]:
+    """A ``.eval`` archive as the JSON-log shape: header.json's ``eval`` plus samples/*.json."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            if "header.json" in names:
+                header = json.loads(archive.read("header.json"))
+            elif "_journal/start.json" in names:
+                header = json.loads(archive.read("_journal/start.json"))
+            else:
+                raise UserError(f"'{path}' has no header.json: is it an Inspect .eval log?")
+            sample_names = sorted(n for n in names if n.startswith("samples/") and n.endswith(".json"))
+            samples = [json.loads(archive.read(n)) for n in sample_names]
+    except (zipfile.BadZipFile, json.JSONDecodeError, KeyError) as exc:
+        raise UserError(f"'{path}' is not a readable Inspect .eval log ({exc}): re-export it") from None
+    return {"eval": header.get("eval", {}), "samples": samples}
+
+
+def _candidate(sample: dict[str, Any], task_name: str, model: str, source: str) -> Candidate:
+    sample_id = str(sample.get("id", ""))
+    epoch = sample.get("epoch", 1)
+    conv = chat_to_conversation(sample.get("messages") or [])
+    output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
+    completion = content_text(output.get("completion"))
+    if not completion and output.get("choices"):
+        message = output["choices"][0].get("message", {}) if isinstance(output["choices"][0], dict) else {}
+        completion = content_text(message.get("content"))
+    final_output = completion or conv.final_output
+    raw_input = sample.get("input")
+    prompt = content_text(raw_input) if isinstance(raw_input, str) else chat_to_conversation(raw_input or []).prompt
+    prompt = prompt or conv.prompt
+    task = Task(
+        text=task_from_prompt(prompt) if prompt else f"{task_name} sample {sample_id}",
+        id=f"{task_name}/{sample_id}" if task_name else sample_id,
+        metadata={"prompt": prompt, "target": sample.get("target"), **({"system": conv.system} if conv.system else {})},
+    )
+    return Candidate(
+        id=f"{model or 'run'}/epoch-{epoch}",
+        text=final_output,
+        trajectory=Trajectory(steps=conv.steps, final_output=final_output),
+        labels=_labels(sample),
+        source=source,
+        task=task,
+        metadata={"model": model, "epoch": epoch, "sample_id": sample_id},
+    )
+
+
+def _labels(sample: dict[str, Any]) -> dict[str, Any]:
+    scores = sample.get("scores")
+    if not isinstance(scores, dict):
+        scores = {"score": sample["score"]} if isinstance(sample.get("score"), dict) else {}
+    labels: dict[str, Any] = {}
+    for name, score in scores.items():
+        labels[name] = score.get("value") if isinstance(score, dict) else score
+    if len(labels) == 1:
+        (value,) = labels.values()
+        numeric = _LETTER_VALUES.get(value) if isinstance(value, str) else value
+        if isinstance(numeric, (int, float)) and not isinstance(numeric, bool):
+            labels["score"] = numeric
+        elif isinstance(value, bool):
+            labels["score"] = float(value)
+    return labels

@@ -1,0 +1,113 @@
+"""The jail's only way out: a host-side forward from a unix socket to the model endpoint.
+
+A jailed session has its own network namespace with loopback only. The runner opens a
+:class:`ModelForward` on the host; its unix socket is bind-mounted into the jail, where
+``jail_relay.py`` listens on ``127.0.0.1:<port>`` and relays to it. Nothing else on the host
+network, loopback included, is reachable from inside::
+
+    with ModelForward(("127.0.0.1", 8000)) as forward:
+        forward.socket_path        # bind this into the jail
+    inside_model_url(("127.0.0.1", 8000))   # 'http://127.0.0.1:8000' as seen from the jail
+
+The forward is plain TCP: an HTTPS endpoint whose certificate names a host other than
+127.0.0.1 fails verification inside; point the jail at a plain-HTTP local server or proxy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+import threading
+from pathlib import Path
+from types import TracebackType
+
+from veriscale.errors import UserError
+from veriscale.harness.jail_relay import serve_forever
+
+Endpoint = tuple[str, int]
+
+#: Port the in-jail relay uses when the endpoint's own port is privileged (< 1024).
+FALLBACK_INSIDE_PORT = 8080
+#: Where the forward's socket appears inside the jail.
+INSIDE_SOCKET_PATH = "/run/veriscale/model.sock"
+#: Upper bound on the time to open a connection to the model endpoint.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def check_endpoint(endpoint: Endpoint) -> Endpoint:
+    """Return ``endpoint`` as ``(host, port)`` or raise UserError naming what is wrong with it."""
+    try:
+        host, port = endpoint
+    except (TypeError, ValueError):
+        raise UserError(
+            f"model endpoint {endpoint!r} is not a (host, port) pair: pass e.g. ('127.0.0.1', 8000)"
+        ) from None
+    if not isinstance(host, str) or not host:
+        raise UserError(f"model endpoint host {host!r} is empty: pass a host name or IP address")
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise UserError(f"model endpoint port {port!r} is not in 1..65535: pass the server's port")
+    return host, port
+
+
+def inside_port(endpoint: Endpoint) -> int:
+    """The port the session connects to inside the jail: the endpoint's own, unless privileged."""
+    port = check_endpoint(endpoint)[1]
+    return port if port >= 1024 else FALLBACK_INSIDE_PORT
+
+
+def inside_model_url(endpoint: Endpoint) -> str:
+    """Base URL (``http://127.0.0.1:<port>``) at which a jailed session reaches ``endpoint``."""
+    return f"http://127.0.0.1:{inside_port(endpoint)}"
+
+
+class ModelForward:
+    """Host-side listener on a private unix socket that relays each connection to one endpoint.
+
+    Use as a context manager; leaving it stops accepting, and removes the socket and its folder.
+    """
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = check_endpoint(endpoint)
+        self._folder: Path | None = None
+        self._listener: socket.socket | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        """The unix socket to bind into the jail (valid while the forward is open)."""
+        if self._folder is None:
+            raise RuntimeError("ModelForward.socket_path read before the forward was opened")
+        return self._folder / "model.sock"
+
+    def _connect_endpoint(self) -> socket.socket:
+        upstream = socket.create_connection(self.endpoint, timeout=CONNECT_TIMEOUT_S)
+        upstream.settimeout(None)
+        return upstream
+
+    def __enter__(self) -> "ModelForward":
+        self._folder = Path(tempfile.mkdtemp(prefix="veriscale-forward-"))
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.socket_path))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(
+            target=serve_forever, args=(listener, self._connect_endpoint), daemon=True
+        ).start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+            except OSError:
+                pass
+            self._listener.close()
+            self._listener = None
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None

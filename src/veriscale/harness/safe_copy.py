@@ -1,0 +1,154 @@
+"""Copy files and unpack zip rollouts without letting a name or link escape its folder.
+
+Rejected with a ``UserError`` (one sentence naming the offending entry):
+
+- names that are absolute, carry a drive letter, a NUL, or a ``..`` component split on ``/``
+  or ``\\`` (zip-slip style: ``../../etc/passwd``, ``..\\evil.txt``);
+- symlinks whose target resolves outside the source root;
+- zip members that are symlinks, or archives that unpack past ``max_bytes``.
+
+Symlinks that stay inside the root are copied as the files they point to::
+
+    copy_tree(src / "inputs", dest / "workspace", root=src, skip=lambda rel: None)
+    extract_zip(src / "rollouts" / "run-3.zip", dest / "tmp", max_bytes=1 << 30)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+from veriscale.errors import UserError
+
+DEFAULT_MAX_EXTRACT_BYTES = 1 << 30
+
+# skip(relative POSIX path, is_dir) -> reason to leave the entry out, or None to copy it
+SkipRule = Callable[[str, bool], "str | None"]
+
+
+def check_name(name: str, where: str) -> None:
+    """Raise ``UserError`` when ``name`` could address a path outside its folder."""
+    parts = re.split(r"[\\/]", name)
+    bad = (
+        "\x00" in name
+        or name.startswith(("/", "\\"))
+        or re.match(r"^[A-Za-z]:", name) is not None
+        or ".." in parts
+    )
+    if bad:
+        raise UserError(
+            f"unsafe file name {name!r} in {where}: names must stay inside their folder "
+            "(no '..', no absolute paths); rename or remove that entry"
+        )
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def ensure_inside(path: Path, root: Path) -> None:
+    """Raise ``UserError`` when ``path`` (after following links) lies outside ``root``."""
+    target = path.resolve()
+    if not _inside(target, root.resolve()):
+        raise UserError(
+            f"'{path}' points outside the source folder ('{target}'): "
+            "replace the link with the file itself or remove it"
+        )
+
+
+def copy_tree(
+    src: Path,
+    dest: Path,
+    *,
+    root: Path,
+    skip: SkipRule,
+    left_out: list[tuple[str, str]],
+    rel_prefix: str = "",
+) -> list[Path]:
+    """Copy ``src`` into ``dest`` safely; return the copied destination files.
+
+    ``skip`` decides per entry (relative to ``src``); skipped entries are appended to
+    ``left_out`` as (``rel_prefix`` + relative path, reason).
+    """
+    ensure_inside(src, root)
+    real_root = root.resolve()
+    copied: list[Path] = []
+    visited: set[Path] = set()
+
+    def walk(current: Path, rel: PurePosixPath) -> None:
+        real = current.resolve()
+        if real in visited:
+            return
+        visited.add(real)
+        for entry in sorted(os.scandir(current), key=lambda e: e.name):
+            check_name(entry.name, f"'{current}'")
+            entry_rel = rel / entry.name
+            entry_path = Path(entry.path)
+            if entry.is_symlink():
+                target = entry_path.resolve()
+                if not _inside(target, real_root) or not target.exists():
+                    raise UserError(
+                        f"symlink '{entry_path}' points outside the source folder ('{target}'): "
+                        "replace it with the file itself or remove it"
+                    )
+            is_dir = entry_path.is_dir()
+            reason = skip(entry_rel.as_posix(), is_dir)
+            if reason is not None:
+                left_out.append((rel_prefix + entry_rel.as_posix() + ("/" if is_dir else ""), reason))
+                continue
+            if is_dir:
+                walk(entry_path, entry_rel)
+            elif entry_path.is_file():
+                target_file = dest / entry_rel
+                target_file.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(entry_path, target_file)
+                copied.append(target_file)
+            else:
+                left_out.append((rel_prefix + entry_rel.as_posix(), "not a regular file"))
+
+    dest.mkdir(parents=True, exist_ok=True)
+    walk(src, PurePosixPath())
+    return copied
+
+
+def extract_zip(archive: Path, dest: Path, *, max_bytes: int = DEFAULT_MAX_EXTRACT_BYTES) -> None:
+    """Unpack ``archive`` into ``dest``, checking every member name and the total size."""
+    try:
+        zf = zipfile.ZipFile(archive)  # callers check that ``archive`` itself is inside the source
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UserError(f"rollout archive '{archive}' is not a readable zip file ({exc}): replace it") from exc
+    with zf:
+        members = zf.infolist()
+        for info in members:
+            check_name(info.filename, f"zip '{archive}'")
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise UserError(
+                    f"zip '{archive}' holds a symlink member {info.filename!r}: "
+                    "store the file itself in the archive"
+                )
+        total = sum(info.file_size for info in members)
+        if total > max_bytes:
+            raise UserError(
+                f"zip '{archive}' unpacks to {total} bytes, over the {max_bytes}-byte cap: "
+                "unpack it yourself or raise the cap"
+            )
+        real_dest = dest.resolve()
+        for info in members:
+            target = (dest / info.filename).resolve()
+            if not _inside(target, real_dest):  # belt and braces after check_name
+                raise UserError(f"zip member {info.filename!r} in '{archive}' escapes its folder: remove it")
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as out:
+                shutil.copyfileobj(src, out)

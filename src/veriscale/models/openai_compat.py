@@ -1,0 +1,234 @@
+"""OpenAI-compatible HTTP backend: vLLM, SGLang, llama.cpp servers, OpenAI-style APIs.
+
+    m = OpenAICompatModel("http://127.0.0.1:8000/v1", model="qwen3-8b")
+    m = OpenAICompatModel("http://127.0.0.1:8000/v1", template="chatml")   # /v1/completions + prefill
+
+With a chat template named, the score slot is prefilled client-side and read through
+``/v1/completions``; otherwise ``/v1/chat/completions`` is asked for one token. Both logprob
+shapes are parsed. Retries with exponential backoff on 429, 5xx, timeouts and dropped
+connections; a call that still fails raises ModelCallError (recorded as failed upstream).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import httpx
+from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from veriscale.errors import ModelCallError, UserError
+from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse
+from veriscale.models.chat_template import TEMPLATES, render_chat
+from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
+
+API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
+
+
+class _Retryable(Exception):
+    pass
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return isinstance(exc, (_Retryable, httpx.TimeoutException, httpx.TransportError))
+
+
+class OpenAICompatModel:
+    """One model on one OpenAI-compatible server."""
+
+    is_embedded = False
+
+    def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+                 template: str | None = None, endpoint: str = "auto", top_logprobs: int = 20,
+                 timeout_s: float = 120.0, max_retries: int = 4, concurrency: int = 8,
+                 backoff_s: float = 0.5, uri: str | None = None) -> None:
+        if template is not None and template not in TEMPLATES:
+            raise UserError(f"unknown chat template '{template}': use one of {', '.join(TEMPLATES)}")
+        if endpoint not in ("auto", "chat", "completions"):
+            raise UserError(f"unknown endpoint '{endpoint}': use chat or completions")
+        if endpoint == "completions" and template is None:
+            raise UserError("the completions endpoint needs a chat template to prefill the score slot: add template=chatml (or llama3, gemma) to the model URI")
+        self.base_url = base_url.rstrip("/")
+        self.requested_model = model
+        self.template = template
+        self.endpoint = "completions" if template else "chat"
+        self.top_logprobs = top_logprobs
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.uri = uri or f"{self.base_url}#{model or ''}"
+        self.display_name = f"{model or 'model'} at {self.base_url}"
+        key = api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0), headers=headers,
+                                    limits=httpx.Limits(max_connections=concurrency))
+        self._slots = threading.BoundedSemaphore(concurrency)
+        self._model_id: str | None = None
+        self._lock = threading.Lock()
+
+    # -- HTTP with retries -----------------------------------------------------------------
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base_url}{path}"
+
+        def attempt() -> dict[str, Any]:
+            with self._slots:
+                resp = self._client.post(url, json=body)
+            if resp.status_code == 429 or resp.status_code >= 500:
+                raise _Retryable(f"HTTP {resp.status_code} from {url}")
+            if resp.status_code >= 400:
+                detail = resp.text[:300].replace("\n", " ")
+                if any(w in detail.lower() for w in ("context", "too long", "maximum", "exceed")):
+                    raise UserError(f"the prompt is longer than the context of {self.display_name} ({detail}): shorten the inputs or use a model with a longer context")
+                raise ModelCallError(f"{url} answered HTTP {resp.status_code}: {detail}")
+            try:
+                return resp.json()
+            except ValueError:
+                raise _Retryable(f"{url} answered with a body that is not JSON") from None
+
+        try:
+            for tries in Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=False,
+                                  wait=wait_exponential_jitter(initial=self.backoff_s, max=20.0),
+                                  retry=retry_if_exception(_is_retryable)):
+                with tries:
+                    return attempt()
+        except RetryError as exc:
+            last = exc.last_attempt.exception()
+            if isinstance(last, httpx.ConnectError):
+                raise ModelCallError(f"cannot reach {url} after {self.max_retries + 1} tries: is the server running?", retryable=True) from None
+            what = "timed out" if isinstance(last, httpx.TimeoutException) else str(last)
+            raise ModelCallError(f"model call failed after {self.max_retries + 1} tries: {what}", retryable=True) from None
+        raise AssertionError("unreachable")
+
+    # -- identity --------------------------------------------------------------------------
+    def model_id(self) -> str:
+        """The model id the server reports (checked against the one the URI names)."""
+        with self._lock:
+            if self._model_id is not None:
+                return self._model_id
+            try:
+                resp = self._client.get(f"{self.base_url}/models", timeout=10.0)
+                resp.raise_for_status()
+                ids = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
+            except httpx.ConnectError:
+                raise UserError(f"cannot reach the model server at {self.base_url}: start it, or fix the URL in --model") from None
+            except (httpx.HTTPError, ValueError, AttributeError):
+                ids = []
+            if self.requested_model:
+                self._model_id = self.requested_model
+            elif ids:
+                self._model_id = str(ids[0])
+            else:
+                raise UserError(f"the server at {self.base_url} lists no models: name one in the URI, e.g. {self.base_url}#my-model")
+            return self._model_id
+
+    def fingerprint(self) -> str:
+        return f"http:{self.base_url}#{self.model_id()}"
+
+    def context_size(self) -> int | None:
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        """An estimate (4 characters a token): servers rarely expose their tokenizer."""
+        return max(1, len(text) // 4)
+
+    def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
+        """Labels that tokenize to more than one token, where the server can tokenize."""
+        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+        bad = []
+        for lab in labels:
+            counts = []
+            for text in (lab, " " + lab):
+                n = self._tokenize_count(root, text)
+                if n is None:
+                    return []  # cannot check on this server
+                counts.append(n)
+            if min(counts) != 1:
+                bad.append(lab)
+        return bad
+
+    def _tokenize_count(self, root: str, text: str) -> int | None:
+        for path, body, field in (("/extras/tokenize", {"input": text}, "tokens"),
+                                  ("/tokenize", {"prompt": text, "add_special_tokens": False}, "tokens")):
+            try:
+                resp = self._client.post(root + path, json={**body, "model": self.requested_model or ""}, timeout=10.0)
+                if resp.status_code == 200 and isinstance(resp.json().get(field), list):
+                    return len(resp.json()[field])
+            except (httpx.HTTPError, ValueError):
+                continue
+        return None
+
+    # -- scoring ---------------------------------------------------------------------------
+    def _generate_reasoning(self, request: ScoreRequest) -> tuple[str, int]:
+        if self.endpoint == "completions":
+            body = {"model": self.model_id(), "prompt": render_chat(self.template, request.messages, request.reasoning_prefix),
+                    "max_tokens": request.max_reasoning_tokens, "temperature": request.temperature,
+                    "seed": request.seed, "stop": ["Grade"]}
+            data = self._post("/completions", body)
+            text = data["choices"][0].get("text", "")
+        else:
+            msgs = [{"role": m.role, "content": m.content} for m in request.messages]
+            body = {"model": self.model_id(), "messages": msgs, "max_tokens": request.max_reasoning_tokens,
+                    "temperature": request.temperature, "seed": request.seed, "stop": ["Grade"]}
+            data = self._post("/chat/completions", body)
+            text = data["choices"][0]["message"].get("content") or ""
+        return text.strip(), int((data.get("usage") or {}).get("completion_tokens", 0))
+
+    def score(self, request: ScoreRequest) -> ScoreResponse:
+        start = time.perf_counter()
+        reasoning, completion = ("", 0)
+        if request.reasoning:
+            reasoning, completion = self._generate_reasoning(request)
+        if self.endpoint == "completions":
+            prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}" if request.reasoning else request.prefill
+            body = {"model": self.model_id(), "prompt": render_chat(self.template, request.messages, prefill),
+                    "max_tokens": 1, "temperature": 0.0, "logprobs": self.top_logprobs}
+            data = self._post("/completions", body)
+        else:
+            msgs = [{"role": m.role, "content": m.content} for m in request.messages]
+            if request.reasoning:
+                msgs += [{"role": "assistant", "content": f"{request.reasoning_prefix} {reasoning}"},
+                         {"role": "user", "content": "Now reply with the grade only."}]
+            body = {"model": self.model_id(), "messages": msgs, "max_tokens": 1, "temperature": 0.0,
+                    "logprobs": True, "top_logprobs": self.top_logprobs}
+            data = self._post("/chat/completions", body)
+        try:
+            top = first_position_top(data)
+        except NoLogprobs:
+            raise UserError(
+                f"{self.display_name} returned no logprobs: use a server started with logprobs enabled, "
+                f"or two-stage scoring, e.g. --model 'twostage:{self.uri}+embedded'"
+            ) from None
+        except MalformedLogprobs as exc:
+            raise ModelCallError(f"{self.display_name} returned malformed logprobs ({exc})") from None
+        probs, mass, unseen = label_distribution(top, request.labels)
+        usage = data.get("usage") or {}
+        return ScoreResponse(
+            label_probs=probs, label_mass=mass, unseen_mass=unseen, reasoning=reasoning,
+            prompt_tokens=int(usage.get("prompt_tokens", 0)), prompt_tokens_total=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=completion + int(usage.get("completion_tokens", 0)),
+            latency_s=time.perf_counter() - start, top_tokens=sorted(top, key=lambda t: -t[1])[:5],
+        )
+
+    def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+             max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
+        body: dict[str, Any] = {"model": self.model_id(), "messages": messages, "max_tokens": max_tokens,
+                                "temperature": temperature}
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
+        data = self._post("/chat/completions", body)
+        try:
+            choice = data["choices"][0]
+            msg = choice["message"]
+        except (KeyError, IndexError, TypeError):
+            raise ModelCallError(f"{self.display_name} returned a chat response without choices") from None
+        usage = data.get("usage") or {}
+        return ChatResponse(content=msg.get("content") or "", tool_calls=list(msg.get("tool_calls") or []),
+                            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                            completion_tokens=int(usage.get("completion_tokens", 0)),
+                            finish_reason=str(choice.get("finish_reason") or ""))
+
+
+def render_messages(messages: tuple[Message, ...]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]

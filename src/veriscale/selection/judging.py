@@ -1,0 +1,96 @@
+"""The judge contract and the ledger that calls it, so no judgement is ever asked twice.
+
+A judge is any callable ``judge(i, j, repeat) -> float`` returning ``P(candidate i ≻ candidate j)``.
+The caller shows candidate ``i`` in slot A when ``repeat`` is even and candidate ``j`` in slot A
+when it is odd; the tournament code only chooses ``(i, j, repeat)``. The ledger keeps one
+orientation per unordered pair (the one used the first time) and hands out repeat indices
+0, 1, 2, … for that pair in turn, so every ``(i, j, repeat)`` is asked at most once (a cache
+keyed on it is safe) and repeated judgements of a pair alternate slots::
+
+    ledger = JudgeLedger(judge)
+    ledger.judge_pair(2, 5)   # judge(2, 5, 0): 2 in slot A
+    ledger.judge_pair(5, 2)   # judge(2, 5, 1): same pair, 5 in slot A
+    ledger.mean_preference(5, 2)   # mean P(5 ≻ 2) over both
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+from veriscale.errors import UserError
+
+Judge = Callable[[int, int, int], float]
+"""``judge(i, j, repeat) -> P(i ≻ j)``; ``i`` is in slot A when ``repeat`` is even."""
+
+
+class Judgement(NamedTuple):
+    """One judge call: ``judge(i, j, repeat)`` returned ``p = P(i ≻ j)``."""
+
+    i: int
+    j: int
+    repeat: int
+    p: float
+
+
+class JudgeLedger:
+    """Calls the judge, records every judgement, and tracks repeats per unordered pair."""
+
+    def __init__(self, judge: Judge, index_map: list[int] | None = None) -> None:
+        """``index_map`` translates local indices to the judge's candidate indices (identity if None)."""
+        if not callable(judge):
+            raise UserError(f"judge {judge!r} is not callable: pass a function judge(i, j, repeat) -> P(i beats j)")
+        self._judge = judge
+        self._index_map = index_map
+        self._orientation: dict[frozenset[int], tuple[int, int]] = {}
+        self._values: dict[frozenset[int], list[float]] = {}
+        self.judgements: list[Judgement] = []
+
+    def repeats_done(self, a: int, b: int) -> int:
+        """How many times the pair {a, b} has been judged."""
+        return len(self._values.get(frozenset((a, b)), ()))
+
+    def judge_pair(self, a: int, b: int) -> float:
+        """Judge the pair once more and return ``P(a ≻ b)``.
+
+        The first judgement of a pair uses ``(a, b)`` as its orientation, so ``a`` takes slot A;
+        later ones reuse that orientation with the next repeat index.
+        """
+        key = frozenset((a, b))
+        first, second = self._orientation.setdefault(key, (a, b))
+        values = self._values.setdefault(key, [])
+        repeat = len(values)
+        p = self._call(first, second, repeat)
+        values.append(p)
+        self.judgements.append(Judgement(first, second, repeat, p))
+        return p if first == a else 1.0 - p
+
+    def mean_preference(self, a: int, b: int) -> float | None:
+        """Mean ``P(a ≻ b)`` over the pair's judgements so far, or None if never judged."""
+        key = frozenset((a, b))
+        values = self._values.get(key)
+        if not values:
+            return None
+        mean = sum(values) / len(values)
+        return mean if self._orientation[key][0] == a else 1.0 - mean
+
+    def judged_pairs(self) -> list[tuple[int, int]]:
+        """Unordered pairs judged so far, each once, in the orientation first used."""
+        return list(self._orientation.values())
+
+    def outcomes(self) -> list[tuple[int, int, float]]:
+        """Every judgement as a Bradley–Terry outcome ``(i, j, p)`` in local indices."""
+        return [(j.i, j.j, j.p) for j in self.judgements]
+
+    def _call(self, a: int, b: int, repeat: int) -> float:
+        ga, gb = (a, b) if self._index_map is None else (self._index_map[a], self._index_map[b])
+        value = self._judge(ga, gb, repeat)
+        try:
+            p = float(value)
+        except (TypeError, ValueError):
+            p = math.nan
+        if not 0.0 <= p <= 1.0:
+            raise UserError(
+                f"judge({ga}, {gb}, {repeat}) returned {value!r}: a judge must return P(i beats j) in [0, 1]"
+            )
+        return p

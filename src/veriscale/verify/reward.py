@@ -1,0 +1,243 @@
+"""The fine-grained verifier: expected label value over G labels, K repeats and C criteria.
+
+    v = Verifier(load_backend("embedded"), store=Store.open())
+    s = v.score("Sort numbers.txt", "I ran sort -n numbers.txt > out.txt ...")
+    s.reward                      # R = (1/KC) sum_k sum_c E_kc, in [0, 1]
+    c = v.compare(task, a, b)
+    c.p_a_wins                    # sigmoid((R_a - R_b) / tau)
+
+A repeat must change something. Pairwise repeats alternate the slot order (a first, then b
+first) so slot bias cancels; with sampled reasoning every repeat samples anew under its own
+seed (part of the cache key). Without either, extra repeats would recompute the same thing,
+so K collapses (pointwise to 1, pairwise to 2) and the result says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from veriscale.engine.executor import CallExecutor, CallOutcome, Estimate, PlannedCall, Usage
+from veriscale.engine.store import Store
+from veriscale.errors import UserError
+from veriscale.models.base import ModelBackend
+from veriscale.verify import calibration
+from veriscale.verify.criteria import CriteriaSet, load_criteria
+from veriscale.verify.prompts import PROMPT_VERSION, pairwise_request, pointwise_request
+from veriscale.verify.results import (
+    CompareResult, Reading, ScoreResult, VerdictBase, mean, summarise_criterion,
+)
+from veriscale.verify.scale import Scale, parse_scale
+
+
+@dataclass(frozen=True)
+class _Tag:
+    criterion: str
+    repeat: int
+    candidate: str
+    slot: str | None
+    order: str | None
+    seed: int | None
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+class Verifier:
+    """Scores and compares candidates with one model, scale, criteria set and repeat count."""
+
+    def __init__(self, model: ModelBackend, *, store: Store | None = None,
+                 scale: Scale | str = "letters", criteria: CriteriaSet | str = "general",
+                 repeats: int = 1, reasoning: bool = False, discrete: bool = False,
+                 seed: int = 0, tau: float | None = None, refresh: bool = False,
+                 max_calls: int | None = None, concurrency: int = 4,
+                 on_call: Callable[[CallOutcome], None] | None = None) -> None:
+        if repeats < 1:
+            raise UserError(f"--repeats {repeats} is not allowed: use 1 or more")
+        self.model = model
+        self.scale = parse_scale(scale) if isinstance(scale, str) else scale
+        self.criteria = load_criteria(criteria) if isinstance(criteria, str) else criteria
+        self.repeats = repeats
+        self.reasoning = reasoning
+        self.discrete = discrete
+        self.seed = seed
+        self._tau = tau
+        self.executor = CallExecutor(model, store, prompt_version=PROMPT_VERSION, refresh=refresh,
+                                     max_calls=max_calls, concurrency=concurrency, on_done=on_call)
+        self._labels_checked = False
+
+    @property
+    def usage(self):
+        return self.executor.usage
+
+    @property
+    def tau(self) -> float:
+        if self._tau is None:
+            self._tau = calibration.tau_for(self.executor.fingerprint(), self.scale.name, self.discrete)
+        return self._tau
+
+    def check_labels(self) -> None:
+        """Raise a UserError if a label of the scale is not a single token for this model."""
+        if self._labels_checked:
+            return
+        bad = self.model.single_token_labels(self.scale.labels)
+        if bad:
+            raise UserError(
+                f"score labels {', '.join(bad)} of scale '{self.scale.name}' are not single tokens "
+                f"for {self.model.display_name}: use --scale letters (A-T) or --scale yesno"
+            )
+        self._labels_checked = True
+
+    # -- planning ------------------------------------------------------------------------
+    def _repeat_seeds(self, pairwise: bool) -> tuple[list[int | None], list[str]]:
+        notes = []
+        if self.reasoning:
+            return [self.seed + r for r in range(self.repeats)], notes
+        k = min(self.repeats, 2 if pairwise else 1)
+        if k < self.repeats:
+            notes.append(
+                f"K collapsed from {self.repeats} to {k}: without sampled reasoning, "
+                + ("repeats beyond both slot orders" if pairwise else "a pointwise repeat")
+                + " would recompute the same thing (use --reasoning to sample each repeat anew)"
+            )
+        return [None] * k, notes
+
+    def plan_score(self, task: str, candidate: str) -> tuple[list[PlannedCall], list[str]]:
+        _require_text(task, "task")
+        _require_text(candidate, "candidate")
+        seeds, notes = self._repeat_seeds(pairwise=False)
+        calls = []
+        for r, seed in enumerate(seeds):
+            for crit in self.criteria.items:
+                req = pointwise_request(task, candidate, crit, self.criteria.note, self.scale,
+                                        reasoning=self.reasoning, seed=seed)
+                calls.append(PlannedCall(req, _Tag(crit.name, r, "candidate", None, None, seed)))
+        return calls, notes
+
+    def plan_compare(self, task: str, a: str, b: str, only_repeat: int | None = None
+                     ) -> tuple[list[PlannedCall], list[str]]:
+        _require_text(task, "task")
+        _require_text(a, "candidate A")
+        _require_text(b, "candidate B")
+        if only_repeat is None:
+            seeds, notes = self._repeat_seeds(pairwise=True)
+            repeats = list(enumerate(seeds))
+        else:  # one repeat of a tournament: slot order by parity, own seed when sampling
+            notes = []
+            seed = self.seed + only_repeat if self.reasoning else None
+            repeats = [(only_repeat if self.reasoning else only_repeat % 2, seed)]
+        calls = []
+        for r, seed in repeats:
+            order = "AB" if r % 2 == 0 else "BA"
+            first, second = (a, b) if order == "AB" else (b, a)
+            for crit in self.criteria.items:  # criteria share the prefix up to the criterion
+                for slot in ("A", "B"):
+                    who = ("a" if slot == "A" else "b") if order == "AB" else ("b" if slot == "A" else "a")
+                    req = pairwise_request(task, first, second, crit, self.criteria.note, self.scale,
+                                           target=slot, reasoning=self.reasoning, seed=seed)
+                    calls.append(PlannedCall(req, _Tag(crit.name, r, who, slot, order, seed)))
+        return calls, notes
+
+    def estimate_score(self, task: str, candidate: str) -> Estimate:
+        return self.executor.estimate(self.plan_score(task, candidate)[0])
+
+    def estimate_compare(self, task: str, a: str, b: str) -> Estimate:
+        return self.executor.estimate(self.plan_compare(task, a, b)[0])
+
+    # -- running -------------------------------------------------------------------------
+    def _readings(self, outcomes: list[CallOutcome]) -> list[Reading]:
+        readings = []
+        for o in outcomes:
+            t: _Tag = o.call.tag
+            resp = o.response
+            if resp is None:
+                readings.append(Reading(t.criterion, t.repeat, t.candidate, t.slot, t.order, {}, 0.0, 0.0,
+                                        None, seed=t.seed, error=o.error, call_key=o.call.key))
+                continue
+            error = None
+            value = None
+            if resp.label_mass > 0:
+                value = (self.scale.argmax_value(resp.label_probs) if self.discrete
+                         else self.scale.expectation(resp.label_probs))
+            else:
+                error = "no probability on any score label (the model answered off-format)"
+            readings.append(Reading(
+                t.criterion, t.repeat, t.candidate, t.slot, t.order, resp.label_probs, resp.label_mass,
+                resp.unseen_mass, value, resp.prompt_tokens, resp.prompt_tokens_total,
+                resp.completion_tokens, resp.latency_s, o.cache_hit, t.seed, resp.reasoning, error, o.call.key,
+            ))
+        return readings
+
+    def _start(self, calls: list[PlannedCall], notes: list[str]) -> tuple[list[Reading], list[str], object]:
+        self.check_labels()
+        before = _snapshot(self.executor.usage)
+        readings = self._readings(self.executor.run(calls))
+        errors = sorted({f"{r.criterion}: {r.error}" for r in readings if r.error})
+        return readings, errors, before
+
+    def _base(self, k: int, notes: list[str], readings: list[Reading], errors: list[str], before) -> dict:
+        return dict(model=self.model.uri, scale=self.scale.name, criteria_set=self.criteria.name,
+                    repeats_requested=self.repeats, repeats_effective=k, discrete=self.discrete,
+                    readings=readings, notes=notes, errors=errors,
+                    usage=_delta(before, self.executor.usage))
+
+    def score(self, task: str, candidate: str) -> ScoreResult:
+        """Pointwise reward of one candidate."""
+        calls, notes = self.plan_score(task, candidate)
+        readings, errors, before = self._start(calls, notes)
+        k = len({r.repeat for r in readings})
+        crits = {c.name: summarise_criterion([r for r in readings if r.criterion == c.name], self.scale.labels)
+                 for c in self.criteria.items}
+        rewards = [v["reward"] for v in crits.values()]
+        reward = None if errors or any(x is None for x in rewards) else mean(rewards)
+        return ScoreResult(**self._base(k, notes, readings, errors, before), reward=reward, criteria=crits)
+
+    def compare(self, task: str, a: str, b: str, *, only_repeat: int | None = None) -> CompareResult:
+        """Both candidates scored in one context; P(a beats b) from the two rewards.
+
+        ``only_repeat=r`` runs just repeat r (a shown first when r is even), for tournaments
+        whose judge asks one repeat at a time; without --reasoning, r and r+2 are the same
+        computation and come from the cache.
+        """
+        calls, notes = self.plan_compare(task, a, b, only_repeat)
+        readings, errors, before = self._start(calls, notes)
+        k = len({r.repeat for r in readings})
+        crits: dict[str, dict] = {}
+        for c in self.criteria.items:
+            entry = {}
+            for who in ("a", "b"):
+                s = summarise_criterion([r for r in readings if r.criterion == c.name and r.candidate == who],
+                                        self.scale.labels)
+                entry.update({f"{key}_{who}": val for key, val in s.items()})
+            crits[c.name] = entry
+        ra = [v["reward_a"] for v in crits.values()]
+        rb = [v["reward_b"] for v in crits.values()]
+        if errors or any(x is None for x in ra + rb):
+            return CompareResult(**self._base(k, notes, readings, errors, before), tau=self.tau, criteria=crits)
+        reward_a, reward_b = mean(ra), mean(rb)
+        p = sigmoid((reward_a - reward_b) / self.tau)
+        return CompareResult(**self._base(k, notes, readings, errors, before), reward_a=reward_a,
+                             reward_b=reward_b, p_a_wins=p, tau=self.tau, criteria=crits)
+
+
+def _require_text(text: str, what: str) -> None:
+    if not isinstance(text, str) or not text.strip():
+        raise UserError(f"the {what} is empty: give it the text to verify")
+
+
+def _snapshot(usage: Usage) -> Usage:
+    u = Usage()
+    u.add(usage)
+    return u
+
+
+def _delta(before: Usage, after: Usage) -> Usage:
+    d = Usage()
+    for name in d.__dict__:
+        setattr(d, name, getattr(after, name) - getattr(before, name))
+    return d
+
+
+__all__ = ["Verifier", "VerdictBase", "sigmoid"]

@@ -1,0 +1,133 @@
+"""A small real OpenAI-style HTTP server on 127.0.0.1 for parsing and retry tests.
+
+It answers ``/v1/completions`` in OpenAI's legacy logprob shape and ``/v1/chat/completions``
+in the ``content[].top_logprobs[]`` shape. Faults are queued per test::
+
+    with FaultServer() as srv:
+        srv.queue("429", "500", "timeout", "malformed", "nologprobs")   # next requests
+        srv.url          # http://127.0.0.1:PORT/v1
+        srv.requests     # every request body received, in order
+
+Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+DEFAULT_TOP = {"A": 0.6, " B": 0.3, "x": 0.1}
+
+
+class FaultServer:
+    def __init__(self, top: dict[str, float] | None = None, delay_s: float = 0.0, timeout_sleep_s: float = 3.0) -> None:
+        self.top = top or DEFAULT_TOP
+        self.delay_s = delay_s
+        self.timeout_sleep_s = timeout_sleep_s
+        self.faults: list[str] = []
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, payload: Any, raw: bytes | None = None) -> None:
+                body = raw if raw is not None else json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "fault-model", "object": "model"}]})
+                else:
+                    self._send(404, {"error": "not found"})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server.lock:
+                    server.requests.append({"path": self.path, "body": body})
+                    fault = server.faults.pop(0) if server.faults else "ok"
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                if fault == "429":
+                    return self._send(429, {"error": {"message": "rate limited"}})
+                if fault == "500":
+                    return self._send(500, {"error": {"message": "boom"}})
+                if fault == "timeout":
+                    time.sleep(server.timeout_sleep_s)
+                    return self._send(200, server.reply(self.path))
+                if fault == "garbage":
+                    return self._send(200, None, raw=b"<html>not json")
+                if fault == "context":
+                    return self._send(400, {"error": {"message": "Requested tokens exceed context window of 8192"}})
+                payload = server.reply(self.path)
+                if fault == "malformed":
+                    lp = payload["choices"][0]["logprobs"]
+                    if "content" in lp:
+                        lp["content"][0]["top_logprobs"] = [{"token": "A", "logprob": "high"}]
+                    else:
+                        lp["top_logprobs"] = ["not-a-dict"]
+                if fault == "nologprobs":
+                    payload["choices"][0].pop("logprobs")
+                self._send(200, payload)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def reply(self, path: str) -> dict[str, Any]:
+        usage = {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}
+        if path.endswith("/chat/completions"):
+            top = [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in self.top.items()]
+            first = next(iter(self.top))
+            return {"id": "c1", "object": "chat.completion", "model": "fault-model", "usage": usage,
+                    "choices": [{"index": 0, "finish_reason": "length",
+                                 "message": {"role": "assistant", "content": first.strip()},
+                                 "logprobs": {"content": [{"token": first, "logprob": math.log(self.top[first]), "top_logprobs": top}]}}]}
+        first = next(iter(self.top))
+        return {"id": "t1", "object": "text_completion", "model": "fault-model", "usage": usage,
+                "choices": [{"index": 0, "text": first, "finish_reason": "length",
+                             "logprobs": {"tokens": [first], "token_logprobs": [math.log(self.top[first])],
+                                          "top_logprobs": [{t: math.log(p) for t, p in self.top.items()}],
+                                          "text_offset": [0]}}]}
+
+    def queue(self, *faults: str) -> None:
+        with self.lock:
+            self.faults.extend(faults)
+
+    def __enter__(self) -> "FaultServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+if __name__ == "__main__":  # run standalone for manual poking or subprocess tests
+    import sys
+
+    delay = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
+    srv = FaultServer(delay_s=delay)
+    print(srv.port, flush=True)
+    with srv:
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
