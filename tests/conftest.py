@@ -48,7 +48,7 @@ def llama_server():
     port = _free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()),
            "--logits_all", "true", "--n_ctx", "8192", "--host", "127.0.0.1", "--port", str(port),
-           "--model_alias", "smollm2", "--chat_format", "chatml-function-calling"]
+           "--model_alias", "smollm2"]
     log = open(os.devnull, "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"

@@ -57,6 +57,8 @@ class FaultServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/completions"):
+                    return self._send(404, {"error": "not found"})  # e.g. no tokenize endpoint
                 with server.lock:
                     server.requests.append({"path": self.path, "body": body})
                     fault = server.faults.pop(0) if server.faults else "ok"

@@ -88,7 +88,7 @@ class OpenAICompatModel:
 
         try:
             for tries in Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=False,
-                                  wait=wait_exponential_jitter(initial=self.backoff_s, max=20.0),
+                                  wait=wait_exponential_jitter(multiplier=self.backoff_s, max=20.0),
                                   retry=retry_if_exception(_is_retryable)):
                 with tries:
                     return attempt()

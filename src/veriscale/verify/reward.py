@@ -50,11 +50,11 @@ class Verifier:
 
     def __init__(self, model: ModelBackend, *, store: Store | None = None,
                  scale: Scale | str = "letters", criteria: CriteriaSet | str = "general",
-                 repeats: int = 1, reasoning: bool = False, discrete: bool = False,
+                 repeats: int | None = None, reasoning: bool = False, discrete: bool = False,
                  seed: int = 0, tau: float | None = None, refresh: bool = False,
                  max_calls: int | None = None, concurrency: int = 4,
                  on_call: Callable[[CallOutcome], None] | None = None) -> None:
-        if repeats < 1:
+        if repeats is not None and repeats < 1:
             raise UserError(f"--repeats {repeats} is not allowed: use 1 or more")
         self.model = model
         self.scale = parse_scale(scale) if isinstance(scale, str) else scale
@@ -91,14 +91,19 @@ class Verifier:
         self._labels_checked = True
 
     # -- planning ------------------------------------------------------------------------
+    def _repeats_for(self, pairwise: bool) -> int:
+        """K as asked; by default 1 pointwise and 2 pairwise (both slot orders)."""
+        return self.repeats if self.repeats is not None else (2 if pairwise else 1)
+
     def _repeat_seeds(self, pairwise: bool) -> tuple[list[int | None], list[str]]:
         notes = []
+        asked = self._repeats_for(pairwise)
         if self.reasoning:
-            return [self.seed + r for r in range(self.repeats)], notes
-        k = min(self.repeats, 2 if pairwise else 1)
-        if k < self.repeats:
+            return [self.seed + r for r in range(asked)], notes
+        k = min(asked, 2 if pairwise else 1)
+        if k < asked:
             notes.append(
-                f"K collapsed from {self.repeats} to {k}: without sampled reasoning, "
+                f"K collapsed from {asked} to {k}: without sampled reasoning, "
                 + ("repeats beyond both slot orders" if pairwise else "a pointwise repeat")
                 + " would recompute the same thing (use --reasoning to sample each repeat anew)"
             )
@@ -177,9 +182,10 @@ class Verifier:
         errors = sorted({f"{r.criterion}: {r.error}" for r in readings if r.error})
         return readings, errors, before
 
-    def _base(self, k: int, notes: list[str], readings: list[Reading], errors: list[str], before) -> dict:
+    def _base(self, k: int, notes: list[str], readings: list[Reading], errors: list[str], before,
+              pairwise: bool) -> dict:
         return dict(model=self.model.uri, scale=self.scale.name, criteria_set=self.criteria.name,
-                    repeats_requested=self.repeats, repeats_effective=k, discrete=self.discrete,
+                    repeats_requested=self._repeats_for(pairwise), repeats_effective=k, discrete=self.discrete,
                     readings=readings, notes=notes, errors=errors,
                     usage=_delta(before, self.executor.usage))
 
@@ -192,7 +198,7 @@ class Verifier:
                  for c in self.criteria.items}
         rewards = [v["reward"] for v in crits.values()]
         reward = None if errors or any(x is None for x in rewards) else mean(rewards)
-        return ScoreResult(**self._base(k, notes, readings, errors, before), reward=reward, criteria=crits)
+        return ScoreResult(**self._base(k, notes, readings, errors, before, False), reward=reward, criteria=crits)
 
     def compare(self, task: str, a: str, b: str, *, only_repeat: int | None = None) -> CompareResult:
         """Both candidates scored in one context; P(a beats b) from the two rewards.
@@ -215,10 +221,10 @@ class Verifier:
         ra = [v["reward_a"] for v in crits.values()]
         rb = [v["reward_b"] for v in crits.values()]
         if errors or any(x is None for x in ra + rb):
-            return CompareResult(**self._base(k, notes, readings, errors, before), tau=self.tau, criteria=crits)
+            return CompareResult(**self._base(k, notes, readings, errors, before, True), tau=self.tau, criteria=crits)
         reward_a, reward_b = mean(ra), mean(rb)
         p = sigmoid((reward_a - reward_b) / self.tau)
-        return CompareResult(**self._base(k, notes, readings, errors, before), reward_a=reward_a,
+        return CompareResult(**self._base(k, notes, readings, errors, before, True), reward_a=reward_a,
                              reward_b=reward_b, p_a_wins=p, tau=self.tau, criteria=crits)
 
 

@@ -1,0 +1,5 @@
+"""``python -m veriscale`` runs the CLI."""
+
+from veriscale.cli import app
+
+app()
