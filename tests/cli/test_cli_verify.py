@@ -43,7 +43,7 @@ def test_compare_json_through_http_and_rerun_is_free(server, tmp_path):
     for key in ("reward_a", "reward_b", "p_a_wins", "criteria", "usage"):
         assert key in out
     crit = next(iter(out["criteria"].values()))
-    assert sum(crit["label_probs_a"].values()) == pytest.approx(1.0) and 0 < crit["label_mass_a"] <= 1
+    assert sum(crit["label_probs"]["a"].values()) == pytest.approx(1.0) and 0 < crit["label_mass"]["a"] <= 1
     assert out["usage"]["model_calls"] == 12 and {"cache_hits", "prompt_tokens"} <= set(out["usage"])
     second = json.loads(cli(*args, store=store).stdout)
     assert second["usage"]["model_calls"] == 0 and second["usage"]["cache_hits"] == 12

@@ -44,7 +44,7 @@ def test_compare_then_rerun_makes_zero_model_calls(embedded_model, tmp_path):
     first = Verifier(embedded_model, store=store, criteria=crits).compare(TASK, "144", "124")
     assert first.usage.model_calls == 4 and first.p_a_wins is not None
     for c in first.criteria.values():
-        assert sum(c["label_probs_a"].values()) == pytest.approx(1.0)
+        assert sum(c["label_probs"]["a"].values()) == pytest.approx(1.0)
     second = Verifier(embedded_model, store=store, criteria=crits).compare(TASK, "144", "124")
     assert second.usage.model_calls == 0 and second.usage.cache_hits == 4
     assert second.p_a_wins == pytest.approx(first.p_a_wins)

@@ -19,7 +19,7 @@ def test_compare_through_chat_and_completions_endpoints(llama_server, suffix, tm
     res = Verifier(model, store=store, criteria=crits, scale="letters:5").compare(TASK, "144", "124")
     assert not res.failed, res.errors
     c = res.criteria["Correctness"]
-    assert sum(c["label_probs_a"].values()) == pytest.approx(1.0)
+    assert sum(c["label_probs"]["a"].values()) == pytest.approx(1.0)
     for r in res.readings:
         assert 0 <= r.label_mass <= 1 and 0 <= r.unseen_mass <= 1
         assert r.label_mass + r.unseen_mass <= 1 + 1e-6

@@ -110,6 +110,240 @@ def claims_command(
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
+# --- skills and scoring ----------------------------------------------------------------------
+
+skills_app = typer.Typer(
+    name="skills",
+    help="The skill library: evidence-*, resolve-*, falsify-*, repair-* method texts and scripts.\n\n"
+    "Example: veriscale harness skills list --phase adjudication",
+    no_args_is_help=True,
+)
+harness_app.add_typer(skills_app, name="skills")
+
+
+@skills_app.command("list")
+def skills_list_command(
+    phase: Optional[str] = typer.Option(
+        None, "--phase", help="Session: resolver, challenger, adjudication or delivery (default: every skill)."
+    ),
+    skills_dir: Optional[List[Path]] = typer.Option(
+        None, "--skills-dir", help="Folder of your own <phase>-<name>/SKILL.md skills (repeatable; same name replaces)."
+    ),
+    file: Optional[List[str]] = typer.Option(
+        None, "--file", help="Keep only skills whose applies-to matches this deliverable name (repeatable)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the skills as JSON."),
+) -> None:
+    """List skills, optionally those one session receives.
+
+    Example: veriscale harness skills list --phase resolver --file model.xlsx
+    """
+    from veriscale.harness.skill_library import STAGES, all_skills, load_skills
+
+    with user_errors():
+        if phase is None:
+            found = list(all_skills(skills_dir).values())
+            if file is not None:
+                found = [s for s in found if s.applies(file)]
+            found.sort(key=lambda s: (STAGES.index(s.phase), s.name))
+        else:
+            found = load_skills(phase, dirs=skills_dir, files=file)
+    if as_json:
+        emit_json([
+            {"name": s.name, "phase": s.phase, "description": s.description, "applies_to": list(s.applies_to),
+             "path": str(s.path), "scripts": [str(p) for p in s.scripts]}
+            for s in found
+        ])
+        return
+    table = Table(title=f"skills for {phase}" if phase else "skills")
+    for column in ("name", "applies to", "scripts", "description"):
+        table.add_column(column)
+    for s in found:
+        table.add_row(s.name, " ".join(s.applies_to), ", ".join(p.name for p in s.scripts), s.description)
+    console.print(table)
+
+
+@skills_app.command("show")
+def skills_show_command(
+    name: str = typer.Argument(..., help="Skill name, e.g. evidence-xlsx."),
+    skills_dir: Optional[List[Path]] = typer.Option(None, "--skills-dir", help="Extra skill folders (repeatable)."),
+) -> None:
+    """Print one skill's SKILL.md and its script paths.
+
+    Example: veriscale harness skills show repair-workbook
+    """
+    from veriscale.errors import UserError
+    from veriscale.harness.skill_library import all_skills
+
+    with user_errors():
+        skills = all_skills(skills_dir)
+        if name not in skills:
+            raise UserError(f"no skill named '{name}': run `veriscale harness skills list` to see the names")
+    skill = skills[name]
+    console.print(skill.path.read_text(encoding="utf-8"), markup=False, highlight=False)
+    for script in skill.scripts:
+        console.print(f"script: {script}", markup=False, highlight=False)
+
+
+def _fmt(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+@harness_app.command("score")
+def score_command(
+    task_dirs: List[Path] = typer.Argument(..., help="Materialised task folder(s)."),
+    grader: Optional[str] = typer.Option(
+        None, "--grader", help="Grader command, run on the host as CMD --task T --deliverables D; prints {\"score\": x}."
+    ),
+    run: Optional[Path] = typer.Option(None, "--run", help="Run folder of the one task (finish.json + deliverables/ inside)."),
+    runs: Optional[Path] = typer.Option(None, "--runs", help="Runs root: the run of task T is RUNS/T (or RUNS/T/RUN_ID with --run-id)."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Score run RUN_ID of every task: <task>.runs/RUN_ID (or RUNS/<task>/RUN_ID)."),
+    delivered: Optional[Path] = typer.Option(None, "--delivered", help="Delivered files of the one task (with --base)."),
+    base: Optional[str] = typer.Option(None, "--base", help="Base rollout the delivery revised (rNN), or 'none' (with --delivered)."),
+    select_only: bool = typer.Option(False, "--select-only", help="Use the archived score of the chosen base; no grader call."),
+    archive_dir: Optional[Path] = typer.Option(None, "--archive-dir", help="Where <task>.scores.json lives (default: beside each task)."),
+    tolerance: float = typer.Option(0.05, "--tolerance", help="Warn when a re-graded base differs from its archived score by more."),
+    bootstrap: int = typer.Option(2000, "--bootstrap", help="Bootstrap resamples for the 95% intervals."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    grader_timeout: float = typer.Option(600.0, "--grader-timeout", help="Seconds one grader call may take."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="JSON results file (default: score.json in --run/--runs, or score-<run-id>.json beside the tasks)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+) -> None:
+    """Score deliveries: final = select + (revised - base_regraded), or --select-only from the archive.
+
+    Example: veriscale harness score tasks/finance --run runs/finance --grader 'python3 grade.py'
+    """
+    from veriscale.errors import UserError
+    from veriscale.harness.score import (
+        GraderCommand, ScoreItem, explicit_delivery, read_run, score_deliveries, write_report,
+    )
+
+    with user_errors():
+        given = [name for name, value in (("--run", run), ("--runs or --run-id", runs or run_id), ("--delivered", delivered))
+                 if value is not None]
+        if len(given) != 1:
+            raise UserError("say where the delivery is with exactly one of --run DIR, --runs DIR / --run-id ID, "
+                            "or --delivered DIR --base rNN")
+        if (run is not None or delivered is not None) and len(task_dirs) != 1:
+            raise UserError(f"{given[0]} scores one task but {len(task_dirs)} task folders were given: use --run-id or --runs for several")
+        if delivered is not None and base is None:
+            raise UserError("--delivered needs --base: the rollout label the delivery revised (e.g. r03) or 'none'")
+        if base is not None and delivered is None:
+            raise UserError("--base goes with --delivered; a run folder's finish.json already names its base")
+        if delivered is not None:
+            items = [ScoreItem(task_dirs[0], explicit_delivery(delivered, base or "none"))]
+            default_out = delivered.parent
+        elif run is not None:
+            items = [ScoreItem(task_dirs[0], read_run(run))]
+            default_out = run
+        else:
+            items = []
+            for task in task_dirs:
+                if runs is not None:
+                    folder = runs / task.name / run_id if run_id else runs / task.name
+                else:
+                    folder = task.parent / f"{task.name}.runs" / str(run_id)
+                try:
+                    items.append(ScoreItem(task, read_run(folder)))
+                except UserError as exc:  # one task without a usable delivery is reported, not fatal
+                    items.append(ScoreItem(task, None, problem=str(exc)))
+            default_out = runs if runs is not None else task_dirs[0].parent
+        command = None
+        if not select_only:
+            if grader is None:
+                raise UserError("re-grade scoring needs --grader CMD (or pass --select-only to use archived scores)")
+            command = GraderCommand.parse(grader, timeout_s=grader_timeout)
+        report = score_deliveries(items, grader=command, select_only=select_only, archive_dir=archive_dir,
+                                  tolerance=tolerance, n_resamples=bootstrap, seed=seed)
+        if out is None:
+            stem = f"score-{run_id}" if run_id and run is None and delivered is None else "score"
+            out = default_out / (f"{stem}-select-only.json" if select_only else f"{stem}.json")
+        written = write_report(report, out)
+    if as_json:
+        payload = report.to_dict()
+        payload["file"] = str(written)
+        emit_json(payload)
+    else:
+        if report.preflight:
+            console.print(report.preflight, highlight=False)
+        table = Table(title=f"per task ({report.mode})")
+        for column in ("task", "base", "select", "revised", "base regraded", "final", "single rollout", "drift"):
+            table.add_column(column)
+        for t in report.tasks:
+            table.add_row(t.task, t.base or "none", _fmt(t.select), _fmt(t.revised), _fmt(t.base_regraded),
+                          _fmt(t.final) if t.error is None else "failed", _fmt(t.single_rollout), _fmt(t.drift))
+        console.print(table)
+        summary = Table(title=f"mean over tasks, {int(report.confidence * 100)}% bootstrap interval (seed {report.seed})")
+        for column in ("method", "mean", "interval", "n"):
+            summary.add_column(column)
+        for name, est in [*report.methods.items(), *report.comparisons.items()]:
+            if est is None:
+                summary.add_row(name, "-", "-", "0")
+            else:
+                summary.add_row(name, f"{est.mean:+.4f}" if " - " in name else f"{est.mean:.4f}",
+                                f"[{est.low:.4f}, {est.high:.4f}]", str(est.n))
+        console.print(summary)
+        console.print(f"results written to {written}", highlight=False)
+    for warning in report.warnings:
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    if report.failures:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``harness`` sub-app to the main ``veriscale`` app."""
+    _add_run_command(harness_app)
     app.add_typer(harness_app, name="harness")
+
+
+def _add_run_command(sub_app: typer.Typer) -> None:
+    """``veriscale harness run``: the protocol over one or more tasks (see veriscale.harness.runner)."""
+    if any(getattr(c, "name", None) == "run" for c in sub_app.registered_commands):
+        return
+
+    @sub_app.command("run")
+    def run_command(
+        task_dirs: List[Path] = typer.Argument(..., help="Materialised task folders."),
+        model: str = typer.Option(..., "--model", help="Model URI, e.g. http://127.0.0.1:8000/v1#qwen."),
+        contract: str = typer.Option("artifact", "--contract", help="pick-only (deliver the chosen base) or artifact (evidence-backed revisions)."),
+        concurrency: int = typer.Option(2, "--concurrency", help="Sessions (and tasks) that may run at once."),
+        phase_timeout: float = typer.Option(900.0, "--phase-timeout", help="Wall-clock seconds per phase; commands are killed with their process group."),
+        no_jail: bool = typer.Option(False, "--no-jail", help="Run sessions unconfined (every log line says so)."),
+        max_steps: int = typer.Option(30, "--max-steps", help="Tool-calling steps per session."),
+        max_tokens: int = typer.Option(200_000, "--max-tokens", help="Total tokens per session."),
+        run_id: Optional[str] = typer.Option(None, "--run-id", help="Run folder name; reuse one to resume (finished phases are not rerun)."),
+        runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Keep runs in RUNS_DIR/<task>/<run-id> instead of <task>.runs/<run-id>."),
+        skills: Optional[List[Path]] = typer.Option(None, "--skills", help="Skills folder (repeatable; default: the bundled skills)."),
+        executor: str = typer.Option("builtin", "--executor", help="builtin (tool-calling loop) or pi (npm @mariozechner/pi-coding-agent)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+    ) -> None:
+        """Verify tasks: resolve and challenge in parallel, adjudicate, deliver; outcomes in <task>.runs/<run-id>/.
+
+        Example: veriscale harness run tasks/finance --model http://127.0.0.1:8000/v1#qwen --contract pick-only
+        """
+        from veriscale.harness.runner import RunOptions, run_tasks
+
+        with user_errors():
+            options = RunOptions(model_uri=model, contract=contract, concurrency=concurrency,
+                                 phase_timeout_s=phase_timeout, no_jail=no_jail, max_steps=max_steps,
+                                 max_tokens=max_tokens, run_id=run_id, runs_root=runs_dir,
+                                 skills_dirs=skills if skills else None, executor=executor)
+            summary = run_tasks(task_dirs, options,
+                                log=lambda line: err_console.print(line, highlight=False, markup=False, soft_wrap=True))
+        if as_json:
+            emit_json(summary)
+        else:
+            table = Table(title=f"run {summary['run_id']} ({summary['contract']}, jail {summary['jail']})")
+            for column in ("task", "outcome", "base", "revisions", "calls", "tokens", "wall s", "run folder"):
+                table.add_column(column)
+            for task in summary["tasks"]:
+                cost = task.get("cost") or {}
+                tokens = cost.get("prompt_tokens", 0) + cost.get("completion_tokens", 0)
+                table.add_row(task["task"], task["outcome"] if task["outcome"] != "error" else f"error: {task['error']}",
+                              str(task.get("base")), str(task.get("revisions", "")), str(cost.get("calls", "")),
+                              str(tokens), str(cost.get("wall_s", "")), str(task.get("run_dir", "")))
+            console.print(table)
+        if summary["failed"]:
+            raise typer.Exit(1)

@@ -55,5 +55,64 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
         console.print(table)
 
 
+@models_app.command("calibrate")
+def calibrate(
+    model: Annotated[str, typer.Argument(help="Model URI.")],
+    pairs: Annotated[str, typer.Option("--pairs", help="JSONL of instruction/output_1/output_2/label (1|2).")],
+    limit: Annotated[int, typer.Option("--limit", help="Use the first N pairs.")] = 30,
+    method: Annotated[str, typer.Option("--method", help="spread (P spans (0,1)) or mle (likelihood).")] = "spread",
+    scale: o.ScaleOpt = "letters", criteria: o.CriteriaOpt = "general", discrete: o.DiscreteOpt = False,
+    store: o.StoreOpt = None, max_calls: o.MaxCallsOpt = None, json_out: o.JsonOpt = False,
+) -> None:
+    """Fit tau in P(a beats b) = sigmoid((R_a - R_b)/tau) on labelled pairs and store it.
+
+    Example: veriscale models calibrate embedded --pairs ../shared/data/pairwise_dev.jsonl --limit 30
+    """
+    import numpy as np
+
+    from veriscale.verify import calibration as cal
+    from veriscale.verify.reward import Verifier
+
+    with user_errors():
+        if method not in ("spread", "mle"):
+            raise UserError(f"unknown calibration method '{method}': use spread or mle")
+        rows = cal.load_labelled_pairs(pairs, limit)
+        st = o.open_store(store)
+        v = Verifier(o.open_model(model), store=st, scale=scale, criteria=criteria, discrete=discrete,
+                     max_calls=max_calls, tau=1.0)
+        diffs, wins = [], []
+        total = len(v.plan_compare(rows[0]["task"], rows[0]["a"], rows[0]["b"])[0]) * len(rows)
+        with o.call_progress(total, "calibrating", not json_out) as advance:
+            v.executor.on_done = advance
+            for r in rows:
+                res = v.compare(r["task"], r["a"], r["b"])
+                if res.failed:
+                    raise UserError("model calls failed during calibration: " + "; ".join(res.errors[:2]) + " (rerun to retry them)")
+                diffs.append(res.reward_a - res.reward_b)
+                wins.append(r["a_wins"])
+        taus = {"spread": cal.fit_tau_spread(diffs), "mle": cal.fit_tau_mle(diffs, wins)}
+        tau = taus[method]
+        st.set_meta(cal.tau_key(v.executor.fingerprint(), v.scale.name, discrete), repr(tau))
+        d = np.asarray(diffs)
+        p = 1 / (1 + np.exp(-d / tau))
+        report = {"model": v.model.uri, "pairs": len(rows), "method": method, "tau": tau,
+                  "tau_spread": taus["spread"], "tau_mle": taus["mle"],
+                  "accuracy": float(np.mean([(x > 0) == w for x, w in zip(diffs, wins) if x != 0])) if np.any(d != 0) else None,
+                  "tie_rate": float(np.mean(d == 0)),
+                  "log_loss": {k: cal.log_loss(diffs, wins, t) for k, t in taus.items()},
+                  "p_5th_95th_percentile": [float(np.quantile(p, 0.05)), float(np.quantile(p, 0.95))],
+                  "usage": v.usage.to_dict()}
+        if json_out:
+            emit_json(report)
+            return
+        table = Table(title=f"calibration · {v.model.display_name} · {v.scale.name}", show_header=False)
+        for key in ("pairs", "accuracy", "tie_rate", "tau_spread", "tau_mle", "tau"):
+            val = report[key]
+            table.add_row(key, f"{val:.4g}" if isinstance(val, float) else str(val))
+        table.add_row("P range (5%–95%)", "{:.3f} – {:.3f}".format(*report["p_5th_95th_percentile"]))
+        console.print(table)
+        console.print(f"stored tau={tau:.4g} ({method}) for this model in {st.path}")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(models_app, name="models")

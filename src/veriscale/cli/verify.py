@@ -84,7 +84,7 @@ def _render_compare(result: CompareResult) -> None:
         table.add_column(col, justify="left" if col == "criterion" else "right")
     for name, c in result.criteria.items():
         table.add_row(name, _fmt(c["reward_a"]), _fmt(c["reward_b"]),
-                      f"{c['label_mass_a']:.2f} / {c['label_mass_b']:.2f}")
+                      f"{c['label_mass']['a']:.2f} / {c['label_mass']['b']:.2f}" + (" !" if c["low_label_mass"] else ""))
     table.add_row("[bold]overall", f"[bold]{_fmt(result.reward_a)}", f"[bold]{_fmt(result.reward_b)}", "")
     console.print(table)
     if result.p_a_wins is not None:

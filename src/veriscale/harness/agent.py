@@ -46,6 +46,14 @@ NUDGE = (
 )
 
 
+def nudge_text(problem: str, record: Path | None) -> str:
+    """The one reminder a session gets when it stops without a valid record."""
+    problem = problem.strip()
+    if problem and problem[-1] not in ".!?":
+        problem += "."
+    return NUDGE.format(problem=problem, record=record)
+
+
 @dataclass(frozen=True)
 class AgentLimits:
     """Caps on one session: model steps, total tokens, wall-clock seconds, tokens per reply."""
@@ -285,7 +293,7 @@ class AgentSession:
                     return finish("failed", f"ended without a valid record after one nudge: {problem}")
                 out.nudged = True
                 self.transcript.write("note", text=f"nudge: {problem}")
-                self._add({"role": "user", "content": NUDGE.format(problem=problem, record=record)})
+                self._add({"role": "user", "content": nudge_text(problem, record)})
                 continue
             out.steps += 1
             self._add({"role": "assistant", "content": response.content or None, "tool_calls": tool_calls})

@@ -50,3 +50,14 @@ def render_chat(template: str, messages: Sequence[Message], prefill: str = "") -
     except KeyError:
         raise UserError(f"unknown chat template '{template}': use one of {', '.join(TEMPLATES)}") from None
     return fn(messages, prefill)
+
+
+_MARKERS = {"<|im_start|>": "chatml", "<|start_header_id|>": "llama3", "<start_of_turn>": "gemma"}
+
+
+def detect_template(jinja_template: str) -> str | None:
+    """Which of our templates a model's own (Jinja) chat template corresponds to, if any."""
+    for marker, name in _MARKERS.items():
+        if marker in (jinja_template or ""):
+            return name
+    return None

@@ -26,7 +26,7 @@ import numpy as np
 
 from veriscale.errors import UserError
 from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse
-from veriscale.models.chat_template import render_chat
+from veriscale.models.chat_template import detect_template, render_chat
 
 EMBEDDED_NOTICE = (
     "Using the embedded SmolLM2-135M model: a small offline model for trying veriscale, "
@@ -65,7 +65,7 @@ class EmbeddedModel:
 
     is_embedded = True
 
-    def __init__(self, gguf: Path, n_ctx: int = DEFAULT_N_CTX, template: str = "chatml") -> None:
+    def __init__(self, gguf: Path, n_ctx: int = DEFAULT_N_CTX, template: str | None = None) -> None:
         try:
             from llama_cpp import Llama
         except ImportError:
@@ -73,10 +73,14 @@ class EmbeddedModel:
         self.path = gguf
         self.uri = "embedded" if gguf == default_gguf_path() else f"embedded:{gguf}"
         self.display_name = f"embedded {gguf.stem}"
-        self.template = template
         self._lock = threading.RLock()
         self._llm = Llama(model_path=str(gguf), n_ctx=n_ctx, n_batch=512, logits_all=False,
                           n_threads=max(1, os.cpu_count() or 1), verbose=False)
+        own = self._llm.metadata.get("tokenizer.chat_template", "")
+        self.template = template or detect_template(own)
+        if self.template is None:
+            raise UserError(f"cannot tell the chat template of '{gguf.name}' (it is not ChatML, Llama 3 or Gemma): "
+                            "serve it with llama_cpp.server and use --model http://127.0.0.1:PORT/v1#model")
         self._n_vocab = self._llm.n_vocab()
         self._label_ids: dict[str, list[int]] = {}
         self._vocab_text: list[str] | None = None

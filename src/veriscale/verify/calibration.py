@@ -1,10 +1,19 @@
 """The temperature tau in P(a beats b) = sigmoid((R_a - R_b) / tau), per model.
 
-tau is fitted by maximum likelihood on labelled dev pairs (``veriscale calibrate``, or
-``benchmarks/calibrate_tau.py``) and stored in the store's meta table under the model's
-fingerprint; without a fit, ``DEFAULT_TAU`` is used and the result carries that tau.
+Reward gaps differ a lot between models (a 135M model's rewards huddle together; a strong
+model's spread out), so one fixed tau would squeeze P into a narrow band around 0.5 for some
+models. ``veriscale models calibrate`` measures reward gaps on labelled dev pairs and stores tau
+in the store under the model's fingerprint, scale and mode:
 
-    tau = fit_tau(diffs=[0.1, -0.05, ...], a_wins=[True, False, ...])
+* ``spread`` (default): tau such that the 90th percentile of |R_a - R_b| maps to P = 0.9, so
+  P spans (0, 1) on that model's typical gaps.
+* ``mle``: tau maximising the likelihood of the labels (calibrated probabilities; for a judge
+  with little signal this is large and P stays near 0.5 — which is then the honest answer).
+
+Without a stored fit, ``DEFAULT_TAU`` is used and the result says which tau it used::
+
+    tau = fit_tau_spread([0.02, -0.01, 0.05])
+    tau_for(store, fingerprint, "letters:20", discrete=False)
 """
 
 from __future__ import annotations
@@ -15,23 +24,46 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 DEFAULT_TAU = 0.1  # a reward gap of 0.1 (two letter grades on G=20) gives P = 0.73
-_OVERRIDES: dict[str, float] = {}
+SPREAD_QUANTILE = 0.9
+SPREAD_TARGET_P = 0.9
 
 
 def tau_key(fingerprint: str, scale: str, discrete: bool) -> str:
     return f"tau:{fingerprint}:{scale}:{'discrete' if discrete else 'continuous'}"
 
 
-def set_tau(fingerprint: str, scale: str, discrete: bool, tau: float) -> None:
-    _OVERRIDES[tau_key(fingerprint, scale, discrete)] = tau
+def shipped_taus() -> dict[str, float]:
+    """Taus measured by the project on the dev pairs (the embedded model), keyed like the store."""
+    import json
+    from importlib import resources
+
+    try:
+        return json.loads(resources.files("veriscale.verify").joinpath("calibrated_tau.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
 
 
-def tau_for(fingerprint: str, scale: str, discrete: bool) -> float:
-    return _OVERRIDES.get(tau_key(fingerprint, scale, discrete), DEFAULT_TAU)
+def tau_for(store, fingerprint: str, scale: str, discrete: bool) -> float:
+    """Tau from the store (your calibration), else the shipped table, else DEFAULT_TAU."""
+    key = tau_key(fingerprint, scale, discrete)
+    if store is not None:
+        value = store.get_meta(key)
+        if value is not None:
+            return float(value)
+    return float(shipped_taus().get(key, DEFAULT_TAU))
 
 
-def fit_tau(diffs: list[float], a_wins: list[bool], lo: float = 0.005, hi: float = 2.0) -> float:
-    """MLE of tau for P(a wins) = sigmoid(diff / tau) over labelled pairs (bounded search)."""
+def fit_tau_spread(diffs: list[float]) -> float:
+    """tau that maps the 90th percentile of |diff| to P = 0.9."""
+    d = np.abs(np.asarray(diffs, dtype=float))
+    q = float(np.quantile(d, SPREAD_QUANTILE)) if len(d) else 0.0
+    if q <= 0:
+        return DEFAULT_TAU
+    return q / math.log(SPREAD_TARGET_P / (1 - SPREAD_TARGET_P))
+
+
+def fit_tau_mle(diffs: list[float], a_wins: list[bool], lo: float = 1e-3, hi: float = 10.0) -> float:
+    """Maximum-likelihood tau for P(a wins) = sigmoid(diff / tau) (bounded search)."""
     d = np.asarray(diffs, dtype=float)
     y = np.asarray(a_wins, dtype=float)
     if len(d) == 0 or not np.any(d != 0):
@@ -43,3 +75,36 @@ def fit_tau(diffs: list[float], a_wins: list[bool], lo: float = 0.005, hi: float
 
     res = minimize_scalar(nll, bounds=(math.log(lo), math.log(hi)), method="bounded")
     return float(math.exp(res.x))
+
+
+def log_loss(diffs: list[float], a_wins: list[bool], tau: float) -> float:
+    d = np.asarray(diffs, dtype=float) / tau
+    y = np.asarray(a_wins, dtype=float)
+    return float(np.mean(np.logaddexp(0, -d) * y + np.logaddexp(0, d) * (1 - y)))
+
+
+def load_labelled_pairs(path: str, limit: int | None = None) -> list[dict]:
+    """Pairs as JSONL: ``instruction``, ``output_1``, ``output_2``, ``label`` (1 or 2)."""
+    import json
+    from pathlib import Path
+
+    from veriscale.errors import UserError
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"pairs file '{path}' does not exist: pass a JSONL file of instruction/output_1/output_2/label rows")
+    rows = []
+    with p.open() as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+                rows.append({"task": r["instruction"], "a": r["output_1"], "b": r["output_2"], "a_wins": int(r["label"]) == 1})
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                raise UserError(f"line {n} of '{path}' is not a labelled pair: each line needs instruction, output_1, output_2 and label (1 or 2)") from None
+            if limit and len(rows) >= limit:
+                break
+    if not rows:
+        raise UserError(f"pairs file '{path}' has no pairs: add JSONL rows of instruction/output_1/output_2/label")
+    return rows

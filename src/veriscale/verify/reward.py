@@ -75,7 +75,8 @@ class Verifier:
     @property
     def tau(self) -> float:
         if self._tau is None:
-            self._tau = calibration.tau_for(self.executor.fingerprint(), self.scale.name, self.discrete)
+            self._tau = calibration.tau_for(self.executor.store, self.executor.fingerprint(),
+                                            self.scale.name, self.discrete)
         return self._tau
 
     def check_labels(self) -> None:
@@ -212,12 +213,14 @@ class Verifier:
         k = len({r.repeat for r in readings})
         crits: dict[str, dict] = {}
         for c in self.criteria.items:
-            entry = {}
-            for who in ("a", "b"):
-                s = summarise_criterion([r for r in readings if r.criterion == c.name and r.candidate == who],
-                                        self.scale.labels)
-                entry.update({f"{key}_{who}": val for key, val in s.items()})
-            crits[c.name] = entry
+            per = {who: summarise_criterion([r for r in readings if r.criterion == c.name and r.candidate == who],
+                                            self.scale.labels) for who in ("a", "b")}
+            crits[c.name] = {
+                "reward_a": per["a"]["reward"], "reward_b": per["b"]["reward"],
+                **{key: {who: per[who][key] for who in ("a", "b")}
+                   for key in ("label_probs", "label_mass", "unseen_mass", "readings", "failed_readings")},
+                "low_label_mass": per["a"]["low_label_mass"] or per["b"]["low_label_mass"],
+            }
         ra = [v["reward_a"] for v in crits.values()]
         rb = [v["reward_b"] for v in crits.values()]
         if errors or any(x is None for x in ra + rb):

@@ -1,0 +1,51 @@
+"""Helpers shared by the benchmarks: dev pairs and a local llama.cpp server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def dev_pairs(n: int, max_chars: int = 3000) -> list[dict]:
+    """The first n LLMBar/MT-Bench dev pairs whose texts are short enough for the small model."""
+    rows = []
+    with open(DATA / "pairwise_dev.jsonl") as f:
+        for line in f:
+            r = json.loads(line)
+            if len(r["instruction"]) + len(r["output_1"]) + len(r["output_2"]) <= max_chars:
+                rows.append(r)
+            if len(rows) == n:
+                break
+    return rows
+
+
+@contextmanager
+def llama_server(gguf: str, n_ctx: int = 8192) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--logits_all", "true",
+                             "--n_ctx", str(n_ctx), "--host", "127.0.0.1", "--port", str(port),
+                             "--model_alias", "smollm2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(240):
+            try:
+                if httpx.get(url + "/models", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -1,0 +1,662 @@
+"""The verification protocol on one task: resolve ‖ challenge → adjudicate → deliver.
+
+- **resolve** and **challenge** run at the same time in isolated sessions (own output folder,
+  own transcript; neither can read the other's). The resolver's prompt carries the claim map's
+  agenda (disputed claims ranked by information gain); the challenger's carries the consensus
+  and omitted claims. Each writes a schema-checked ledger (``ledger.json``).
+- **adjudicate** is a fresh session that sees the task, the rollouts and the valid ledgers
+  (staged read-only in ``evidence/``) and writes ``finish.json``: a base rollout or ``none``,
+  evidence-backed revisions, unresolved items.
+- **deliver** continues the adjudication session (same transcript) under the ``artifact``
+  contract: the base is copied to ``out/deliverables/``, the session applies the revisions and
+  writes ``repair.json``. Under ``pick-only`` delivery is the base copied, with no model call.
+- The one programmatic gate is content-blind (:func:`keep_base_files`): every file of the base
+  stays in the bundle (a dropped one is restored from the base) and every file is reported with
+  its sha256 and whether it changed.
+
+A phase whose record is missing or invalid is recorded as failed with the validation problems;
+the run goes on with what exists. Layout of one run (``RunLayout``), outside the task folder::
+
+    <task>.runs/<run-id>/
+      claims/{claims.json,agenda.json,claims.md}
+      sessions/resolve/ledger.json        sessions/challenge/ledger.json
+      sessions/adjudicate/finish.json     sessions/adjudicate/repair.json
+      sessions/adjudicate/out/deliverables/          the delivered bundle
+      evidence/{resolver,challenger}.json            valid ledgers, read-only for adjudication
+      transcripts/{resolve,challenge,adjudicate}.jsonl
+      phases/<phase>.json                 status, problems, cost of each phase
+      delivery.json                       the gate's per-file report
+      outcome.json                        the task's outcome and total cost
+
+Usage::
+
+    config = ProtocolConfig(model_uri="http://127.0.0.1:8000/v1#m", contract="artifact")
+    outcome = run_protocol(Path("tasks/t1"), RunLayout.for_task(Path("tasks/t1"), "run-1"), config, BuiltinExecutor())
+    outcome["outcome"], outcome["base"], outcome["phases"]["resolve"]["status"]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from veriscale.errors import UserError
+from veriscale.harness.agent import AgentLimits
+from veriscale.harness.executors import Executor, SessionResult, SessionSpec
+from veriscale.harness.jail import JAIL_OFF_MESSAGE
+from veriscale.harness.ledgers import (
+    BASE_NONE,
+    CONTRACTS,
+    RecordContext,
+    evidence_ids,
+    read_record,
+    record_check,
+)
+from veriscale.harness.views import is_sidecar
+from veriscale.harness.workspace import TaskWorkspace
+
+PHASES = ("resolve", "challenge", "adjudicate", "deliver")
+RUNS_SUFFIX = ".runs"
+AGENDA_ITEMS_IN_PROMPT = 15
+CONSENSUS_ITEMS_IN_PROMPT = 25
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class ProtocolConfig:
+    """How to run the protocol: model, contract, limits, jail, skills."""
+
+    model_uri: str
+    contract: str = "artifact"
+    limits: AgentLimits = field(default_factory=AgentLimits)
+    run_timeout_s: float = 120.0
+    no_jail: bool = False
+    skills_dirs: Sequence[Path] = ()
+    agenda_items_in_prompt: int = AGENDA_ITEMS_IN_PROMPT
+    consensus_items_in_prompt: int = CONSENSUS_ITEMS_IN_PROMPT
+
+    def __post_init__(self) -> None:
+        if self.contract not in CONTRACTS:
+            raise UserError(f"unknown contract '{self.contract}': use one of {', '.join(CONTRACTS)}")
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Where one run of one task keeps its files (outside the task folder)."""
+
+    root: Path
+
+    @classmethod
+    def for_task(cls, task_dir: Path, run_id: str, runs_root: Path | None = None) -> "RunLayout":
+        """``<task>.runs/<run_id>`` beside the task, or ``<runs_root>/<task name>/<run_id>``."""
+        task_dir = Path(task_dir).resolve()
+        base = (runs_root.resolve() / task_dir.name) if runs_root else task_dir.parent / f"{task_dir.name}{RUNS_SUFFIX}"
+        root = base / run_id
+        if root == task_dir or task_dir in root.parents:
+            raise UserError(f"run folder '{root}' is inside the task folder '{task_dir}': pick a runs folder outside it")
+        return cls(root)
+
+    @property
+    def claims_dir(self) -> Path:
+        return self.root / "claims"
+
+    @property
+    def evidence_dir(self) -> Path:
+        return self.root / "evidence"
+
+    def session_dir(self, phase: str) -> Path:
+        return self.root / "sessions" / ("adjudicate" if phase == "deliver" else phase)
+
+    def transcript(self, phase: str) -> Path:
+        return self.root / "transcripts" / f"{'adjudicate' if phase == 'deliver' else phase}.jsonl"
+
+    def phase_file(self, phase: str) -> Path:
+        return self.root / "phases" / f"{phase}.json"
+
+    def record(self, phase: str) -> Path:
+        names = {"resolve": "ledger.json", "challenge": "ledger.json", "adjudicate": "finish.json", "deliver": "repair.json"}
+        return self.session_dir(phase) / names[phase]
+
+    @property
+    def deliverables_dir(self) -> Path:
+        return self.session_dir("deliver") / "out" / "deliverables"
+
+    @property
+    def delivery_report(self) -> Path:
+        return self.root / "delivery.json"
+
+    @property
+    def outcome_file(self) -> Path:
+        return self.root / "outcome.json"
+
+
+RECORD_KIND = {"resolve": "resolver", "challenge": "challenger", "adjudicate": "finish", "deliver": "repair"}
+
+
+# --- skills -----------------------------------------------------------------------------------
+
+_SKILL_PREFIXES = {
+    "resolve": ("evidence-", "resolve-"),
+    "challenge": ("evidence-", "falsify-"),
+    "adjudicate": ("evidence-",),
+    "deliver": ("repair-",),
+}
+
+
+def load_phase_skills(phase: str, dirs: Sequence[Path]) -> list[tuple[str, str]]:
+    """(name, text) of the skills a phase gets.
+
+    Uses ``veriscale.harness.skill_library.load_skills`` when that module exists; otherwise lists
+    ``<dir>/<name>/SKILL.md`` files and picks them by name prefix (evidence-* for every phase but
+    delivery, resolve-* resolver, falsify-* challenger, repair-* delivery).
+    """
+    dirs = [Path(d) for d in dirs]
+    if not dirs:
+        return []
+    try:
+        from veriscale.harness.skill_library import load_skills  # type: ignore[import-not-found]
+    except ImportError:
+        load_skills = None
+    if load_skills is not None:
+        return [(s.name, f"{s.description}\n(path: {s.path})\n{s.body}") for s in load_skills(phase, dirs)]
+    found = []
+    for folder in dirs:
+        for skill_file in sorted(folder.glob("*/SKILL.md")):
+            name = skill_file.parent.name
+            if name.startswith(_SKILL_PREFIXES[phase]):
+                found.append((name, f"(path: {skill_file.parent})\n{skill_file.read_text(encoding='utf-8')}"))
+    return found
+
+
+def _skills_text(skills: list[tuple[str, str]]) -> str:
+    if not skills:
+        return ""
+    parts = ["\nSkills (how to look; they hold no answers):"]
+    parts += [f"--- skill {name} ---\n{text.strip()}" for name, text in skills]
+    return "\n".join(parts) + "\n"
+
+
+# --- prompts ----------------------------------------------------------------------------------
+
+_COMMON = """Phase: {phase}
+You are part of a verification harness. Several rollouts (anonymous labels r01, r02, ...) of an AI agent
+attempted the task below and each delivered files. Nobody knows which is right: there is no answer key.
+Agreement between rollouts is not proof, and every candidate may be wrong. Only evidence counts.
+
+Folders (read-only unless marked writable):
+- task: {task} (spec/task.md = the task; workspace/ = its inputs; rollouts/rNN/deliverables/ = what each
+  rollout delivered, binary files have a text view beside them named <file>.view.txt; rollouts/rNN/trajectory/)
+{extra}- your output folder (writable): {output}
+Tools: read, ls, grep, find (paths relative to the task folder), run (a shell command in a sandbox; its
+working folder is your output folder; python3 is available), write (text files, only under your output folder).
+"""
+
+_RESOLVE = """
+Your job: resolve the disagreements. For each disputed claim, most informative check first (agenda order):
+trace each candidate value to its source or computation in the task inputs, run the check that best
+separates the candidates, and eliminate candidates the evidence refutes. Say "none of them" when the
+evidence refutes all candidates, "cannot tell" when it settles nothing.
+
+Agenda (disputed claims ranked by expected information gain; full list in {claims}/agenda.json):
+{agenda}
+
+Write your ledger to {record} as JSON:
+{{"entries": [{{"id": "R1", "claim": "<claim key from the agenda>", "question": "which value of ... is right?",
+  "checks": ["what you ran or read"], "findings": "what the evidence shows", "verdict": "<a candidate value>"}}]}}
+verdict is one candidate value exactly as shown, "none of them" or "cannot tell". Then stop.
+"""
+
+_CHALLENGE = """
+Your job: challenge the consensus. For values, readings and omissions that all rollouts share, first
+hypothesise how they could all be wrong (stale source, wrong unit, wrong period, misread requirement),
+then test each hypothesis in the environment. Also search the task for requirements every rollout missed.
+
+Consensus and omitted claims (full map in {claims}/claims.json):
+{consensus}
+
+Write your ledger to {record} as JSON:
+{{"entries": [{{"id": "C1", "claim": "<what the rollouts agree on>", "attempt": "how it could be wrong and the test you ran",
+  "finding": "what the test showed", "holds": true, "because": "why"}}]}}
+holds is true (survived the test), false (refuted) or "untested". Then stop.
+"""
+
+_ADJUDICATE = """
+Your job: adjudicate. Read the evidence ledgers and pick the rollout whose deliverables are the best base.
+Propose only revisions that a ledger entry supports; mark what is still unproven as unresolved.
+Contract: {contract}. {contract_rule}
+
+Evidence ledgers (read-only): {evidence}
+{ledger_status}
+
+Write {record} as JSON:
+{{"base": "<rollout label such as r01, or \\"none\\" to rebuild from the task inputs>", "reason": "why this base",
+  "revisions": [{{"file": "<deliverable file>", "change": "what to change", "evidence": ["resolver:R1", "challenger:C2"]}}],
+  "unresolved": ["what is still unproven"]}}
+Then stop.
+"""
+
+_CONTRACT_RULES = {
+    "pick-only": "No revisions are allowed: leave \"revisions\" empty and the base is delivered as it is.",
+    "artifact": "Revisions are allowed when evidence backs them; \"none\" means rebuilding from the task inputs.",
+}
+
+_DELIVER = """Phase: deliver
+Now deliver. The base ({base}) has been copied to {deliverables}. Apply exactly the revisions of {finish}
+to those files (use run with python3 for binary formats such as xlsx or docx), keep every other file as
+it is, and do not delete files. Then write {record} as JSON:
+{{"base": "{base}", "changes": [{{"file": "<file>", "summary": "what you changed", "evidence": ["resolver:R1"]}}], "notes": ""}}
+Then stop.
+{skills}"""
+
+
+def _agenda_text(agenda: dict[str, Any], limit: int) -> str:
+    items = agenda.get("items", [])
+    if not items:
+        return "(no disputed claims were found by the claim map; compare the deliverables yourself)"
+    lines = []
+    for item in items[:limit]:
+        candidates = "; ".join(f"{c['display']} (rollouts {', '.join(c['rollouts'])})" for c in item["candidates"])
+        missing = f"; missing from {', '.join(item['missing_from'])}" if item["missing_from"] else ""
+        lines.append(f"{item['rank']}. {item['key']}: {candidates}{missing}. Check: {item['check']}")
+    if len(items) > limit:
+        lines.append(f"... {len(items) - limit} more in agenda.json")
+    return "\n".join(lines)
+
+
+def _consensus_text(claims: dict[str, Any], limit: int) -> str:
+    chosen = [c for c in claims.get("claims", []) if c["status"] in ("consensus", "omitted")]
+    if not chosen:
+        return "(the claim map found no shared claims; read the deliverables yourself)"
+    lines = []
+    for claim in chosen[:limit]:
+        value = claim["candidates"][0]["display"] if claim["candidates"] else "?"
+        extra = f" (missing from {', '.join(claim['missing_from'])})" if claim["missing_from"] else ""
+        lines.append(f"- {claim['key']} = {value}{extra}")
+    if len(chosen) > limit:
+        lines.append(f"... {len(chosen) - limit} more in claims.json")
+    return "\n".join(lines)
+
+
+# --- the gate ---------------------------------------------------------------------------------
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _bundle_files(folder: Path) -> dict[str, Path]:
+    if not folder.is_dir():
+        return {}
+    return {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
+            if (p.is_file() or p.is_symlink()) and not is_sidecar(p)}
+
+
+def keep_base_files(base_dir: Path | None, delivered_dir: Path) -> dict[str, Any]:
+    """Content-blind gate: restore every base file missing from ``delivered_dir``; report each file.
+
+    Links in the delivered bundle are removed (a bundle holds plain files). Returns
+    ``{"files": [{"path", "status", "base_sha256", "sha256"}], "restored": [...], "changed": [...], "added": [...]}``
+    where status is ``unchanged``, ``changed``, ``restored`` or ``added``.
+    """
+    delivered_dir.mkdir(parents=True, exist_ok=True)
+    removed_links = []
+    for rel, path in _bundle_files(delivered_dir).items():
+        if path.is_symlink():
+            path.unlink()
+            removed_links.append(rel)
+    base = _bundle_files(base_dir) if base_dir is not None else {}
+    delivered = _bundle_files(delivered_dir)
+    files = []
+    for rel, source in base.items():
+        base_sha = sha256_file(source)
+        target = delivered_dir / rel
+        if rel not in delivered:
+            if target.is_dir():
+                shutil.rmtree(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+            files.append({"path": rel, "status": "restored", "base_sha256": base_sha, "sha256": base_sha})
+            continue
+        sha = sha256_file(target)
+        files.append({"path": rel, "status": "unchanged" if sha == base_sha else "changed",
+                      "base_sha256": base_sha, "sha256": sha})
+    for rel, path in delivered.items():
+        if rel not in base:
+            files.append({"path": rel, "status": "added", "base_sha256": None, "sha256": sha256_file(path)})
+    files.sort(key=lambda f: f["path"])
+    by_status = {s: [f["path"] for f in files if f["status"] == s] for s in ("restored", "changed", "added")}
+    return {"files": files, **by_status, "removed_links": removed_links}
+
+
+def copy_base(base_dir: Path | None, delivered_dir: Path) -> None:
+    """Make ``delivered_dir`` an exact copy of the base deliverables (sidecars left out)."""
+    if delivered_dir.exists():
+        shutil.rmtree(delivered_dir)
+    delivered_dir.mkdir(parents=True)
+    for rel, source in (_bundle_files(base_dir) if base_dir is not None else {}).items():
+        target = delivered_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+def _write_json(path: Path, document: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _read_json(path: Path) -> Any | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+class _Protocol:
+    """One task's protocol run; see :func:`run_protocol`."""
+
+    def __init__(self, task_dir: Path, layout: RunLayout, config: ProtocolConfig, executor: Executor,
+                 log: Log, slots: threading.Semaphore | None) -> None:
+        self.task = TaskWorkspace.open(Path(task_dir).resolve())
+        self.layout = layout
+        self.config = config
+        self.executor = executor
+        self.log = log
+        self.slots = slots or threading.Semaphore(2)
+        self.labels = [r.label for r in self.task.rollouts]
+        self.phases: dict[str, dict[str, Any]] = {}
+        self.agenda: dict[str, Any] = {"items": []}
+        self.claims: dict[str, Any] = {"claims": []}
+
+    # -- setup ---------------------------------------------------------------------------------
+    def build_claims(self) -> None:
+        from veriscale.harness.claims import build_agenda, build_claim_map, write_claim_map
+
+        if len(self.labels) < 2:
+            self.log(f"{self.task.name}: one rollout, so no claim map (agenda empty)")
+            return
+        claim_map = build_claim_map(self.task.path)
+        write_claim_map(claim_map, self.layout.claims_dir)
+        self.claims = claim_map.to_dict()
+        self.agenda = build_agenda(claim_map)
+
+    def context(self, phase: str) -> RecordContext:
+        resolver = self.valid_record("resolve")
+        challenger = self.valid_record("challenge")
+        return RecordContext(agenda=self.agenda, rollouts=self.labels, contract=self.config.contract,
+                             evidence_ids=evidence_ids(resolver, challenger) if phase in ("adjudicate", "deliver") else set())
+
+    def valid_record(self, phase: str) -> Any | None:
+        state = self.phases.get(phase)
+        if state is None or state["status"] != "completed":
+            return None
+        doc, problems = read_record(self.layout.record(phase), RECORD_KIND[phase], self.context_for_read(phase))
+        return doc if not problems else None
+
+    def context_for_read(self, phase: str) -> RecordContext:
+        if phase in ("resolve", "challenge"):
+            return RecordContext(agenda=self.agenda, rollouts=self.labels, contract=self.config.contract)
+        return self.context(phase)
+
+    def common(self, phase: str, extra: dict[str, Path]) -> str:
+        extra_lines = "".join(f"- {name}: {path}\n" for name, path in extra.items())
+        return _COMMON.format(phase=phase, task=self.task.path, extra=extra_lines,
+                              output=self.layout.session_dir(phase))
+
+    # -- phase bookkeeping ---------------------------------------------------------------------
+    def resumable(self, phase: str) -> bool:
+        """A phase is finished when its state says so and its record still validates."""
+        state = _read_json(self.layout.phase_file(phase))
+        if not state or state.get("status") != "completed":
+            return False
+        self.phases[phase] = state
+        _, problems = read_record(self.layout.record(phase), RECORD_KIND[phase], self.context_for_read(phase))
+        if phase == "deliver" and not self.layout.delivery_report.is_file():
+            problems.append("delivery report missing")
+        if problems:
+            del self.phases[phase]
+            return False
+        return True
+
+    def finish_phase(self, phase: str, result: SessionResult | None, *, status: str | None = None,
+                     reason: str = "", extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        record = self.layout.record(phase)
+        doc, problems = read_record(record, RECORD_KIND[phase], self.context_for_read(phase))
+        if result is not None:
+            cost = {"executor": result.executor, "calls": result.calls, "steps": result.steps,
+                    "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+                    "wall_s": result.wall_s, "nudged": result.nudged, "recovered_calls": result.recovered_calls,
+                    "tokens_reported": result.tokens_reported}
+            reason = reason or result.reason
+            session_ok = result.ok
+        else:
+            cost = {"executor": "none", "calls": 0, "steps": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                    "wall_s": 0.0, "nudged": False, "recovered_calls": 0, "tokens_reported": True}
+            session_ok = True
+        final = status or ("completed" if session_ok and not problems else "failed")
+        if final == "failed" and not reason:
+            reason = "; ".join(problems)
+        state = {"phase": phase, "status": final, "reason": reason, "record": str(record),
+                 "record_valid": not problems, "problems": problems, "resumed": False, **cost, **(extra or {})}
+        self.phases[phase] = state
+        _write_json(self.layout.phase_file(phase), state)
+        self.log(f"{self.task.name}: {phase} {final}" + (f" ({reason})" if final == "failed" else ""))
+        return state
+
+    def session(self, phase: str, system: str, user: str, visible: list[Path], *, continue_session: bool = False) -> SessionResult:
+        record = self.layout.record(phase)
+        spec = SessionSpec(
+            phase=phase, system_prompt=system, user_prompt=user, task_dir=self.task.path,
+            output_dir=self.layout.session_dir(phase), transcript_path=self.layout.transcript(phase),
+            model_uri=self.config.model_uri, record_path=record,
+            record_check=record_check(RECORD_KIND[phase], self.context_for_read(phase)),
+            visible_dirs=[p for p in visible if p.exists()], limits=self.config.limits,
+            run_timeout_s=self.config.run_timeout_s, no_jail=self.config.no_jail, continue_session=continue_session)
+        with self.slots:
+            self.log(f"{self.task.name}: {phase} started ({self.executor.name})")
+            try:
+                return self.executor.run_session(spec)
+            except UserError as exc:
+                return SessionResult(phase=phase, executor=self.executor.name, status="failed", reason=str(exc))
+
+    def fresh(self, phase: str) -> None:
+        """Clear what an unfinished earlier attempt of ``phase`` left."""
+        folder = self.layout.session_dir(phase)
+        if phase == "deliver":
+            for path in (self.layout.record("deliver"), self.layout.delivery_report):
+                path.unlink(missing_ok=True)
+            shutil.rmtree(folder / "out", ignore_errors=True)
+            adjudication = _read_json(self.layout.phase_file("adjudicate")) or {}
+            keep = adjudication.get("transcript_lines")
+            transcript = self.layout.transcript("deliver")
+            if keep is not None and transcript.is_file():
+                lines = transcript.read_text(encoding="utf-8").splitlines(keepends=True)
+                transcript.write_text("".join(lines[:keep]), encoding="utf-8")
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        self.layout.transcript(phase).unlink(missing_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
+
+    # -- phases --------------------------------------------------------------------------------
+    def run_resolve(self) -> None:
+        skills = _skills_text(load_phase_skills("resolve", self.config.skills_dirs))
+        system = self.common("resolve", {"claims": self.layout.claims_dir}) + _RESOLVE.format(
+            claims=self.layout.claims_dir, record=self.layout.record("resolve"),
+            agenda=_agenda_text(self.agenda, self.config.agenda_items_in_prompt)) + skills
+        user = f"The task:\n{self.task.task_text()}\nResolve the disputed claims and write your ledger."
+        result = self.session("resolve", system, user, [self.layout.claims_dir, *self.config.skills_dirs])
+        self.finish_phase("resolve", result)
+
+    def run_challenge(self) -> None:
+        skills = _skills_text(load_phase_skills("challenge", self.config.skills_dirs))
+        system = self.common("challenge", {"claims": self.layout.claims_dir}) + _CHALLENGE.format(
+            claims=self.layout.claims_dir, record=self.layout.record("challenge"),
+            consensus=_consensus_text(self.claims, self.config.consensus_items_in_prompt)) + skills
+        user = f"The task:\n{self.task.task_text()}\nChallenge the consensus and write your ledger."
+        result = self.session("challenge", system, user, [self.layout.claims_dir, *self.config.skills_dirs])
+        self.finish_phase("challenge", result)
+
+    def stage_evidence(self) -> list[str]:
+        """Copy the valid ledgers to ``evidence/``; return one status line per ledger."""
+        shutil.rmtree(self.layout.evidence_dir, ignore_errors=True)
+        self.layout.evidence_dir.mkdir(parents=True)
+        lines = []
+        for phase, name in (("resolve", "resolver"), ("challenge", "challenger")):
+            if self.valid_record(phase) is not None:
+                shutil.copy2(self.layout.record(phase), self.layout.evidence_dir / f"{name}.json")
+                lines.append(f"- {name}.json: valid (cite its entries as {name}:<id>)")
+            else:
+                why = self.phases.get(phase, {}).get("reason", "not run")
+                lines.append(f"- {name} ledger: missing, its session failed ({why}); decide without it")
+        return lines
+
+    def run_adjudicate(self) -> None:
+        status_lines = self.stage_evidence()
+        skills = _skills_text(load_phase_skills("adjudicate", self.config.skills_dirs))
+        system = self.common("adjudicate", {"evidence": self.layout.evidence_dir}) + _ADJUDICATE.format(
+            contract=self.config.contract, contract_rule=_CONTRACT_RULES[self.config.contract],
+            evidence=self.layout.evidence_dir, ledger_status="\n".join(status_lines),
+            record=self.layout.record("adjudicate")) + skills
+        user = f"The task:\n{self.task.task_text()}\nAdjudicate and write finish.json."
+        result = self.session("adjudicate", system, user, [self.layout.evidence_dir, *self.config.skills_dirs])
+        transcript = self.layout.transcript("adjudicate")
+        lines = len(transcript.read_text(encoding="utf-8").splitlines()) if transcript.is_file() else 0
+        self.finish_phase("adjudicate", result, extra={"transcript_lines": lines})
+
+    def base_dir(self, base: str) -> Path | None:
+        if base == BASE_NONE:
+            return None
+        return next(r.deliverables_dir for r in self.task.rollouts if r.label == base)
+
+    def run_deliver(self, finish: dict[str, Any]) -> None:
+        base = finish["base"]
+        base_dir = self.base_dir(base)
+        out = self.layout.deliverables_dir
+        copy_base(base_dir, out)
+        record = self.layout.record("deliver")
+        result = None
+        if self.config.contract == "pick-only":
+            _write_json(record, {"base": base, "changes": [], "notes": "pick-only contract: the base delivered as it is"})
+        else:
+            skills = _skills_text(load_phase_skills("deliver", self.config.skills_dirs))
+            user = _DELIVER.format(base=base if base != BASE_NONE else "none: start from an empty folder",
+                                   deliverables=out, finish=self.layout.record("adjudicate"), record=record, skills=skills)
+            result = self.session("deliver", "", user, [self.layout.evidence_dir, *self.config.skills_dirs],
+                                  continue_session=True)
+        state_probe = read_record(record, "repair", self.context("deliver"))[1]
+        session_failed = (result is not None and not result.ok) or bool(state_probe)
+        if session_failed:
+            copy_base(base_dir, out)  # a failed repair delivers the untouched base
+        report = keep_base_files(base_dir, out)
+        report.update({"base": base, "contract": self.config.contract,
+                       "fell_back_to_base": session_failed, "deliverables_dir": str(out)})
+        _write_json(self.layout.delivery_report, report)
+        self.finish_phase("deliver", result, extra={"delivery": {k: report[k] for k in ("restored", "changed", "added")}})
+
+    # -- the whole run -------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        if self.config.no_jail:
+            self.log(f"{self.task.name}: {JAIL_OFF_MESSAGE}")
+        self.build_claims()
+        pending = []
+        for phase in ("resolve", "challenge"):
+            if self.resumable(phase):
+                self.phases[phase]["resumed"] = True
+                self.log(f"{self.task.name}: {phase} already finished, not rerun")
+            else:
+                self.fresh(phase)
+                pending.append(getattr(self, f"run_{phase}"))
+        threads = [threading.Thread(target=self._guard, args=(fn,), name=f"{self.task.name}-{fn.__name__}")
+                   for fn in pending]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        # A phase whose inputs were just (re)made is rerun even if an older record of it is valid.
+        rerun = bool(pending)
+        if not rerun and self.resumable("adjudicate"):
+            self.phases["adjudicate"]["resumed"] = True
+            self.log(f"{self.task.name}: adjudicate already finished, not rerun")
+        else:
+            rerun = True
+            self.fresh("adjudicate")
+            self._guard(self.run_adjudicate)
+        finish = self.valid_record("adjudicate")
+        if finish is None:
+            self.phases["deliver"] = {"phase": "deliver", "status": "skipped",
+                                      "reason": "no valid finish.json, so no base was chosen"}
+            _write_json(self.layout.phase_file("deliver"), self.phases["deliver"])
+            self.layout.delivery_report.unlink(missing_ok=True)
+        elif not rerun and self.resumable("deliver"):
+            self.phases["deliver"]["resumed"] = True
+            self.log(f"{self.task.name}: deliver already finished, not rerun")
+        else:
+            self.fresh("deliver")
+            self._guard(lambda: self.run_deliver(finish))
+        return self.outcome(finish, time.monotonic() - started)
+
+    def _guard(self, fn: Callable[[], None]) -> None:
+        """Run a phase; an unexpected error is recorded on the phase instead of ending the run."""
+        name = getattr(fn, "__name__", "phase").removeprefix("run_")
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - one failing phase must not stop the protocol
+            phase = name if name in PHASES else "deliver"
+            state = {"phase": phase, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+            self.phases[phase] = state
+            _write_json(self.layout.phase_file(phase), state)
+            self.log(f"{self.task.name}: {phase} failed ({state['reason']})")
+
+    def outcome(self, finish: dict[str, Any] | None, wall_s: float) -> dict[str, Any]:
+        delivery = _read_json(self.layout.delivery_report) if finish is not None else None
+        if finish is None:
+            result = "no base chosen"
+        elif self.phases.get("deliver", {}).get("status") == "completed":
+            result = "delivered"
+        else:
+            result = "delivered base unchanged" if delivery else "delivery failed"
+        totals = {key: sum(int(p.get(key, 0) or 0) for p in self.phases.values())
+                  for key in ("calls", "steps", "prompt_tokens", "completion_tokens")}
+        totals["wall_s"] = round(sum(float(p.get("wall_s", 0) or 0) for p in self.phases.values()), 3)
+        document = {
+            "task": self.task.name, "task_dir": str(self.task.path), "run_dir": str(self.layout.root),
+            "model": self.config.model_uri, "executor": self.executor.name, "contract": self.config.contract,
+            "jail": "off" if self.config.no_jail else "on", "outcome": result,
+            "base": finish["base"] if finish else None,
+            "revisions": len(finish["revisions"]) if finish else 0,
+            "unresolved": finish["unresolved"] if finish else [],
+            "deliverables_dir": str(self.layout.deliverables_dir) if delivery else None,
+            "delivery": {k: delivery.get(k, []) for k in ("restored", "changed", "added")} if delivery else None,
+            "phases": {p: self.phases.get(p, {"phase": p, "status": "not run"}) for p in PHASES},
+            "cost": totals, "run_wall_s": round(wall_s, 3),
+        }
+        _write_json(self.layout.outcome_file, document)
+        return document
+
+
+def run_protocol(task_dir: Path, layout: RunLayout, config: ProtocolConfig, executor: Executor, *,
+                 log: Log | None = None, slots: threading.Semaphore | None = None) -> dict[str, Any]:
+    """Run (or resume) the protocol on one materialised task; returns the outcome document.
+
+    ``slots`` caps how many sessions run at once (shared across tasks by the runner).
+    """
+    return _Protocol(task_dir, layout, config, executor, log or (lambda _line: None), slots).run()

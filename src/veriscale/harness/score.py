@@ -1,0 +1,518 @@
+"""Score harness deliveries with a user-supplied grader: select-only or re-graded revision gain.
+
+Two modes (SPEC 2.6):
+
+- ``select_only=True``: a task's score is the archived score of the rollout adjudication chose
+  as base (from ``<task>.scores.json``, outside the task). The grader is never called.
+- default, re-grade: the revised delivery and its unrevised base are graded in the same pass and
+  ``final = select + (revised - base_regraded)``, so grader drift and judge noise cancel. When
+  adjudication chose no base (a rebuild), ``final`` is the delivery's own grade. ``final`` is
+  not clipped to [0, 1].
+
+Grader contract (see docs/HARNESS.md): run on the host, never in the jail, as
+``<command> --task TASK_DIR --deliverables DIR`` with ``VERISCALE_TASK_DIR``,
+``VERISCALE_TASK_NAME`` and ``VERISCALE_DELIVERABLES`` also set; it prints exactly one
+non-empty stdout line, a JSON object with ``"score"`` in [0, 1] (extra fields kept), and
+exits 0. Anything else is a grader failure. Deliverables are graded from a fresh copy with view
+sidecars and symlinks left out, so a grader cannot change the originals and a delivery cannot
+point the grader at files outside it.
+
+Usage::
+
+    grader = GraderCommand.parse("python3 examples/grader/grade.py --references refs/")
+    item = ScoreItem(task_dir=Path("tasks/t1"), delivery=read_run(Path("runs/t1")))
+    report = score_deliveries([item], grader=grader, seed=0)
+    report.methods["harness"].mean, report.drift, write_report(report, Path("runs/score.json"))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from veriscale.errors import UserError
+from veriscale.harness import workspace as ws
+from veriscale.harness.bootstrap import Estimate, bootstrap_mean
+from veriscale.harness.views import is_sidecar
+
+FINISH_FILE = "finish.json"
+NO_BASE = "none"
+DEFAULT_DRIFT_TOLERANCE = 0.05
+DEFAULT_GRADER_TIMEOUT_S = 600.0
+GRADER_ENV_TASK_DIR = "VERISCALE_TASK_DIR"
+GRADER_ENV_TASK_NAME = "VERISCALE_TASK_NAME"
+GRADER_ENV_DELIVERABLES = "VERISCALE_DELIVERABLES"
+
+
+class GraderFailure(Exception):
+    """The grader broke its contract for one input (the message says how)."""
+
+
+# --- the grader ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One grader answer: the score and whatever else the grader printed in its JSON line."""
+
+    score: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_grader_output(stdout: str) -> Grade:
+    """Read the grader's stdout; ``GraderFailure`` unless it is one JSON line with a valid score."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise GraderFailure(f"expected exactly one JSON line on stdout, got {len(lines)} lines (send logs to stderr)")
+    try:
+        data = json.loads(lines[0])
+    except json.JSONDecodeError as exc:
+        raise GraderFailure(f"stdout is not JSON ({exc.msg}): {lines[0][:120]!r}") from None
+    if not isinstance(data, dict) or "score" not in data:
+        raise GraderFailure(f"stdout JSON has no \"score\" field: {lines[0][:120]!r}")
+    score = data.pop("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise GraderFailure(f"\"score\" must be a number, got {score!r}")
+    if not 0.0 <= float(score) <= 1.0:
+        raise GraderFailure(f"\"score\" must lie in [0, 1], got {score}")
+    return Grade(score=float(score), extra=data)
+
+
+@dataclass(frozen=True)
+class GraderCommand:
+    """A grader command line; ``grade`` appends ``--task`` and ``--deliverables`` and runs it."""
+
+    argv: tuple[str, ...]
+    timeout_s: float = DEFAULT_GRADER_TIMEOUT_S
+
+    @classmethod
+    def parse(cls, command: str, *, timeout_s: float = DEFAULT_GRADER_TIMEOUT_S) -> "GraderCommand":
+        """Split ``command`` like a shell; ``UserError`` when its program is missing or not executable."""
+        try:
+            argv = tuple(shlex.split(command))
+        except ValueError as exc:
+            raise UserError(f"grader command {command!r} cannot be split ({exc}): fix its quoting") from exc
+        if not argv:
+            raise UserError("grader command is empty: pass --grader 'python3 my_grader.py'")
+        program = argv[0]
+        if os.sep in program or (os.altsep and os.altsep in program):
+            path = Path(program)
+            if not path.is_file() or not os.access(path, os.X_OK):
+                raise UserError(
+                    f"grader program '{program}' is not an executable file: chmod +x it or run it as "
+                    f"--grader 'python3 {program} ...'"
+                )
+        elif shutil.which(program) is None:
+            raise UserError(f"grader program '{program}' is not on PATH: give its full path or install it")
+        if timeout_s <= 0:
+            raise UserError(f"grader timeout must be positive, got {timeout_s}: pass e.g. --grader-timeout 600")
+        return cls(argv=argv, timeout_s=timeout_s)
+
+    def grade(self, task_dir: Path, deliverables: Path) -> Grade:
+        """Grade a staged deliverables folder; ``GraderFailure`` on any contract breach."""
+        env = dict(os.environ)
+        env[GRADER_ENV_TASK_DIR] = str(task_dir)
+        env[GRADER_ENV_TASK_NAME] = task_dir.name
+        env[GRADER_ENV_DELIVERABLES] = str(deliverables)
+        argv = [*self.argv, "--task", str(task_dir), "--deliverables", str(deliverables)]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=self.timeout_s,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise GraderFailure(f"timed out after {self.timeout_s:g}s") from None
+        except OSError as exc:
+            raise GraderFailure(f"could not start: {exc}") from None
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+            raise GraderFailure(f"exited with status {done.returncode}: {tail[0][:200]}")
+        return parse_grader_output(done.stdout)
+
+    def __str__(self) -> str:
+        return shlex.join(self.argv)
+
+
+def stage_deliverables(source: Path, dest: Path) -> list[str]:
+    """Copy regular files of ``source`` into ``dest`` (no sidecars, no links); return skipped paths."""
+    skipped: list[str] = []
+    dest.mkdir(parents=True, exist_ok=True)
+    for root, dirs, files in os.walk(source, followlinks=False):
+        here = Path(root)
+        for name in sorted(dirs):
+            if (here / name).is_symlink():
+                skipped.append(f"{(here / name).relative_to(source).as_posix()}/ (symlink)")
+        for name in sorted(files):
+            path = here / name
+            rel = path.relative_to(source)
+            if path.is_symlink() or not path.is_file():
+                skipped.append(f"{rel.as_posix()} (symlink or special file)")
+            elif not is_sidecar(path):
+                target = dest / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+    return skipped
+
+
+# --- what was delivered --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A session's delivery: its deliverables folder and adjudication's choice of base."""
+
+    deliverables: Path
+    base: str | None
+    revisions: tuple[Any, ...] = ()
+    unresolved: tuple[Any, ...] = ()
+    finish_file: Path | None = None
+
+
+def _read_finish(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"finish file '{path}' is not readable JSON ({exc}): rerun the delivery or pass --delivered and --base") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("base"), str):
+        raise UserError(f"finish file '{path}' needs a string \"base\" (a rollout label like r03, or \"none\")")
+    for key in ("revisions", "unresolved"):
+        if not isinstance(data.get(key, []), list):
+            raise UserError(f"finish file '{path}' has a non-list \"{key}\": it must be a JSON list")
+    return data
+
+
+def read_run(run_dir: Path) -> Delivery:
+    """Find ``finish.json`` under ``run_dir`` and the ``deliverables/`` folder beside it.
+
+    Looked for, in order: ``<dir of finish.json>/deliverables``, ``<dir of finish.json>/out/deliverables``,
+    the only ``out/deliverables`` under ``run_dir``, the only ``deliverables/`` under it.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"run folder '{run_dir}' does not exist: give the folder a harness run wrote")
+    finishes = sorted(run_dir.rglob(FINISH_FILE))
+    if not finishes:
+        raise UserError(f"run folder '{run_dir}' holds no {FINISH_FILE}: finish the delivery or pass --delivered DIR --base rNN")
+    if len(finishes) > 1:
+        listed = ", ".join(str(p) for p in finishes[:4])
+        raise UserError(f"run folder '{run_dir}' holds several {FINISH_FILE} files ({listed}): give the folder of one run")
+    finish = finishes[0]
+    data = _read_finish(finish)
+    found = _find_deliverables(run_dir, finish)
+    return Delivery(deliverables=found, base=_base_label(data["base"]),
+                    revisions=tuple(data.get("revisions", [])),
+                    unresolved=tuple(data.get("unresolved", [])), finish_file=finish)
+
+
+def _find_deliverables(run_dir: Path, finish: Path) -> Path:
+    for candidate in (finish.parent / ws.DELIVERABLES_DIR, finish.parent / "out" / ws.DELIVERABLES_DIR):
+        if candidate.is_dir():
+            return candidate
+    folders = [p for p in run_dir.rglob(ws.DELIVERABLES_DIR)
+               if p.is_dir() and ws.ROLLOUTS_DIR not in p.relative_to(run_dir).parts]
+    in_out = [p for p in folders if p.parent.name == "out"]
+    for group in (in_out, folders):
+        if len(group) == 1:
+            return group[0]
+    raise UserError(
+        f"run folder '{run_dir}' has {'several' if folders else 'no'} {ws.DELIVERABLES_DIR}/ folders for "
+        f"'{finish}': pass --delivered DIR --base rNN"
+    )
+
+
+def _base_label(base: str | None) -> str | None:
+    if base is None or base.strip().lower() in (NO_BASE, ""):
+        return None
+    return base.strip()
+
+
+def explicit_delivery(deliverables: Path, base: str) -> Delivery:
+    """A delivery given by hand: ``--delivered DIR --base rNN`` (or ``--base none``)."""
+    if not Path(deliverables).is_dir():
+        raise UserError(f"delivered folder '{deliverables}' does not exist: give the folder of delivered files")
+    return Delivery(deliverables=Path(deliverables), base=_base_label(base))
+
+
+# --- the archive ---------------------------------------------------------------------------
+
+
+def read_archive(task_dir: Path, archive_dir: Path | None = None) -> dict[str, Any]:
+    """The archive ``materialize`` wrote for ``task_dir``: ``{"scores": {label: score}, "label_map": ...}``."""
+    path = ws.archive_path(Path(task_dir), archive_dir)
+    if not path.is_file():
+        raise UserError(f"archive '{path}' does not exist: pass --archive-dir where materialize wrote <task>.scores.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"archive '{path}' is not valid JSON ({exc}): re-materialise the task") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
+        raise UserError(f"archive '{path}' has no \"scores\" map: re-materialise the task")
+    return data
+
+
+def _archived_scores(archive: dict[str, Any], where: Path) -> dict[str, float | None]:
+    scores: dict[str, float | None] = {}
+    for label, value in archive["scores"].items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise UserError(f"archive of '{where}' has a non-numeric score for {label} ({value!r}): fix the source scores.json")
+        scores[label] = None if value is None else float(value)
+    return scores
+
+
+# --- scoring -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoreItem:
+    """One task to score: its materialised folder and what the session delivered.
+
+    ``delivery=None`` with a ``problem`` records a task whose run delivered nothing usable
+    (e.g. adjudication failed): it is reported as not scored, never as 0.
+    """
+
+    task_dir: Path
+    delivery: Delivery | None
+    problem: str | None = None
+
+
+@dataclass
+class TaskScore:
+    """Everything known about one task's score; ``final`` is None when it could not be scored."""
+
+    task: str
+    base: str | None
+    final: float | None = None
+    select: float | None = None
+    revised: float | None = None
+    base_regraded: float | None = None
+    single_rollout: float | None = None
+    oracle: float | None = None
+    revisions: int = 0
+    unresolved: int = 0
+    grades: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def drift(self) -> float | None:
+        """base_regraded - archived score of the base, when both exist."""
+        if self.base_regraded is None or self.select is None:
+            return None
+        return self.base_regraded - self.select
+
+
+@dataclass
+class ScoreReport:
+    """Per-task scores, means with bootstrap intervals, paired comparisons and drift."""
+
+    mode: str
+    tasks: list[TaskScore]
+    preflight: str | None
+    methods: dict[str, Estimate | None]
+    comparisons: dict[str, Estimate | None]
+    drift: list[dict[str, Any]]
+    warnings: list[str]
+    grader: str | None
+    tolerance: float
+    seed: int
+    n_resamples: int
+    confidence: float
+
+    @property
+    def failures(self) -> list[TaskScore]:
+        return [t for t in self.tasks if t.error is not None]
+
+    def to_dict(self) -> dict[str, Any]:
+        tasks = []
+        for task in self.tasks:
+            row = asdict(task)
+            row["drift"] = task.drift
+            tasks.append(row)
+        return {
+            "mode": self.mode,
+            "grader": self.grader,
+            "preflight": self.preflight,
+            "formula": "final = select + (revised - base_regraded); no base: final = revised"
+            if self.mode == "regrade" else "final = archived score of the chosen base",
+            "methods": {k: (v.to_dict() if v else None) for k, v in self.methods.items()},
+            "comparisons": {k: (v.to_dict() if v else None) for k, v in self.comparisons.items()},
+            "drift": self.drift,
+            "drift_tolerance": self.tolerance,
+            "bootstrap": {"seed": self.seed, "resamples": self.n_resamples, "confidence": self.confidence},
+            "failures": [{"task": t.task, "error": t.error} for t in self.failures],
+            "warnings": self.warnings,
+            "tasks": tasks,
+        }
+
+
+def _grade_folder(grader: GraderCommand, task_dir: Path, folder: Path, scratch: Path, name: str) -> tuple[Grade, list[str]]:
+    staged = scratch / name / ws.DELIVERABLES_DIR
+    skipped = stage_deliverables(folder, staged)
+    return grader.grade(task_dir.resolve(), staged), skipped
+
+
+def score_task(item: ScoreItem, *, grader: GraderCommand | None, select_only: bool,
+               archive_dir: Path | None = None) -> TaskScore:
+    """Score one task; grader contract breaches are recorded in ``error``, not raised."""
+    task = ws.TaskWorkspace.open(item.task_dir)
+    labels = {r.label for r in task.rollouts}
+    delivery = item.delivery
+    if delivery is None:
+        return TaskScore(task=task.name, base=None, error=item.problem or "no delivery")
+    if delivery.base is not None and delivery.base not in labels:
+        raise UserError(
+            f"base '{delivery.base}' of task '{task.name}' is not one of its rollouts ({', '.join(sorted(labels))}): "
+            "fix finish.json or --base"
+        )
+    archived = _archived_scores(read_archive(task.path, archive_dir), task.path)
+    pool = [v for k, v in archived.items() if k in labels and v is not None]
+    result = TaskScore(task=task.name, base=delivery.base, revisions=len(delivery.revisions),
+                       unresolved=len(delivery.unresolved))
+    result.single_rollout = sum(pool) / len(pool) if pool else None
+    result.oracle = max(pool) if pool else None
+    result.select = archived.get(delivery.base) if delivery.base else None
+    if delivery.base and result.select is None:
+        result.notes.append(f"the archive has no score for base {delivery.base}")
+    if select_only:
+        if delivery.base is None:
+            result.error = "adjudication chose no base (rebuild): select-only has no archived score for it"
+        elif result.select is None:
+            result.error = f"no archived score for base {delivery.base}"
+        else:
+            result.final = result.select
+        return result
+    assert grader is not None
+    with tempfile.TemporaryDirectory(prefix="veriscale-grade-") as scratch_name:
+        scratch = Path(scratch_name)
+        try:
+            revised, skipped = _grade_folder(grader, task.path, delivery.deliverables, scratch, "revised")
+            result.revised = revised.score
+            result.grades["revised"] = asdict(revised)
+            if skipped:
+                result.notes.append("left out of grading (delivered): " + ", ".join(skipped))
+            if delivery.base is not None:
+                base_dir = task.path / ws.ROLLOUTS_DIR / delivery.base / ws.DELIVERABLES_DIR
+                base, skipped = _grade_folder(grader, task.path, base_dir, scratch, "base")
+                result.base_regraded = base.score
+                result.grades["base"] = asdict(base)
+                if skipped:
+                    result.notes.append("left out of grading (base): " + ", ".join(skipped))
+        except GraderFailure as exc:
+            result.error = f"grader failed: {exc}"
+            return result
+    if delivery.base is None:
+        result.final = result.revised
+    elif result.select is None:
+        result.final = result.revised
+        result.notes.append("final is the delivery's own grade because the base has no archived score")
+    else:
+        assert result.revised is not None and result.base_regraded is not None
+        result.final = result.select + (result.revised - result.base_regraded)
+    return result
+
+
+def preflight(grader: GraderCommand, item: ScoreItem, archive_dir: Path | None = None) -> str:
+    """Grade a known-good input (the best-archived rollout of ``item``); ``UserError`` if the grader fails.
+
+    Returns a one-line description of what was checked.
+    """
+    task = ws.TaskWorkspace.open(item.task_dir)
+    archived = _archived_scores(read_archive(task.path, archive_dir), task.path)
+    scored = [(score, r.label) for r in task.rollouts if (score := archived.get(r.label)) is not None]
+    label = max(scored)[1] if scored else task.rollouts[0].label
+    with tempfile.TemporaryDirectory(prefix="veriscale-preflight-") as scratch:
+        try:
+            grade, _ = _grade_folder(grader, task.path, task.path / ws.ROLLOUTS_DIR / label / ws.DELIVERABLES_DIR,
+                                     Path(scratch), "preflight")
+        except GraderFailure as exc:
+            raise UserError(
+                f"grader '{grader}' failed its preflight on rollout {label} of task '{task.name}' ({exc}): "
+                "fix the grader so it prints one JSON line {\"score\": x} and exits 0"
+            ) from None
+    return f"grader preflight on {task.name}/{label}: score {grade.score:.4f} (archived {archived.get(label)})"
+
+
+def _paired(tasks: Sequence[TaskScore], a: str, b: str) -> list[float]:
+    pairs = [(getattr(t, a), getattr(t, b)) for t in tasks if t.error is None]
+    return [x - y for x, y in pairs if x is not None and y is not None]
+
+
+def score_deliveries(
+    items: Sequence[ScoreItem],
+    *,
+    grader: GraderCommand | None = None,
+    select_only: bool = False,
+    archive_dir: Path | None = None,
+    tolerance: float = DEFAULT_DRIFT_TOLERANCE,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    run_preflight: bool = True,
+) -> ScoreReport:
+    """Score every item, then summarise: means with intervals and paired comparisons.
+
+    Re-grade mode needs ``grader`` and (unless ``run_preflight=False``) first checks it on a
+    known-good rollout, refusing to score when it fails.
+    """
+    if not items:
+        raise UserError("nothing to score: give at least one task folder")
+    if tolerance < 0:
+        raise UserError(f"drift tolerance must be non-negative, got {tolerance}: pass e.g. --tolerance 0.05")
+    warnings: list[str] = []
+    checked: str | None = None
+    if not select_only:
+        if grader is None:
+            raise UserError("re-grade scoring needs a grader: pass --grader CMD, or --select-only to use archived scores")
+        if run_preflight:
+            checked = preflight(grader, items[0], archive_dir)
+    tasks = [score_task(item, grader=None if select_only else grader, select_only=select_only,
+                        archive_dir=archive_dir) for item in items]
+    drift = [
+        {"task": t.task, "base": t.base, "archived": t.select, "regraded": t.base_regraded, "diff": t.drift}
+        for t in tasks if t.drift is not None and abs(t.drift) > tolerance
+    ]
+    if drift:
+        listed = ", ".join(f"{d['task']}/{d['base']} ({d['diff']:+.3f})" for d in drift)
+        warnings.append(
+            f"re-graded bases drift from archived scores by more than {tolerance:g} on {len(drift)} task(s): {listed}; "
+            "the grader differs from the one that made the archive, so select-only and harness scores are on different scales"
+        )
+    for t in tasks:
+        if t.error:
+            warnings.append(f"{t.task}: not scored: {t.error}")
+        warnings.extend(f"{t.task}: {note}" for note in t.notes)
+
+    def est(values: list[float]) -> Estimate | None:
+        return bootstrap_mean(values, n_resamples=n_resamples, seed=seed, confidence=confidence)
+
+    ok = [t for t in tasks if t.error is None]
+    methods: dict[str, Estimate | None] = {
+        "single_rollout": est([t.single_rollout for t in ok if t.single_rollout is not None]),
+        "select_only": est([t.select for t in ok if t.select is not None]),
+    }
+    comparisons: dict[str, Estimate | None] = {}
+    if not select_only:
+        methods["harness"] = est([t.final for t in ok if t.final is not None])
+        comparisons["harness - single_rollout"] = est(_paired(tasks, "final", "single_rollout"))
+        comparisons["harness - select_only"] = est(_paired(tasks, "final", "select"))
+    comparisons["select_only - single_rollout"] = est(_paired(tasks, "select", "single_rollout"))
+    methods["oracle"] = est([t.oracle for t in ok if t.oracle is not None])
+    return ScoreReport(
+        mode="select-only" if select_only else "regrade", tasks=tasks, preflight=checked, methods=methods, comparisons=comparisons,
+        drift=drift, warnings=warnings, grader=str(grader) if grader and not select_only else None,
+        tolerance=tolerance, seed=seed, n_resamples=n_resamples, confidence=confidence,
+    )
+
+
+def write_report(report: ScoreReport, path: Path) -> Path:
+    """Write ``report`` as JSON to ``path`` (parents created) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    return path

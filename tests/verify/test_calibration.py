@@ -1,0 +1,46 @@
+import math
+
+import numpy as np
+import pytest
+
+from tests.support.scripted_model import ScriptedScoreModel
+from veriscale.engine.store import Store
+from veriscale.errors import UserError
+from veriscale.verify import calibration as cal
+from veriscale.verify.reward import Verifier
+
+
+def test_spread_maps_the_90th_percentile_gap_to_p_09():
+    diffs = list(np.linspace(-0.05, 0.05, 101))
+    tau = cal.fit_tau_spread(diffs)
+    q = float(np.quantile(np.abs(diffs), 0.9))
+    assert 1 / (1 + math.exp(-q / tau)) == pytest.approx(0.9)
+
+
+def test_mle_recovers_the_generating_temperature():
+    rng = np.random.default_rng(0)
+    d = rng.uniform(-0.3, 0.3, 4000)
+    y = rng.random(4000) < 1 / (1 + np.exp(-d / 0.05))
+    assert cal.fit_tau_mle(list(d), list(y)) == pytest.approx(0.05, rel=0.15)
+
+
+def test_no_signal_falls_back_to_default():
+    assert cal.fit_tau_spread([0.0, 0.0]) == cal.DEFAULT_TAU
+    assert cal.fit_tau_mle([0.0], [True]) == cal.DEFAULT_TAU
+
+
+def test_stored_tau_is_used_by_the_verifier(tmp_path):
+    store = Store.open(tmp_path / "s.sqlite3")
+    model = ScriptedScoreModel()
+    store.set_meta(cal.tau_key(model.fingerprint(), "letters:20", False), "0.02")
+    res = Verifier(model, store=store).compare("t", "GOOD", "bad")
+    assert res.tau == 0.02 and res.p_a_wins > 0.99
+
+
+def test_pairs_file_errors(tmp_path):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"instruction": "x"}\n')
+    with pytest.raises(UserError, match="line 1"):
+        cal.load_labelled_pairs(str(bad))
+    with pytest.raises(UserError, match="does not exist"):
+        cal.load_labelled_pairs(str(tmp_path / "nope.jsonl"))
