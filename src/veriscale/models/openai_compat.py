@@ -20,7 +20,7 @@ import httpx
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from veriscale.errors import ModelCallError, UserError
-from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse
+from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse
 from veriscale.models.chat_template import TEMPLATES, render_chat
 from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
 
@@ -228,7 +228,3 @@ class OpenAICompatModel:
                             prompt_tokens=int(usage.get("prompt_tokens", 0)),
                             completion_tokens=int(usage.get("completion_tokens", 0)),
                             finish_reason=str(choice.get("finish_reason") or ""))
-
-
-def render_messages(messages: tuple[Message, ...]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
