@@ -3,8 +3,8 @@ to the same local llama.cpp server (target ratio >= 0.95).
 
     python benchmarks/bench_http_overhead.py --pairs 4 --rounds 3 [--json out.json]
 
-Both sides send identical request bodies one at a time; the rounds interleave (raw, ours, raw,
-ours, ...) so server-side drift affects both equally. "ours" includes prompt building, the
+Both sides send identical request bodies one at a time, verdict by verdict, alternating which
+side goes first, so server-side drift and other load affect both equally. "ours" includes prompt building, the
 store (a fresh SQLite file per round, so nothing is served from cache), parsing and aggregation.
 """
 
@@ -55,19 +55,29 @@ def main() -> None:
 
         client = httpx.Client(timeout=120)
         raw_s, ours_s = 0.0, 0.0
-        for _ in range(args.rounds):
+        by_pair = [bodies[i * per_verdict:(i + 1) * per_verdict] for i in range(len(pairs))]
+
+        def raw(i: int) -> float:
             t = time.perf_counter()
-            for path, body in bodies:
-                r = client.post(url + path, json=body)
-                r.json()["choices"][0]["logprobs"]
-            raw_s += time.perf_counter() - t
+            for path, body in by_pair[i]:
+                client.post(url + path, json=body).json()["choices"][0]["logprobs"]
+            return time.perf_counter() - t
+
+        def ours(i: int) -> float:
             with tempfile.TemporaryDirectory() as d:
-                store = Store.open(Path(d) / "s.sqlite3")
-                v = Verifier(model, store=store, criteria="general", concurrency=1)
+                v = Verifier(model, store=Store.open(Path(d) / "s.sqlite3"), criteria="general", concurrency=1)
                 t = time.perf_counter()
-                for p in pairs:
-                    v.compare(p["instruction"], p["output_1"], p["output_2"])
-                ours_s += time.perf_counter() - t
+                v.compare(pairs[i]["instruction"], pairs[i]["output_1"], pairs[i]["output_2"])
+                return time.perf_counter() - t
+
+        for r in range(args.rounds):  # verdict by verdict, alternating which side goes first
+            for i in range(len(pairs)):
+                if (r + i) % 2 == 0:
+                    raw_s += raw(i)
+                    ours_s += ours(i)
+                else:
+                    ours_s += ours(i)
+                    raw_s += raw(i)
         verdicts = len(pairs) * args.rounds
     out = {"pairs": len(pairs), "rounds": args.rounds, "calls_per_verdict": per_verdict,
            "raw_verdicts_per_s": verdicts / raw_s, "ours_verdicts_per_s": verdicts / ours_s,

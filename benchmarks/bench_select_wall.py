@@ -3,10 +3,18 @@
     python3 benchmarks/bench_select_wall.py                 # default settings, fresh store
     python3 benchmarks/bench_select_wall.py --budget 320 --k 1 --no-adaptive --json
 
+    python3 benchmarks/bench_select_wall.py --count-tokens --budget 320 --k 1 --no-adaptive
+
 Each run uses a fresh temporary store (nothing cached), so it measures the cold path a new user
 sees. Reported: wall time (model load separate), model calls, prompt tokens actually processed
 (after prefix reuse), the pick and whether its trial passed, and the 1-minute load average
 before and after (other processes on the machine slow the embedded model down).
+
+``--count-tokens`` does not run the network: a stand-in backend tokenizes every prompt with the
+embedded model's tokenizer and counts the tokens its KV-cache prefix reuse would process, and
+answers with a fixed label distribution (so every comparison is a tie). Use it to compare the
+cost of settings independently of machine load; with adaptive mode the real model's answers
+change the schedule, so count non-adaptive plans.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ sys.path.insert(0, str(REPO / "src"))
 
 from veriscale.data.pool import load_selection  # noqa: E402
 from veriscale.engine.store import Store  # noqa: E402
+from veriscale.models.base import ScoreResponse  # noqa: E402
+from veriscale.models.chat_template import render_chat  # noqa: E402
 from veriscale.models.embedded import EmbeddedModel  # noqa: E402
 from veriscale.selection.select import select  # noqa: E402
 from veriscale.verify.reward import Verifier  # noqa: E402
@@ -31,10 +41,52 @@ from veriscale.verify.reward import Verifier  # noqa: E402
 POOL = REPO / "examples" / "terminal_bench" / "merge-diff-arc-agi-task.jsonl"
 
 
-def run_once(budget: int | None, k: int, adaptive: bool, method: str, criteria: str) -> dict:
+class PrefixTokenCounter:
+    """Stand-in backend: counts the prompt tokens the embedded model's prefix reuse would process."""
+
+    is_embedded = True
+
+    def __init__(self, model: EmbeddedModel) -> None:
+        self.model = model
+        self.uri = "token-counter"
+        self.display_name = "token counter"
+        self.tokens_processed = 0
+        self._previous: list[int] = []
+
+    def fingerprint(self) -> str:
+        return "token-counter:" + self.model.fingerprint()
+
+    def count_tokens(self, text: str) -> int:
+        return self.model.count_tokens(text)
+
+    def context_size(self) -> int:
+        return self.model.context_size()
+
+    def single_token_labels(self, labels):
+        return []
+
+    def score(self, request) -> ScoreResponse:
+        prompt = render_chat(self.model.template, request.messages, request.prefill)
+        tokens = self.model._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        common = 0
+        for a, b in zip(self._previous, tokens[:-1]):
+            if a != b:
+                break
+            common += 1
+        self.tokens_processed += len(tokens) - common
+        self._previous = tokens
+        flat = {lab: 1.0 / len(request.labels) for lab in request.labels}
+        return ScoreResponse(label_probs=flat, label_mass=1.0, prompt_tokens=len(tokens) - common,
+                             prompt_tokens_total=len(tokens))
+
+
+def run_once(budget: int | None, k: int, adaptive: bool, method: str, criteria: str,
+             count_tokens: bool = False) -> dict:
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     model = EmbeddedModel.load()
+    if count_tokens:
+        model = PrefixTokenCounter(model)
     loaded = time.perf_counter()
     task, candidates = load_selection([POOL])
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,9 +117,13 @@ def main() -> None:
     parser.add_argument("--method", default="ppt")
     parser.add_argument("--criteria", default="agent")
     parser.add_argument("--no-adaptive", action="store_true")
+    parser.add_argument("--count-tokens", action="store_true", help="count processed tokens only (no model run)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    row = run_once(args.budget, args.k, not args.no_adaptive, args.method, args.criteria)
+    row = run_once(args.budget, args.k, not args.no_adaptive, args.method, args.criteria, args.count_tokens)
+    if args.count_tokens:
+        row = {key: row[key] for key in ("method", "k", "adaptive", "criteria", "budget_tokens", "model_calls",
+                                         "n_comparisons", "prompt_tokens_processed")} | {"simulated_judge": True}
     if args.json:
         print(json.dumps(row))
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,18 @@ def test_a_session_resumes_from_its_transcript(box: ToolBox, tmp_path: Path) -> 
     last = chat.requests["unknown"][-1]
     assert [m["role"] for m in last] == ["system", "user", "assistant", "user"]
     assert last[0]["content"] == "system text" and last[2]["content"] == "first"
+
+
+def test_wall_clock_limit_stops_waiting_for_a_slow_model(box: ToolBox, tmp_path: Path) -> None:
+    release = threading.Event()
+
+    def slow(messages):
+        release.wait(5)
+        return say("late")
+
+    chat = ScriptedChat({"unknown": [slow]})
+    try:
+        outcome = _session(chat, box, tmp_path, wall_clock_s=0.2).run("sys", "go", record=tmp_path / "out" / "r.json")
+    finally:
+        release.set()
+    assert outcome.status == "failed" and "during a model call" in outcome.reason and outcome.wall_s < 2

@@ -12,6 +12,8 @@ MODULES = [
     "veriscale.cli.models",
     "veriscale.cli.runs",
     "veriscale.cli.harness",
+    "veriscale.cli.select",
+    "veriscale.cli.bench",
 ]
 
 

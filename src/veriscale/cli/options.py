@@ -19,7 +19,7 @@ StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="SQLite store 
 ScaleOpt = Annotated[str, typer.Option("--scale", help="letters[:G] (A best, default G=20), digits[:G], yesno.")]
 CriteriaOpt = Annotated[str, typer.Option("--criteria", "-c", help="Built-in set (general, agent) or a Markdown file.")]
 OnlyOpt = Annotated[Optional[list[str]], typer.Option("--criterion", help="Use only this criterion of the set (repeatable).")]
-RepeatsOpt = Annotated[Optional[int], typer.Option("--repeats", "-k", help="K repeats (default 1 pointwise, 2 pairwise: pairwise repeats alternate slot order; --reasoning samples each anew).")]
+RepeatsOpt = Annotated[Optional[int], typer.Option("--repeats", help="K repeats (default 1 pointwise, 2 pairwise: pairwise repeats alternate slot order; --reasoning samples each anew).")]
 ReasoningOpt = Annotated[bool, typer.Option("--reasoning", help="Let the model write a sampled analysis before each score.")]
 DiscreteOpt = Annotated[bool, typer.Option("--discrete", help="Discrete-judge mode: use the argmax label instead of the expectation.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for sampled reasoning (part of the cache key).")]

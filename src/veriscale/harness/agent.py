@@ -189,6 +189,30 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
 # --- the loop ---------------------------------------------------------------------------------
 
 
+def _chat_within(backend: ModelBackend, timeout_s: float, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
+    """``backend.chat`` bounded by ``timeout_s``; raises ``TimeoutError`` when the reply is late.
+
+    The late call is left to finish (or time out) in a daemon thread: an HTTP request cannot be
+    withdrawn from the server, but the session stops waiting for it.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["response"] = backend.chat(list(messages), **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="model-call", daemon=True)
+    worker.start()
+    worker.join(max(0.0, timeout_s))
+    if worker.is_alive():
+        raise TimeoutError
+    if "error" in box:
+        raise box["error"]
+    return box["response"]
+
+
 class AgentSession:
     """One tool-calling conversation with a backend, bounded by :class:`AgentLimits`."""
 
@@ -261,13 +285,16 @@ class AgentSession:
             if time.monotonic() - started >= limits.wall_clock_s:
                 return limit_end(f"time limit ({limits.wall_clock_s:g} s)")
             call_started = time.monotonic()
+            remaining = limits.wall_clock_s - (call_started - started)
             try:
-                response: ChatResponse = self.backend.chat(
-                    self.messages, tools=self.toolbox.schemas(),
-                    max_tokens=limits.max_tokens_per_call, temperature=limits.temperature)
+                response = _chat_within(self.backend, remaining, self.messages, tools=self.toolbox.schemas(),
+                                        max_tokens=limits.max_tokens_per_call, temperature=limits.temperature)
             except ModelCallError as exc:
                 self.transcript.write("note", text=f"model call failed: {exc}")
                 return finish("failed", f"model call failed: {exc}")
+            except TimeoutError:
+                self.transcript.write("note", text="time limit reached while waiting for the model")
+                return limit_end(f"time limit ({limits.wall_clock_s:g} s) during a model call")
             out.calls += 1
             out.prompt_tokens += response.prompt_tokens
             out.completion_tokens += response.completion_tokens

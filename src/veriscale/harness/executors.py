@@ -225,6 +225,9 @@ class PiExecutor:
         self.node = check_node()
         # .../node_modules/@mariozechner/pi-coding-agent/dist/cli.js -> .../node_modules
         self.node_modules = self.cli_js.parents[3]
+        # a node outside the system folders (nvm, a tarball) must be visible inside the jail
+        prefix = Path(self.node).parents[1]
+        self.extra_visible = [] if str(prefix).startswith(("/usr", "/bin", "/lib")) or prefix == Path("/") else [prefix]
 
     def _models_json(self, session: SessionSpec, endpoint: _Endpoint, base_url: str) -> Path:
         config_dir = session.transcript_path.parent / f"{session.transcript_path.stem}.pi-config"
@@ -251,7 +254,7 @@ class PiExecutor:
             base_url = f"{inside_model_url((endpoint.host, endpoint.port))}{endpoint.path}"
         models_json = self._models_json(session, endpoint, base_url)
         spec = JailSpec(task_dir=session.task_dir, writable_dir=session.output_dir,
-                        readonly_extra=[*session.visible_dirs, self.node_modules, models_json.parent],
+                        readonly_extra=[*session.visible_dirs, self.node_modules, *self.extra_visible, models_json.parent],
                         model_endpoint=None if session.no_jail else (endpoint.host, endpoint.port),
                         env={"PI_OFFLINE": "1", "PI_TELEMETRY": "0", "PI_SKIP_VERSION_CHECK": "1"},
                         no_jail=session.no_jail)

@@ -65,6 +65,7 @@ class OpenAICompatModel:
                                     limits=httpx.Limits(max_connections=concurrency))
         self._slots = threading.BoundedSemaphore(concurrency)
         self._model_id: str | None = None
+        self._label_checks: dict[tuple[str, ...], list[str]] = {}
         self._lock = threading.Lock()
 
     # -- HTTP with retries -----------------------------------------------------------------
@@ -134,6 +135,11 @@ class OpenAICompatModel:
 
     def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
         """Labels that tokenize to more than one token, where the server can tokenize."""
+        if labels not in self._label_checks:
+            self._label_checks[labels] = self._check_labels(labels)
+        return list(self._label_checks[labels])
+
+    def _check_labels(self, labels: tuple[str, ...]) -> list[str]:
         root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
         bad = []
         for lab in labels:

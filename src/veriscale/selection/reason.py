@@ -83,14 +83,14 @@ def explain(
     parts = []
     if ahead:
         parts.append(", ".join(f"{g.criterion} {g.gap:+.2f} ({g.winner:.2f} vs {g.runner_up:.2f})" for g in ahead))
-    else:
-        parts.append(f"no criterion separated them by {even_within:.2f} or more")
     if even:
         parts.append(", ".join(g.criterion for g in even) + f" even (within {even_within:.2f})")
     if behind:
         parts.append(f"{runner_up} led on " + ", ".join(f"{g.criterion} ({g.gap:+.2f})" for g in behind))
     if head_to_head is not None:
         parts.append(f"head-to-head P({winner} wins) = {head_to_head:.2f}")
+    if not ahead:
+        parts.append("no criterion separates them, so the pick rests on the pairwise preferences alone")
     if confidence is not None:
         parts.append(f"confidence {confidence:.2f} that {winner} is the best")
     text = f"{winner} over {runner_up}: " + "; ".join(parts)

@@ -11,7 +11,8 @@
 **Rendering.** The task is rendered once (at most a quarter of the model's context) and every
 candidate once with ``render_candidate`` under ``budget_tokens``, counted by the model's own
 tokenizer. Default budget: the smaller of a per-backend cap (``EMBEDDED_RENDER_BUDGET`` for the
-in-process model, tuned so the README's Best-of-5 runs in about a minute on 2 cores;
+in-process model, tuned with ``benchmarks/bench_select_wall.py``: the README's Best-of-5
+(k=2, 3 criteria) processes about 14k prompt tokens, a minute at ~230 tokens/s on 2 idle cores;
 ``SERVER_RENDER_BUDGET`` for servers) and what fits the context: instructions, task, the
 longest criterion and *both* candidates of a pairwise prompt (one for ``pointwise``).
 
@@ -56,7 +57,7 @@ from veriscale.selection.tournament import (
 from veriscale.verify.prompts import pairwise_request, pointwise_request
 
 METHODS = ("ppt", "round_robin", "knockout", "pointwise")
-EMBEDDED_RENDER_BUDGET = 448
+EMBEDDED_RENDER_BUDGET = 320  # README Best-of-5, k=2, agent criteria: ~14k prompt tokens processed
 SERVER_RENDER_BUDGET = 6000
 TASK_CONTEXT_SHARE = 0.25
 PROMPT_RESERVE_TOKENS = 96  # chat-template tokens, a whitespace path at the slot, rounding
@@ -65,7 +66,8 @@ ADAPTIVE_MAX_REPEATS_SAMPLED = 4
 DISTINCT_SLOT_ORDERS = 2
 
 Progress = Callable[[int, int], None]
-"""``on_progress(model_calls_done, model_calls_planned)``, after every finished or cached call."""
+"""``on_progress(calls_done, calls_planned)`` after every finished or cached model call; adaptive
+extra repeats can take ``calls_done`` past ``calls_planned``."""
 
 
 class SelectionFailed(ModelCallError):
@@ -76,7 +78,9 @@ class SelectionFailed(ModelCallError):
 class SelectionPlan:
     """What a selection will cost, before any model call (``--dry-run``).
 
-    ``model_calls_planned``: the schedule without adaptive stopping. ``model_calls_upper_bound``:
+    ``judgements_planned × calls_per_judgement`` calls are asked (cache hits included);
+    ``model_calls_planned``: the new ones the schedule can need without adaptive stopping
+    (a pair judged again in a slot order it already had is a cache hit). ``model_calls_upper_bound``:
     the most it can take (adaptive extra repeats included); cached calls cost nothing and are
     not subtracted. ``prompt_tokens_upper_bound`` counts whole prompts; prefix reuse in the
     embedded model and in servers processes fewer.
@@ -252,7 +256,7 @@ def select(
         )
 
     recorder = _Recorder(verifier, prep.task_text, prep.texts, candidates)
-    restore = _attach_progress(verifier, on_progress, plan.model_calls_planned)
+    restore = _attach_progress(verifier, on_progress, plan.judgements_planned * plan.calls_per_judgement)
     try:
         result = _run_tournament(prep, recorder, method, adaptive, min_confidence, seed)
     finally:
@@ -262,6 +266,11 @@ def select(
     criteria_scores = recorder.criteria_scores(names, prep.groups)
     reason = _reason(result, candidates, criteria_scores, recorder, prep.groups)
     calls_saved = result.judgements_saved * plan.calls_per_judgement if result.adaptive else 0
+    if recorder.low_label_mass:
+        notes.append(
+            f"{recorder.low_label_mass} of {recorder.verdicts} verdicts had low label mass (the model mostly "
+            "answered off the score format): treat this pick with caution, or use a stronger --model"
+        )
     if result.adaptive:
         notes.append(
             f"adaptive: stopped with '{result.stop_reason}' after {result.n_judgements} of "
@@ -303,20 +312,10 @@ def _prepare(
                 "the candidates do not say what their task was: pass the task (a TASK file or --task FILE)"
             )
         task = task or Task(text="")
-    notes: list[str] = []
-    model = verifier.model
-    count = model.count_tokens
-    context = model.context_size()
-    slots = 1 if method == "pointwise" else 2
-
-    task_text = render_task(task)
-    if context and task_text and count(task_text) > int(context * TASK_CONTEXT_SHARE):
-        task_text = render_task(task, int(context * TASK_CONTEXT_SHARE), count)
-        notes.append(f"the task was cut to {int(context * TASK_CONTEXT_SHARE)} tokens (its middle elided) to fit the context")
-    task_tokens = count(task_text) if task_text else 0
-    overhead = _prompt_overhead(verifier, task_text or "-", pairwise=slots == 2)
-    room = (context - overhead) // slots if context else None
-    budget = _resolve_budget(budget_tokens, room, getattr(model, "is_embedded", False), context, slots)
+    fit = fit_prompt(verifier, task, budget_tokens, pairwise=method != "pointwise")
+    notes: list[str] = list(fit.notes)
+    task_text, budget, task_tokens, overhead = fit.task_text, fit.budget_tokens, fit.task_tokens, fit.overhead_tokens
+    count = verifier.model.count_tokens
 
     texts = [render_candidate(c, budget, count) for c in candidates]
     groups = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
@@ -352,6 +351,45 @@ def _prepare(
                  budget, task_tokens, max_repeats, verifier, overhead,
                  text_tokens, notes)
     return _Prepared(task, candidates, task_text, texts, groups, plan, max_repeats)
+
+
+@dataclass(frozen=True)
+class PromptFit:
+    """How a task and its candidates fit one judge prompt.
+
+    ``task_text``: the task as shown (cut to a quarter of the context if longer).
+    ``budget_tokens``: render budget per candidate. ``overhead_tokens``: the longest prompt
+    without candidate text (instructions, task, criterion, question, template reserve).
+    """
+
+    task_text: str
+    task_tokens: int
+    budget_tokens: int
+    overhead_tokens: int
+    notes: tuple[str, ...] = ()
+
+
+def fit_prompt(verifier: Any, task: Task, budget_tokens: int | None = None, *, pairwise: bool = True) -> PromptFit:
+    """Fit ``task`` and one (pointwise) or two (pairwise) candidates into the model's context.
+
+    ``budget_tokens`` None picks the default (see the module docstring); a given budget that
+    cannot fit raises a ``UserError`` naming the largest one that does.
+    """
+    model = verifier.model
+    count = model.count_tokens
+    context = model.context_size()
+    slots = 2 if pairwise else 1
+    notes = []
+    task_text = render_task(task)
+    share = int(context * TASK_CONTEXT_SHARE) if context else None
+    if share and task_text and count(task_text) > share:
+        task_text = render_task(task, share, count)
+        notes.append(f"the task was cut to {share} tokens (its middle elided) to fit the model's context")
+    task_tokens = count(task_text) if task_text else 0
+    overhead = _prompt_overhead(verifier, task_text or "-", pairwise=pairwise)
+    room = (context - overhead) // slots if context else None
+    budget = _resolve_budget(budget_tokens, room, getattr(model, "is_embedded", False), context, slots)
+    return PromptFit(task_text, task_tokens, budget, overhead, tuple(notes))
 
 
 def _resolve_budget(budget_tokens: int | None, room: int | None, embedded: bool, context: int | None,
@@ -419,14 +457,16 @@ def _plan(method: str, n_candidates: int, n: int, k: int | None, repeats: int, a
         per_judgement = n_criteria * (getattr(verifier, "repeats", 1) if sampled else 1)
     else:
         per_judgement = 2 * n_criteria
+    planned_calls = judgements
     if not sampled and method != "pointwise" and n > 1:
-        bound = min(bound, all_pairs * DISTINCT_SLOT_ORDERS)  # repeats beyond both orders are cache hits
+        distinct = all_pairs * DISTINCT_SLOT_ORDERS  # judging a pair again in the same order is a cache hit
+        bound, planned_calls = min(bound, distinct), min(judgements, distinct)
     calls_bound = bound * per_judgement
     return SelectionPlan(
         method=method, n_candidates=n_candidates, n_distinct=n, k=k, repeats=repeats, adaptive=adaptive,
         budget_tokens=budget, task_tokens=task_tokens, comparisons_planned=comparisons,
         judgements_planned=judgements, calls_per_judgement=per_judgement,
-        model_calls_planned=judgements * per_judgement, model_calls_upper_bound=calls_bound,
+        model_calls_planned=planned_calls * per_judgement, model_calls_upper_bound=calls_bound,
         prompt_tokens_upper_bound=calls_bound * (overhead + per_call_texts), notes=tuple(notes),
     )
 
@@ -444,6 +484,8 @@ class _Recorder:
         self.candidates = candidates
         self.rewards: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         self.preferences: dict[tuple[int, int], list[float]] = defaultdict(list)
+        self.verdicts = 0
+        self.low_label_mass = 0  # verdicts where the model put little probability on the labels
 
     def judge(self, i: int, j: int, repeat: int) -> float:
         result = self.verifier.compare(self.task_text, self.texts[i], self.texts[j], only_repeat=repeat)
@@ -459,6 +501,8 @@ class _Recorder:
             if entry.get("reward_b") is not None:
                 self.rewards[j][name].append(entry["reward_b"])
         self.preferences[(i, j)].append(result.p_a_wins)
+        self.verdicts += 1
+        self.low_label_mass += bool(result.low_label_mass)
         return result.p_a_wins
 
     def score(self, i: int) -> float:
@@ -471,6 +515,8 @@ class _Recorder:
         for name, entry in result.criteria.items():
             if entry.get("reward") is not None:
                 self.rewards[i][name].append(entry["reward"])
+        self.verdicts += 1
+        self.low_label_mass += bool(result.low_label_mass)
         return result.reward
 
     def head_to_head(self, a: int, b: int) -> float | None:

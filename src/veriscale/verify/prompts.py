@@ -1,6 +1,7 @@
 """Judge prompts, laid out for prefix caching: stable parts first, the varying part last.
 
-Order inside the user message: instructions, task, candidate(s), criterion, slot question.
+Order inside the user message: instructions (with the scale and the criteria note), task,
+candidate(s), criterion, slot question.
 Scoring C criteria (and both slots of a pair) therefore shares everything up to the criterion,
 so the embedded model and server-side prefix caches re-process only the short suffix::
 
@@ -14,7 +15,7 @@ from veriscale.models.base import Message, ScoreRequest
 from veriscale.verify.criteria import Criterion
 from veriscale.verify.scale import Scale
 
-PROMPT_VERSION = "v1"
+PROMPT_VERSION = "v2"
 SLOT_NAMES = {"A": "first", "B": "second"}  # words, so no slot name collides with a score label
 
 SYSTEM = (
@@ -23,20 +24,21 @@ SYSTEM = (
     "does not support."
 )
 
-def _criterion_block(criterion: Criterion, note: str) -> str:
-    parts = [f"## Criterion: {criterion.name}", criterion.description]
+def _intro(what: str, scale: Scale, note: str, reasoning: bool) -> str:
+    """The stable opening: what to do and how to answer (shared by every criterion and slot)."""
+    if reasoning:
+        how = ("For each grade, first write a short analysis (under 120 words), then write "
+               "'Grade:' followed by the grade.")
+    else:
+        how = "Reply with the grade only."
+    parts = [what, f"You will be asked for one grade at a time, on one criterion. {scale.instruction()} {how}"]
     if note:
         parts.append(note)
     return "\n".join(parts)
 
 
-def _question(subject: str, scale: Scale, reasoning: bool) -> str:
-    if reasoning:
-        how = (f"First write a short analysis (under 120 words) of {subject} on this criterion, "
-               f"then write 'Grade:' followed by the grade. {scale.instruction()}")
-    else:
-        how = f"{scale.instruction()} Reply with the grade only."
-    return f"Grade {subject} on this criterion only. {how}"
+def _criterion_block(criterion: Criterion) -> str:
+    return f"## Criterion: {criterion.name}\n{criterion.description}"
 
 
 def _request(user: str, prefill: str, scale: Scale, reasoning: bool, seed: int | None,
@@ -56,11 +58,11 @@ def pointwise_request(task: str, candidate: str, criterion: Criterion, note: str
                       temperature: float = 0.7) -> ScoreRequest:
     """One score slot for a single candidate on one criterion."""
     user = "\n\n".join([
-        "Below are a task and one response to it. Grade the response.",
+        _intro("Below are a task and one response to it. Grade the response.", scale, note, reasoning),
         f"## Task\n{task}",
         f"## Response\n{candidate}",
-        _criterion_block(criterion, note),
-        _question("the response", scale, reasoning),
+        _criterion_block(criterion),
+        f"Grade the response on this criterion ({scale.hint()}).",
     ])
     return _request(user, "Grade:", scale, reasoning, seed, temperature)
 
@@ -72,12 +74,13 @@ def pairwise_request(task: str, first: str, second: str, criterion: Criterion, n
     if target not in ("A", "B"):
         raise ValueError("target must be 'A' or 'B'")
     user = "\n\n".join([
-        "Below are a task and two independent responses to it, the first and the second. "
-        "Grade each response on its own merits; they may both be good or both be bad.",
+        _intro("Below are a task and two independent responses to it, the first and the second. "
+               "Grade each response on its own merits; they may both be good or both be bad.",
+               scale, note, reasoning),
         f"## Task\n{task}",
         f"## First response\n{first}",
         f"## Second response\n{second}",
-        _criterion_block(criterion, note),
-        _question(f"the {SLOT_NAMES[target]} response", scale, reasoning),
+        _criterion_block(criterion),
+        f"Grade the {SLOT_NAMES[target]} response on this criterion ({scale.hint()}).",
     ])
     return _request(user, f"Grade for the {SLOT_NAMES[target]} response:", scale, reasoning, seed, temperature)

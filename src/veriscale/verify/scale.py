@@ -48,6 +48,15 @@ class Scale:
         best = max(self.labels, key=lambda lab: (probs.get(lab, 0.0), -self.labels.index(lab)))
         return self.value(best)
 
+    def hint(self) -> str:
+        """A few words that remind the model of the answer format right before the slot."""
+        if self.name == "yesno":
+            return "Yes or No"
+        if self.name.startswith("labels:"):
+            return "one of " + ", ".join(self.labels)
+        kind = "letter" if self.labels[0].isalpha() else "digit"
+        return f"one {kind}, {self.labels[0]} best to {self.labels[-1]} worst"
+
     def instruction(self) -> str:
         """The sentence that tells the model how to answer in this scale."""
         if self.name == "yesno":

@@ -1,0 +1,205 @@
+"""``veriscale bench``: measure the verifier on labelled pairs or labelled pools of runs.
+
+    veriscale bench pairwise_dev.jsonl                                  # 10 pairs, seed 0
+    veriscale bench pairwise_dev.jsonl --sweep g=2,5,20 --discrete-vs-continuous --yes --plot g.png
+    veriscale bench terminal_bench_2.1_trials.jsonl.gz --limit 2 --json
+
+Pairs (``instruction``, ``output_1``, ``output_2``, ``label`` 1|2): pairwise accuracy, tie rate,
+SNR. Pools (labelled runs grouped by task): pass@1, oracle pass@N, random pick, selected, and
+comparisons, calls and tokens. Default: a fixed seeded subsample (10 pairs or 2 pools; pools
+only from tasks whose runs disagree). Everything beyond it (``--limit 0`` = all, a larger
+``--limit``, ``--all-tasks``, any ``--sweep``) prints its cost first and asks, or needs ``--yes``.
+Calls are cached in the store: an interrupted bench resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from veriscale.bench.datasets import detect_kind, load_labelled_pools, load_pairs, sample
+from veriscale.bench.runner import Bench, BenchConfig, BenchEstimate, BenchReport, expand_configs, parse_sweeps
+from veriscale.cli import options as o
+from veriscale.cli.common import console, emit_json, err_console, user_errors
+from veriscale.errors import UserError
+from veriscale.selection.select import METHODS
+from veriscale.verify.criteria import load_criteria
+
+DEFAULT_LIMITS = {"pairs": 10, "pools": 2}
+
+DataArg = Annotated[str, typer.Argument(help="JSONL of labelled pairs, or labelled runs (any importable format) grouped by task.")]
+KindOpt = Annotated[Optional[str], typer.Option("--kind", help="pairs or pools (default: detected from the first record).")]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Items in the seeded subsample (default 10 pairs / 2 pools; 0 = all).")]
+BenchSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the subsample, the random-pick baseline and PPT.")]
+AllTasksOpt = Annotated[bool, typer.Option("--all-tasks", help="Pools: include tasks whose runs all agree (no choice to make).")]
+SweepOpt = Annotated[Optional[list[str]], typer.Option("--sweep", help="AXIS=V1,V2 over g (scale size), k (pivots), c (criteria), repeats; repeatable.")]
+DvcOpt = Annotated[bool, typer.Option("--discrete-vs-continuous", help="Also judge in discrete mode (argmax label); shares the cached calls.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Proceed without asking when the run goes beyond the default subsample.")]
+PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG plot here.")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write the JSON report to this file.")]
+MethodOpt = Annotated[str, typer.Option("--method", help=f"Pools: selection method ({', '.join(METHODS)}).")]
+PivotsOpt = Annotated[int, typer.Option("--pivots", "-k", help="Pools: PPT pivots k.")]
+BenchRepeatsOpt = Annotated[Optional[int], typer.Option("--repeats", help="Pairs: K judgements per pair (default 2 = both slot orders); pools: per comparison.")]
+BudgetOpt = Annotated[Optional[int], typer.Option("--budget-tokens", help="Render budget per candidate in tokens (default: fits the context, capped for speed).")]
+AdaptiveOpt = Annotated[bool, typer.Option("--adaptive/--no-adaptive", help="Pools: stop each selection once decided.")]
+BenchCriteriaOpt = Annotated[Optional[str], typer.Option("--criteria", "-c", help="Built-in set or Markdown file (default: general for pairs, agent for pools).")]
+
+
+def _print_estimate(est: BenchEstimate, n_items: int, n_configs: int, kind: str) -> None:
+    what = "at most " if est.upper_bound else ""
+    cached = f" ({est.cached_calls} already cached)" if not est.upper_bound else ""
+    approx = "" if est.tokens_exact else ", tokens estimated at 4 characters each"
+    err_console.print(
+        f"bench plan: {n_items} {kind} × {n_configs} configuration(s): {what}{est.model_calls} new model calls"
+        f"{cached}, {what}{est.prompt_tokens} prompt tokens before prefix reuse{approx}", highlight=False)
+
+
+def _confirm(reason: str, yes: bool) -> None:
+    if yes:
+        return
+    if sys.stdin.isatty():
+        typer.confirm(f"{reason}: proceed?", abort=True, err=True)
+        return
+    raise UserError(f"{reason}: pass --yes to run it (the cost estimate is above)")
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _render(report: BenchReport) -> None:
+    table = Table(title=f"bench · {report.kind} · {Path(report.data).name} · {report.model} · "
+                        f"n={len(report.items)} (seed {report.seed})")
+    table.add_column("configuration")
+    if report.kind == "pairs":
+        cols = [("accuracy", "accuracy"), ("tie rate", "tie_rate"), ("SNR", "snr"), ("failed", "failed")]
+    else:
+        cols = [("pass@1", "pass_at_1"), ("random", "random_pick"), ("selected", "selected"), ("oracle", "oracle"),
+                ("compar.", "comparisons"), ("failed", "failed")]
+    for title, _ in cols:
+        table.add_column(title, justify="right")
+    table.add_column("calls", justify="right")
+    table.add_column("tokens", justify="right")
+    table.add_column("wall s", justify="right")
+    for row in report.rows:
+        table.add_row(row.label, *[_fmt(row.metrics[key]) for _, key in cols], str(row.usage.model_calls),
+                      str(row.usage.prompt_tokens), f"{row.wall_s:.1f}")
+    console.print(table)
+    console.print("accuracy counts ties as half; strict accuracy, margins and per-task picks are in --json",
+                  style="dim", highlight=False)
+    for note in report.notes:
+        console.print(f"note: {note}", style="dim", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("bench")
+    def bench_command(
+        data: DataArg, kind: KindOpt = None, limit: LimitOpt = None, seed: BenchSeedOpt = 0,
+        all_tasks: AllTasksOpt = False, sweep: SweepOpt = None, discrete_vs_continuous: DvcOpt = False,
+        yes: YesOpt = False, plot: PlotOpt = None, output: OutputOpt = None, method: MethodOpt = "ppt",
+        pivots: PivotsOpt = 2, repeats: BenchRepeatsOpt = None, budget_tokens: BudgetOpt = None,
+        adaptive: AdaptiveOpt = True, model: o.ModelOpt = "embedded", store: o.StoreOpt = None,
+        scale: o.ScaleOpt = "letters", criteria: BenchCriteriaOpt = None, criterion: o.OnlyOpt = None, reasoning: o.ReasoningOpt = False,
+        discrete: o.DiscreteOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = 4,
+    ) -> None:
+        """Measure the verifier on labelled pairs (accuracy, ties, SNR) or pools (pass@1, oracle, selected).
+
+        Example: veriscale bench ../shared/data/pairwise_dev.jsonl --limit 4 --plot bench.png
+        """
+        with user_errors():
+            kind = kind or detect_kind(data)
+            if kind not in DEFAULT_LIMITS:
+                raise UserError(f"--kind {kind} is unknown: use pairs or pools")
+            if method not in METHODS:
+                raise UserError(f"--method {method} is unknown: use one of {', '.join(METHODS)}")
+            if plot is not None and plot.suffix.lower() != ".png":
+                raise UserError(f"--plot {plot} should end in .png: the plot is written as PNG")
+            sweeps = parse_sweeps(sweep or [])
+            if kind == "pairs" and "k" in sweeps:
+                raise UserError("--sweep k applies to pools (PPT pivots): for pairs sweep g, c or repeats")
+            base = BenchConfig(scale=scale, repeats=repeats, k=pivots, discrete=discrete)
+            configs = expand_configs(base, sweeps, discrete_vs_continuous=discrete_vs_continuous)
+            default_limit = DEFAULT_LIMITS[kind]
+            chosen_limit = default_limit if limit is None else limit
+            notes = []
+            if kind == "pairs":
+                everything = load_pairs(data)
+                items = sample(everything, chosen_limit or None, seed)
+                ids = [p.id for p in items]
+            else:
+                everything = load_labelled_pools([data])
+                eligible = everything if all_tasks else [p for p in everything if p.disagrees]
+                if not eligible:
+                    raise UserError(f"no task in '{data}' has runs that disagree: pass --all-tasks to bench them anyway")
+                if not all_tasks:
+                    notes.append(f"{len(eligible)} of {len(everything)} tasks have runs that disagree; "
+                                 "only those are sampled (--all-tasks for every task)")
+                items = sample(eligible, chosen_limit or None, seed)
+                ids = [p.task_id for p in items]
+            notes.append(f"subsample: {len(items)} of {len(everything)} {kind} with seed {seed}")
+            crit_name = criteria or ("general" if kind == "pairs" else "agent")
+            crits = load_criteria(crit_name)
+            if criterion:
+                crits = crits.only(criterion)
+            bench = Bench(o.open_model(model), o.open_store(store), criteria=crits,
+                          reasoning=reasoning, seed=seed, budget_tokens=budget_tokens, method=method,
+                          adaptive=adaptive, max_calls=max_calls, concurrency=concurrency)
+            estimate = bench.estimate_pairs(items, configs) if kind == "pairs" else bench.estimate_pools(items, configs)
+            _print_estimate(estimate, len(items), len(configs), kind)
+            report = BenchReport(kind, data, bench.model.uri, crit_name, chosen_limit or None, seed, ids, estimate,
+                                 notes=notes)
+            if dry_run:
+                if json_out:
+                    emit_json({"dry_run": True, **report.to_dict()})
+                return
+            beyond = []
+            if sweeps:
+                beyond.append(f"a sweep of {len(configs)} configurations")
+            if chosen_limit == 0 or chosen_limit > default_limit:
+                beyond.append(f"{len(items)} {kind} (default {default_limit})")
+            if all_tasks:
+                beyond.append("tasks without disagreement")
+            if beyond:
+                _confirm("this goes beyond the default subsample: " + ", ".join(beyond), yes)
+            run_id = bench.store.start_run("bench", bench.model.uri, {
+                "data": data, "kind": kind, "limit": chosen_limit, "seed": seed, "sweep": sweep,
+                "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name})
+            try:
+                with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out) as advance:
+                    run = bench.run_pairs if kind == "pairs" else bench.run_pools
+                    report.rows = run(items, configs, on_progress=lambda done, total: advance())
+            except Exception as exc:
+                bench.store.finish_run(run_id, "failed", {"error": str(exc)})
+                raise
+            payload = report.to_dict()
+            bench.store.finish_run(run_id, "ok", payload)
+            payload["run_id"] = run_id
+            if output is not None:
+                try:
+                    output.write_text(json.dumps(payload, indent=2, default=str), "utf-8")
+                except OSError as exc:
+                    raise UserError(f"cannot write the report to '{output}' ({exc.strerror}): pass a writable --output") from None
+            if plot is not None:
+                from veriscale.bench.plot import plot_report
+
+                plot_report(report, plot)
+            if json_out:
+                emit_json(payload)
+            else:
+                _render(report)
+                if plot is not None:
+                    console.print(f"plot: {plot}", highlight=False)
+            failed = sum(r.metrics.get("failed", 0) for r in report.rows)
+            if failed:
+                err_console.print(f"[yellow]warning:[/] {failed} item(s) had no verdict (failed model calls); "
+                                  "they are left out of the metrics, and a rerun retries them", highlight=False)

@@ -1,0 +1,179 @@
+"""``veriscale select``: pick the best of N runs of one task (Best-of-N with PPT by default).
+
+    veriscale select examples/terminal_bench/merge-diff-arc-agi-task.jsonl
+    veriscale select task.md a.md b.md c.md --criteria general --json
+    veriscale select runs/ --task task.md -k 1 --min-confidence 0.8
+
+Where the task comes from, in order: ``--task FILE``; else the first path, when more paths
+follow and it holds one plain answer with no task of its own (the ``TASK CANDIDATES...`` form);
+else the task the runs carry (Harbor/ATIF trials, SWE-agent trajectories, Inspect logs...).
+Exit codes: 0 picked, 2 bad input, 3 a model call failed (rerun resumes), 4 ``--min-confidence``
+was given and the pick's confidence is below it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from veriscale.cli import options as o
+from veriscale.cli.common import console, emit_json, err_console, fail, user_errors
+from veriscale.data.importers import load_candidates
+from veriscale.data.model import Candidate, Task
+from veriscale.data.text_input import read_text_input
+from veriscale.errors import UserError
+from veriscale.selection.select import METHODS, Selection, SelectionPlan, plan_selection, select
+from veriscale.verify.criteria import load_criteria
+from veriscale.verify.reward import Verifier
+
+UNDECIDED_EXIT = 4
+
+PathsArg = Annotated[list[str], typer.Argument(
+    help="[TASK] then candidates: files, folders or a JSONL pool. TASK is optional when the runs carry "
+         "their task or --task is given.", show_default=False)]
+TaskOpt = Annotated[Optional[str], typer.Option("--task", "-t", help="Task file (text, Markdown, JSON); overrides the runs' own task.")]
+MethodOpt = Annotated[str, typer.Option("--method", help=f"Selection method: {', '.join(METHODS)}.")]
+PivotsOpt = Annotated[int, typer.Option("--pivots", "-k", help="PPT pivots k (comparisons: N + k(N-k) + k(k-1)/2).")]
+BudgetOpt = Annotated[Optional[int], typer.Option("--budget-tokens", help="Render budget per candidate in tokens (default: fits the model's context, capped for speed).")]
+MinConfOpt = Annotated[Optional[float], typer.Option("--min-confidence", help="Adaptive target; exit 4 when the pick's confidence stays below it.")]
+AdaptiveOpt = Annotated[bool, typer.Option("--adaptive/--no-adaptive", help="Stop early once the leader is decided (PPT, round robin).")]
+SelectRepeatsOpt = Annotated[Optional[int], typer.Option("--repeats", help="Judgements per comparison (default: 1 for PPT, 2 otherwise).")]
+SelectCriteriaOpt = Annotated[Optional[str], typer.Option("--criteria", "-c", help="Built-in set (general, agent) or a Markdown file (default: agent for trajectories, general for answers).")]
+SelectSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the PPT ring and knockout bracket, and of sampled reasoning.")]
+FormatOpt = Annotated[Optional[str], typer.Option("--format", help="Candidate file format, when auto-detection is not wanted.")]
+
+DEFAULT_MIN_CONFIDENCE = 0.9
+
+
+def resolve_inputs(paths: list[str], task_file: str | None, fmt: str | None) -> tuple[Task | None, list[Candidate]]:
+    """The task (None: take it from the runs) and the candidates named on the command line."""
+    if not paths:
+        raise UserError("no candidates given: pass candidate files, a folder or a JSONL pool")
+    if task_file is not None:
+        return _task_from_file(task_file), load_candidates(paths, fmt)
+    if len(paths) >= 2 and Path(paths[0]).is_file():
+        first = load_candidates([paths[0]])
+        if len(first) == 1 and first[0].task is None and first[0].trajectory is None:
+            return _task_from_file(paths[0]), load_candidates(paths[1:], fmt)
+    return None, load_candidates(paths, fmt)
+
+
+def _task_from_file(path: str) -> Task:
+    return Task(text=read_text_input(path, "task"), id=Path(path).stem if path != "-" else "")
+
+
+def _default_criteria(candidates: list[Candidate]) -> str:
+    return "agent" if any(c.trajectory and c.trajectory.steps for c in candidates) else "general"
+
+
+def _print_plan(plan: SelectionPlan, as_json: bool) -> None:
+    if as_json:
+        emit_json({"dry_run": True, **plan.to_dict()})
+        return
+    bound = "" if plan.model_calls_upper_bound == plan.model_calls_planned else (
+        f" (at most {plan.model_calls_upper_bound} with adaptive extra repeats)")
+    console.print(
+        f"{plan.method}: {plan.n_candidates} candidates ({plan.n_distinct} distinct), "
+        f"{plan.comparisons_planned} comparisons, {plan.model_calls_planned} model calls{bound}; "
+        f"at most {plan.prompt_tokens_upper_bound} prompt tokens before cache and prefix reuse; "
+        f"render budget {plan.budget_tokens} tokens per candidate", highlight=False)
+    for note in plan.notes:
+        err_console.print(f"[cyan]note:[/] {note}", highlight=False)
+
+
+def _render(sel: Selection) -> None:
+    names = list(sel.criteria_scores[0]) if sel.criteria_scores else []
+    labelled = any("reward" in c.labels for c in sel.candidates)
+    conf = "n/a" if sel.confidence is None else f"{sel.confidence:.2f}"
+    table = Table(title=f"select · {sel.method} · {len(sel.candidates)} candidates · confidence {conf}")
+    table.add_column("#", justify="right")
+    table.add_column("candidate")
+    table.add_column("win mass", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
+    if labelled:
+        table.add_column("label", justify="right")
+    for rank, i in enumerate(sel.ranking):
+        cand = sel.candidates[i]
+        row = [str(rank + 1), ("[bold]" if i == sel.index else "") + cand.id, f"{sel.scores[i]:.3f}"]
+        row += ["—" if sel.criteria_scores[i][n] is None else f"{sel.criteria_scores[i][n]:.3f}" for n in names]
+        if labelled:
+            row.append(str(cand.labels.get("reward", "")))
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"[bold]reason:[/] {sel.reason.text}", highlight=False, soft_wrap=True)
+    u = sel.usage
+    console.print(
+        f"{sel.n_comparisons} comparisons, {sel.n_judgements} judgements, {u.model_calls} model calls, "
+        f"{u.cache_hits} cache hits, {u.prompt_tokens} prompt tokens processed"
+        + (f", {sel.calls_saved:+d} calls saved by adaptive stopping" if sel.adaptive else ""),
+        style="dim", highlight=False)
+    where = f" ({sel.best.source})" if sel.best.source else ""
+    console.print(f"picked: [bold]{sel.best.id}[/]{where}", highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("select")
+    def select_command(
+        paths: PathsArg,
+        task: TaskOpt = None, method: MethodOpt = "ppt", pivots: PivotsOpt = 2,
+        budget_tokens: BudgetOpt = None, min_confidence: MinConfOpt = None, adaptive: AdaptiveOpt = True,
+        model: o.ModelOpt = "embedded", store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
+        criteria: SelectCriteriaOpt = None, criterion: o.OnlyOpt = None, repeats: SelectRepeatsOpt = None,
+        reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: SelectSeedOpt = 0,
+        refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = 4, fmt: FormatOpt = None,
+    ) -> None:
+        """Pick the best of N runs of one task; prints a ranking, the reason and the pick.
+
+        The task: --task FILE, else a leading plain TASK file, else the task the runs carry.
+        Exit 4 when --min-confidence is given and the pick is below it.
+
+        Example: veriscale select examples/terminal_bench/merge-diff-arc-agi-task.jsonl
+        """
+        with user_errors():
+            if min_confidence is not None and not 0.0 < min_confidence <= 1.0:
+                raise UserError(f"--min-confidence {min_confidence} is out of range: give a number in (0, 1], e.g. 0.9")
+            task_obj, candidates = resolve_inputs(paths, task, fmt)
+            crits = load_criteria(criteria or _default_criteria(candidates))
+            if criterion:
+                crits = crits.only(criterion)
+            verifier = Verifier(
+                o.open_model(model), store=o.open_store(store), scale=scale, criteria=crits,
+                repeats=repeats or 1, reasoning=reasoning, discrete=discrete, seed=seed, refresh=refresh,
+                max_calls=max_calls, concurrency=concurrency)
+            settings = dict(verifier=verifier, method=method, k=pivots, adaptive=adaptive,
+                            budget_tokens=budget_tokens, repeats=repeats)
+            plan = plan_selection(task_obj, candidates, **settings)
+            if dry_run:
+                _print_plan(plan, json_out)
+                return
+            run_store = verifier.executor.store
+            run_id = run_store.start_run("select", verifier.model.uri, {
+                "paths": paths, "task": task, "method": method, "k": pivots, "criteria": crits.name,
+                "budget_tokens": plan.budget_tokens, "adaptive": adaptive, "seed": seed})
+            target = DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence
+            try:
+                with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as advance:
+                    sel = select(task_obj, candidates, min_confidence=target, seed=seed,
+                                 on_progress=lambda done, planned: advance(), **settings)
+            except Exception as exc:
+                run_store.finish_run(run_id, "failed", {"error": str(exc)})
+                raise
+            payload = sel.to_dict()
+            run_store.finish_run(run_id, "ok", payload)
+            payload["run_id"] = run_id
+            if json_out:
+                emit_json(payload)
+            else:
+                _render(sel)
+            for note in sel.notes:
+                err_console.print(f"[cyan]note:[/] {note}", highlight=False, soft_wrap=True)
+            if min_confidence is not None and not sel.decided:
+                conf = "none (pointwise has no confidence)" if sel.confidence is None else f"{sel.confidence:.2f}"
+                fail(f"the pick {sel.best.id} is not decided: confidence {conf} is below --min-confidence "
+                     f"{min_confidence} (gather more evidence: --method round_robin, a larger -k, --reasoning, or a "
+                     "stronger --model)", UNDECIDED_EXIT)

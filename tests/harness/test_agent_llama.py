@@ -1,0 +1,63 @@
+"""The built-in agent and the protocol against a real llama.cpp server with tool calling.
+
+The 135M model rarely writes a valid ledger; the point is the plumbing: real tool-call replies
+parse, real usage is counted, and a session without a valid record is recorded as failed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.llama_tools_server import MODEL_ID, tools_server_url
+from veriscale.harness.agent import AgentLimits
+from veriscale.harness.executors import BuiltinExecutor
+from veriscale.harness.protocol import ProtocolConfig, RunLayout, run_protocol
+from veriscale.harness.tools import TOOL_SCHEMAS
+from veriscale.models.uri import load_backend
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def server_uri() -> str:
+    return f"{tools_server_url()}#{MODEL_ID}"
+
+
+def test_a_request_with_tools_gets_a_parseable_tool_call(server_uri: str) -> None:
+    backend = load_backend(server_uri)
+    reply = backend.chat(
+        [{"role": "system", "content": "You call tools."}, {"role": "user", "content": "List the folder 'workspace'."}],
+        tools=[TOOL_SCHEMAS["ls"], TOOL_SCHEMAS["read"]], max_tokens=48)
+    assert reply.prompt_tokens > 0 and reply.tool_calls, reply
+    function = reply.tool_calls[0]["function"]
+    assert function["name"].rstrip(":") in ("ls", "read")
+    assert isinstance(json.loads(function["arguments"]), dict)
+
+
+def test_a_full_run_records_every_phase_and_fails_sessions_without_a_valid_ledger(
+        server_uri: str, materialized: dict, tmp_path: Path) -> None:
+    task = tmp_path / "quarterly_report"
+    shutil.copytree(materialized["quarterly_report"]["dir"], task)
+    config = ProtocolConfig(model_uri=server_uri, contract="pick-only", no_jail=False,
+                            limits=AgentLimits(max_steps=1, max_tokens_per_call=32, wall_clock_s=300),
+                            agenda_items_in_prompt=2, consensus_items_in_prompt=2)
+    layout = RunLayout.for_task(task, "real")
+    outcome = run_protocol(task, layout, config, BuiltinExecutor())
+
+    saved = json.loads(layout.outcome_file.read_text())
+    assert saved["outcome"] == outcome["outcome"] and saved["model"] == server_uri
+    for phase in ("resolve", "challenge", "adjudicate"):
+        state = outcome["phases"][phase]
+        assert state["calls"] >= 1 and state["prompt_tokens"] > 0
+        assert (state["status"] == "completed") == state["record_valid"], state
+        if state["status"] == "failed":
+            assert state["reason"] and state["problems"]
+        events = [json.loads(line) for line in layout.transcript(phase).read_text().splitlines()]
+        assert any(e["type"] == "call" and e["usage"]["prompt_tokens"] > 0 for e in events)
+        assert events[-1]["type"] == "end"
+    if outcome["phases"]["adjudicate"]["status"] == "failed":
+        assert outcome["outcome"] == "no base chosen" and outcome["phases"]["deliver"]["status"] == "skipped"
