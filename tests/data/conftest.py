@@ -7,7 +7,7 @@ import pytest
 from veriscale.data.importers import load_file
 from veriscale.data.model import Candidate
 
-from dev_data_paths import SWEBENCH_TRAJS, TERMINAL_BENCH
+from tests.data.dev_data_paths import SWEBENCH_TRAJS, TERMINAL_BENCH
 
 
 @pytest.fixture(scope="session")

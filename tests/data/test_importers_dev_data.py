@@ -6,7 +6,7 @@ import gzip
 import json
 from collections import Counter
 
-from dev_data_paths import EXAMPLE_POOL, PROGRESS_DIR, TERMINAL_BENCH
+from tests.data.dev_data_paths import EXAMPLE_POOL, PROGRESS_DIR, TERMINAL_BENCH
 
 from veriscale.data.importers import load_candidates, load_file
 from veriscale.data.pool import group_by_task, load_pool, load_selection
