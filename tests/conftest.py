@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,39 +28,11 @@ def embedded_model():
     return EmbeddedModel.load()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def llama_server():
     """A real ``python -m llama_cpp.server`` serving the embedded GGUF with logits for every token."""
-    from veriscale.models.embedded import default_gguf_path
+    from tests.support.llama_server import start_llama_server, stop_llama_server
 
-    port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()),
-           "--logits_all", "true", "--n_ctx", "8192", "--host", "127.0.0.1", "--port", str(port),
-           "--model_alias", "smollm2"]
-    log = open(os.devnull, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}")
-        try:
-            if httpx.get(url + "/models", timeout=1.0).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        raise RuntimeError("llama_cpp.server did not come up within 120 s")
+    proc, url = start_llama_server("--logits_all", "true")
     yield url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_llama_server(proc)

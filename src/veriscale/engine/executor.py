@@ -53,6 +53,13 @@ class Usage:
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
+    def copy(self) -> "Usage":
+        return Usage(**self.__dict__)
+
+    def since(self, before: "Usage") -> "Usage":
+        """What was spent between the snapshot ``before`` and now."""
+        return Usage(**{k: v - getattr(before, k) for k, v in self.__dict__.items()})
+
 
 @dataclass
 class Estimate:

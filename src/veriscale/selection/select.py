@@ -57,7 +57,7 @@ from veriscale.selection.tournament import (
 from veriscale.verify.prompts import pairwise_request, pointwise_request
 
 METHODS = ("ppt", "round_robin", "knockout", "pointwise")
-EMBEDDED_RENDER_BUDGET = 320  # README Best-of-5, k=2, agent criteria: ~14k prompt tokens processed
+EMBEDDED_RENDER_BUDGET = 256  # README Best-of-5, k=2, agent criteria: ~10k prompt tokens processed (~50 s on 2 cores)
 SERVER_RENDER_BUDGET = 6000
 TASK_CONTEXT_SHARE = 0.25
 PROMPT_RESERVE_TOKENS = 96  # chat-template tokens, a whitespace path at the slot, rounding
@@ -238,7 +238,7 @@ def select(
     prep = _prepare(task, candidates, verifier, method, k, adaptive, budget_tokens, repeats)
     plan = prep.plan
     notes = list(plan.notes)
-    before = _usage_snapshot(verifier.usage)
+    before = verifier.usage.copy()
     names = [c.name for c in verifier.criteria.items]
     candidates = prep.candidates
 
@@ -262,7 +262,7 @@ def select(
     finally:
         restore()
 
-    usage = _usage_delta(before, verifier.usage)
+    usage = verifier.usage.since(before)
     criteria_scores = recorder.criteria_scores(names, prep.groups)
     reason = _reason(result, candidates, criteria_scores, recorder, prep.groups)
     calls_saved = result.judgements_saved * plan.calls_per_judgement if result.adaptive else 0
@@ -587,17 +587,6 @@ def _attach_progress(verifier: Any, on_progress: Progress | None, planned: int) 
     return restore
 
 
-def _usage_snapshot(usage: Usage) -> Usage:
-    copy = Usage()
-    copy.add(usage)
-    return copy
-
-
-def _usage_delta(before: Usage, after: Usage) -> Usage:
-    delta = Usage()
-    for name in delta.__dict__:
-        setattr(delta, name, getattr(after, name) - getattr(before, name))
-    return delta
 
 
 def _candidate_ref(candidate: Candidate) -> dict[str, Any]:

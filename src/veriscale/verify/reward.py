@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from veriscale.engine.executor import CallExecutor, CallOutcome, Estimate, PlannedCall, Usage
+from veriscale.engine.executor import CallExecutor, CallOutcome, Estimate, PlannedCall
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
 from veriscale.models.base import ModelBackend
@@ -178,7 +178,7 @@ class Verifier:
 
     def _start(self, calls: list[PlannedCall], notes: list[str]) -> tuple[list[Reading], list[str], object]:
         self.check_labels()
-        before = _snapshot(self.executor.usage)
+        before = self.executor.usage.copy()
         readings = self._readings(self.executor.run(calls))
         errors = sorted({f"{r.criterion}: {r.error}" for r in readings if r.error})
         return readings, errors, before
@@ -188,7 +188,7 @@ class Verifier:
         return dict(model=self.model.uri, scale=self.scale.name, criteria_set=self.criteria.name,
                     repeats_requested=self._repeats_for(pairwise), repeats_effective=k, discrete=self.discrete,
                     readings=readings, notes=notes, errors=errors,
-                    usage=_delta(before, self.executor.usage))
+                    usage=self.executor.usage.since(before))
 
     def score(self, task: str, candidate: str) -> ScoreResult:
         """Pointwise reward of one candidate."""
@@ -234,19 +234,6 @@ class Verifier:
 def _require_text(text: str, what: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise UserError(f"the {what} is empty: give it the text to verify")
-
-
-def _snapshot(usage: Usage) -> Usage:
-    u = Usage()
-    u.add(usage)
-    return u
-
-
-def _delta(before: Usage, after: Usage) -> Usage:
-    d = Usage()
-    for name in d.__dict__:
-        setattr(d, name, getattr(after, name) - getattr(before, name))
-    return d
 
 
 __all__ = ["Verifier", "VerdictBase", "sigmoid"]
