@@ -37,7 +37,6 @@ Usage::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import threading
@@ -49,6 +48,7 @@ from typing import Any
 
 from veriscale.errors import UserError
 from veriscale.harness.agent import AgentLimits
+from veriscale.harness.delivery_gate import copy_base, keep_base_files
 from veriscale.harness.executors import Executor, SessionResult, SessionSpec
 from veriscale.harness.jail import JAIL_OFF_MESSAGE
 from veriscale.harness.ledgers import (
@@ -59,7 +59,7 @@ from veriscale.harness.ledgers import (
     read_record,
     record_check,
 )
-from veriscale.harness.views import is_sidecar
+from veriscale.harness.skill_library import BUILTIN_SKILLS_DIR, load_skills, skill_index
 from veriscale.harness.workspace import TaskWorkspace
 
 PHASES = ("resolve", "challenge", "adjudicate", "deliver")
@@ -143,45 +143,19 @@ RECORD_KIND = {"resolve": "resolver", "challenge": "challenger", "adjudicate": "
 
 # --- skills -----------------------------------------------------------------------------------
 
-_SKILL_PREFIXES = {
-    "resolve": ("evidence-", "resolve-"),
-    "challenge": ("evidence-", "falsify-"),
-    "adjudicate": ("evidence-",),
-    "deliver": ("repair-",),
-}
-
-
-def load_phase_skills(phase: str, dirs: Sequence[Path]) -> list[tuple[str, str]]:
-    """(name, text) of the skills a phase gets.
-
-    Uses ``veriscale.harness.skill_library.load_skills`` when that module exists; otherwise lists
-    ``<dir>/<name>/SKILL.md`` files and picks them by name prefix (evidence-* for every phase but
-    delivery, resolve-* resolver, falsify-* challenger, repair-* delivery).
-    """
-    dirs = [Path(d) for d in dirs]
-    if not dirs:
-        return []
-    try:
-        from veriscale.harness.skill_library import load_skills  # type: ignore[import-not-found]
-    except ImportError:
-        load_skills = None
-    if load_skills is not None:
-        return [(s.name, f"{s.description}\n(path: {s.path})\n{s.body}") for s in load_skills(phase, dirs)]
-    found = []
-    for folder in dirs:
-        for skill_file in sorted(folder.glob("*/SKILL.md")):
-            name = skill_file.parent.name
-            if name.startswith(_SKILL_PREFIXES[phase]):
-                found.append((name, f"(path: {skill_file.parent})\n{skill_file.read_text(encoding='utf-8')}"))
-    return found
-
-
-def _skills_text(skills: list[tuple[str, str]]) -> str:
-    if not skills:
+def load_phase_skills(phase: str, dirs: Sequence[Path]) -> str:
+    """The index of the skills a phase gets (name, description, SKILL.md path, scripts): the
+    built-in library plus the user's folders, a user skill replacing a built-in of the same
+    name. Sessions read a skill's SKILL.md when they need it, so prompts stay short."""
+    index = skill_index(load_skills(phase, list(dirs)))
+    if not index:
         return ""
-    parts = ["\nSkills (how to look; they hold no answers):"]
-    parts += [f"--- skill {name} ---\n{text.strip()}" for name, text in skills]
-    return "\n".join(parts) + "\n"
+    return ("\nSkills (methods, never answers; read a skill's SKILL.md before using it):\n" + index)
+
+
+def skill_mounts(dirs: Sequence[Path]) -> list[Path]:
+    """Folders a session must see read-only for its skills' scripts: built-ins first."""
+    return list(dict.fromkeys([BUILTIN_SKILLS_DIR, *(Path(d) for d in dirs)]))
 
 
 # --- prompts ----------------------------------------------------------------------------------
@@ -283,75 +257,6 @@ def _consensus_text(claims: dict[str, Any], limit: int) -> str:
     if len(chosen) > limit:
         lines.append(f"... {len(chosen) - limit} more in claims.json")
     return "\n".join(lines)
-
-
-# --- the gate ---------------------------------------------------------------------------------
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _bundle_files(folder: Path) -> dict[str, Path]:
-    if not folder.is_dir():
-        return {}
-    return {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
-            if (p.is_file() or p.is_symlink()) and not is_sidecar(p)}
-
-
-def keep_base_files(base_dir: Path | None, delivered_dir: Path) -> dict[str, Any]:
-    """Content-blind gate: restore every base file missing from ``delivered_dir``; report each file.
-
-    Links in the delivered bundle are removed (a bundle holds plain files). Returns
-    ``{"files": [{"path", "status", "base_sha256", "sha256"}], "restored": [...], "changed": [...], "added": [...]}``
-    where status is ``unchanged``, ``changed``, ``restored`` or ``added``.
-    """
-    delivered_dir.mkdir(parents=True, exist_ok=True)
-    removed_links = []
-    for rel, path in _bundle_files(delivered_dir).items():
-        if path.is_symlink():
-            path.unlink()
-            removed_links.append(rel)
-    base = _bundle_files(base_dir) if base_dir is not None else {}
-    delivered = _bundle_files(delivered_dir)
-    files = []
-    for rel, source in base.items():
-        base_sha = sha256_file(source)
-        target = delivered_dir / rel
-        if rel not in delivered:
-            if target.is_dir():
-                shutil.rmtree(target)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-            files.append({"path": rel, "status": "restored", "base_sha256": base_sha, "sha256": base_sha})
-            continue
-        sha = sha256_file(target)
-        files.append({"path": rel, "status": "unchanged" if sha == base_sha else "changed",
-                      "base_sha256": base_sha, "sha256": sha})
-    for rel, path in delivered.items():
-        if rel not in base:
-            files.append({"path": rel, "status": "added", "base_sha256": None, "sha256": sha256_file(path)})
-    files.sort(key=lambda f: f["path"])
-    by_status = {s: [f["path"] for f in files if f["status"] == s] for s in ("restored", "changed", "added")}
-    return {"files": files, **by_status, "removed_links": removed_links}
-
-
-def copy_base(base_dir: Path | None, delivered_dir: Path) -> None:
-    """Make ``delivered_dir`` an exact copy of the base deliverables (sidecars left out)."""
-    if delivered_dir.exists():
-        shutil.rmtree(delivered_dir)
-    delivered_dir.mkdir(parents=True)
-    for rel, source in (_bundle_files(base_dir) if base_dir is not None else {}).items():
-        target = delivered_dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
-
-
-# --- running ----------------------------------------------------------------------------------
 
 
 def _write_json(path: Path, document: Any) -> None:
@@ -495,21 +400,21 @@ class _Protocol:
 
     # -- phases --------------------------------------------------------------------------------
     def run_resolve(self) -> None:
-        skills = _skills_text(load_phase_skills("resolve", self.config.skills_dirs))
+        skills = (load_phase_skills("resolve", self.config.skills_dirs))
         system = self.common("resolve", {"claims": self.layout.claims_dir}) + _RESOLVE.format(
             claims=self.layout.claims_dir, record=self.layout.record("resolve"),
             agenda=_agenda_text(self.agenda, self.config.agenda_items_in_prompt)) + skills
         user = f"The task:\n{self.task.task_text()}\nResolve the disputed claims and write your ledger."
-        result = self.session("resolve", system, user, [self.layout.claims_dir, *self.config.skills_dirs])
+        result = self.session("resolve", system, user, [self.layout.claims_dir, *skill_mounts(self.config.skills_dirs)])
         self.finish_phase("resolve", result)
 
     def run_challenge(self) -> None:
-        skills = _skills_text(load_phase_skills("challenge", self.config.skills_dirs))
+        skills = (load_phase_skills("challenge", self.config.skills_dirs))
         system = self.common("challenge", {"claims": self.layout.claims_dir}) + _CHALLENGE.format(
             claims=self.layout.claims_dir, record=self.layout.record("challenge"),
             consensus=_consensus_text(self.claims, self.config.consensus_items_in_prompt)) + skills
         user = f"The task:\n{self.task.task_text()}\nChallenge the consensus and write your ledger."
-        result = self.session("challenge", system, user, [self.layout.claims_dir, *self.config.skills_dirs])
+        result = self.session("challenge", system, user, [self.layout.claims_dir, *skill_mounts(self.config.skills_dirs)])
         self.finish_phase("challenge", result)
 
     def stage_evidence(self) -> list[str]:
@@ -528,13 +433,13 @@ class _Protocol:
 
     def run_adjudicate(self) -> None:
         status_lines = self.stage_evidence()
-        skills = _skills_text(load_phase_skills("adjudicate", self.config.skills_dirs))
+        skills = (load_phase_skills("adjudicate", self.config.skills_dirs))
         system = self.common("adjudicate", {"evidence": self.layout.evidence_dir}) + _ADJUDICATE.format(
             contract=self.config.contract, contract_rule=_CONTRACT_RULES[self.config.contract],
             evidence=self.layout.evidence_dir, ledger_status="\n".join(status_lines),
             record=self.layout.record("adjudicate")) + skills
         user = f"The task:\n{self.task.task_text()}\nAdjudicate and write finish.json."
-        result = self.session("adjudicate", system, user, [self.layout.evidence_dir, *self.config.skills_dirs])
+        result = self.session("adjudicate", system, user, [self.layout.evidence_dir, *skill_mounts(self.config.skills_dirs)])
         transcript = self.layout.transcript("adjudicate")
         lines = len(transcript.read_text(encoding="utf-8").splitlines()) if transcript.is_file() else 0
         self.finish_phase("adjudicate", result, extra={"transcript_lines": lines})
@@ -554,10 +459,10 @@ class _Protocol:
         if self.config.contract == "pick-only":
             _write_json(record, {"base": base, "changes": [], "notes": "pick-only contract: the base delivered as it is"})
         else:
-            skills = _skills_text(load_phase_skills("deliver", self.config.skills_dirs))
+            skills = (load_phase_skills("deliver", self.config.skills_dirs))
             user = _DELIVER.format(base=base if base != BASE_NONE else "none: start from an empty folder",
                                    deliverables=out, finish=self.layout.record("adjudicate"), record=record, skills=skills)
-            result = self.session("deliver", "", user, [self.layout.evidence_dir, *self.config.skills_dirs],
+            result = self.session("deliver", "", user, [self.layout.evidence_dir, *skill_mounts(self.config.skills_dirs)],
                                   continue_session=True)
         state_probe = read_record(record, "repair", self.context("deliver"))[1]
         session_failed = (result is not None and not result.ok) or bool(state_probe)

@@ -34,9 +34,8 @@ from veriscale.models.base import ModelBackend
 
 
 def default_skills_dirs() -> list[Path]:
-    """The bundled skills folder (``veriscale/harness/skills``) when it exists."""
-    folder = Path(__file__).resolve().parent / "skills"
-    return [folder] if folder.is_dir() else []
+    """No user skill folders: the built-in library is always loaded and mounted by the protocol."""
+    return []
 
 
 def new_run_id() -> str:
