@@ -61,3 +61,20 @@ def test_a_full_run_records_every_phase_and_fails_sessions_without_a_valid_ledge
         assert events[-1]["type"] == "end"
     if outcome["phases"]["adjudicate"]["status"] == "failed":
         assert outcome["outcome"] == "no base chosen" and outcome["phases"]["deliver"]["status"] == "skipped"
+
+
+def test_the_follow_up_request_after_a_tool_call_is_accepted(server_uri: str) -> None:
+    """The conversation the agent sends after a tool call (assistant turn + tool result) must be
+    valid for the server, or every second step of a session fails."""
+    from veriscale.harness.agent import assistant_tool_message
+
+    backend = load_backend(server_uri)
+    messages = [{"role": "system", "content": "You call tools."},
+                {"role": "user", "content": "List the folder 'workspace'."}]
+    reply = backend.chat(messages, tools=[TOOL_SCHEMAS["ls"]], max_tokens=48)
+    assert reply.tool_calls
+    call = reply.tool_calls[0]
+    messages += [assistant_tool_message(reply.content, reply.tool_calls),
+                 {"role": "tool", "tool_call_id": call["id"], "content": "report.md\nnotes.txt"}]
+    follow_up = backend.chat(messages, tools=[TOOL_SCHEMAS["ls"]], max_tokens=16)
+    assert follow_up.prompt_tokens > reply.prompt_tokens

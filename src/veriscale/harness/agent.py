@@ -213,6 +213,12 @@ def _chat_within(backend: ModelBackend, timeout_s: float, messages: list[dict[st
     return box["response"]
 
 
+def assistant_tool_message(content: str | None, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The assistant turn that carries tool calls. Content is a string, never null: servers
+    such as llama.cpp's reject ``"content": null`` on the next request."""
+    return {"role": "assistant", "content": content or "", "tool_calls": tool_calls}
+
+
 class AgentSession:
     """One tool-calling conversation with a backend, bounded by :class:`AgentLimits`."""
 
@@ -323,7 +329,7 @@ class AgentSession:
                 self._add({"role": "user", "content": nudge_text(problem, record)})
                 continue
             out.steps += 1
-            self._add({"role": "assistant", "content": response.content or None, "tool_calls": tool_calls})
+            self._add(assistant_tool_message(response.content, tool_calls))
             for call in tool_calls:
                 self._run_tool(call)
 
