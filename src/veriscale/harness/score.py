@@ -475,7 +475,7 @@ def score_deliveries(
                         archive_dir=archive_dir) for item in items]
     drift = [
         {"task": t.task, "base": t.base, "archived": t.select, "regraded": t.base_regraded, "diff": t.drift}
-        for t in tasks if t.drift is not None and abs(t.drift) > tolerance
+        for t in tasks if t.drift is not None and abs(t.drift) > tolerance + 1e-9  # float noise: 0.8 - 0.75 is not 0.05
     ]
     if drift:
         listed = ", ".join(f"{d['task']}/{d['base']} ({d['diff']:+.3f})" for d in drift)
