@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Callable
 
 import typer
 from rich.table import Table
@@ -45,12 +45,22 @@ def _report_problems(result: Any) -> None:
                           "labels, so this verdict is unreliable (try another --scale or a stronger --model)", highlight=False)
 
 
-def _finish(store_run, result: Any, as_json: bool, render) -> None:
-    store, run_id = store_run
+def _execute(v: Verifier, command: str, args: dict[str, Any], calls: list, run: Callable[[], Any],
+             render: Callable[[Any], None], *, dry_run: bool, json_out: bool) -> None:
+    """The flow every verdict command shares: estimate, or record a run, call with a progress
+    bar, store the result, render it, and exit non-zero when the verdict failed."""
+    if dry_run:
+        _print_estimate(v.executor.estimate(calls), json_out)
+        return
+    store = v.executor.store
+    run_id = store.start_run(command, v.model.uri, args)
+    with o.call_progress(len(calls), f"{command} calls", not json_out) as advance:
+        v.executor.on_done = advance
+        result = run()
     payload = result.to_dict()
     store.finish_run(run_id, "failed" if result.failed else "ok", payload)
     payload["run_id"] = run_id
-    if as_json:
+    if json_out:
         emit_json(payload)
     else:
         render(result)
@@ -118,15 +128,9 @@ def register(app: typer.Typer) -> None:
             v = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
                           refresh, max_calls, concurrency)
             calls, _ = v.plan_score(task_text, cand_text)
-            if dry_run:
-                _print_estimate(v.executor.estimate(calls), json_out)
-                return
-            run_id = v.executor.store.start_run("score", v.model.uri, {"task": task, "candidate": candidate, "scale": scale,
-                                                                        "criteria": criteria, "repeats": repeats})
-            with o.call_progress(len(calls), "scoring", not json_out) as advance:
-                v.executor.on_done = advance
-                result = v.score(task_text, cand_text)
-            _finish((v.executor.store, run_id), result, json_out, _render_score)
+            _execute(v, "score", {"task": task, "candidate": candidate, "scale": scale, "criteria": criteria,
+                                  "repeats": repeats}, calls, lambda: v.score(task_text, cand_text),
+                     _render_score, dry_run=dry_run, json_out=json_out)
 
     @app.command()
     def compare(
@@ -150,12 +154,6 @@ def register(app: typer.Typer) -> None:
             v = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
                           refresh, max_calls, concurrency)
             calls, _ = v.plan_compare(task_text, a_text, b_text)
-            if dry_run:
-                _print_estimate(v.executor.estimate(calls), json_out)
-                return
-            run_id = v.executor.store.start_run("compare", v.model.uri, {"task": task, "a": a, "b": b, "scale": scale,
-                                                                          "criteria": criteria, "repeats": repeats})
-            with o.call_progress(len(calls), "comparing", not json_out) as advance:
-                v.executor.on_done = advance
-                result = v.compare(task_text, a_text, b_text)
-            _finish((v.executor.store, run_id), result, json_out, _render_compare)
+            _execute(v, "compare", {"task": task, "a": a, "b": b, "scale": scale, "criteria": criteria,
+                                    "repeats": repeats}, calls, lambda: v.compare(task_text, a_text, b_text),
+                     _render_compare, dry_run=dry_run, json_out=json_out)
