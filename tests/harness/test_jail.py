@@ -23,6 +23,7 @@ import pytest
 
 from veriscale.errors import UserError
 from veriscale.harness import jail
+from veriscale.harness.jail_limits import JAIL_UID_BASE, JAIL_UID_SLOTS
 from veriscale.harness.jail import (
     INSIDE_UID,
     JAIL_OFF_MESSAGE,
@@ -491,15 +492,17 @@ def test_session_has_no_capabilities_even_when_started_by_root(layout: dict[str,
         session_spec(layout),
         """
         status = dict(line.split(":\\t", 1) for line in read("/proc/self/status").splitlines() if ":\\t" in line)
-        attempt("caps", lambda: {k: status[k].strip() for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")})
+        attempt("caps", lambda: {k: status[k].strip() for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "CapInh")})
         attempt("uid", lambda: os.getuid())
         attempt("setuid 0", lambda: os.setuid(0))
         attempt("no_new_privs", lambda: status["NoNewPrivs"].strip())
         """,
     )
-    no_caps = {k: "0000000000000000" for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")}
+    no_caps = {k: "0000000000000000" for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "CapInh")}
     assert results["caps"] == ["ok", no_caps]
-    assert results["uid"] == ["ok", INSIDE_UID]
+    # A root caller's session runs as a host uid of its own; anyone else's as uid 1000 of a user namespace.
+    expected = range(JAIL_UID_BASE, JAIL_UID_BASE + JAIL_UID_SLOTS) if os.geteuid() == 0 else [INSIDE_UID]
+    assert results["uid"][0] == "ok" and results["uid"][1] in expected  # type: ignore[index]
     assert failed(results["setuid 0"])
     assert results["no_new_privs"] == ["ok", "1"]
 

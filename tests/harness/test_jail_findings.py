@@ -23,8 +23,6 @@ from veriscale.harness.tools import ToolBox
 
 ARCHIVED = "ARCHIVED-SCORE-91c2"
 
-# Committed before the fix: every finding reproduces on the unhardened jail.
-pytestmark = pytest.mark.xfail(strict=True, reason="issue 7 findings, before the fix")
 
 
 @pytest.fixture(scope="module", autouse=True)

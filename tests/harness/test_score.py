@@ -208,7 +208,7 @@ def test_repaired_workbook_scores_above_its_base_with_the_example_grader(
     base = task["by_name"]["opus-run-1"]
     base_book = task["dir"] / "rollouts" / base / "deliverables" / "model.xlsx"
     run = tmp_path / "runs" / "finance_workbook"
-    out = run / "deliver" / "out" / "deliverables"
+    out = run / "delivery" / "deliverables"
     out.mkdir(parents=True)
     edit = [sys.executable, str(BUILTIN_SKILLS_DIR / "repair-workbook" / "scripts" / "xlsx_set_cells.py"),
             str(base_book), str(out / "model.xlsx"), "--set", "Summary!B6==B1/500000-1"]
@@ -233,13 +233,16 @@ def test_repaired_workbook_scores_above_its_base_with_the_example_grader(
 
 
 def test_read_run_errors_name_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="holds no finish.json"):
+    with pytest.raises(UserError, match="holds no delivery/ folder"):
         read_run(tmp_path)
-    (tmp_path / "finish.json").write_text('{"base": 3}')
+    (tmp_path / "delivery").mkdir()
+    with pytest.raises(UserError, match="finish.json' is not readable JSON"):
+        read_run(tmp_path)
+    (tmp_path / "delivery" / "finish.json").write_text('{"base": 3}')
     with pytest.raises(UserError, match="string \"base\""):
         read_run(tmp_path)
-    (tmp_path / "finish.json").write_text('{"base": "none", "revisions": [], "unresolved": []}')
-    with pytest.raises(UserError, match="no deliverables/ folders"):
+    (tmp_path / "delivery" / "finish.json").write_text('{"base": "none", "revisions": [], "unresolved": []}')
+    with pytest.raises(UserError, match="has no deliverables/ folder"):
         read_run(tmp_path)
 
 
@@ -260,7 +263,7 @@ def test_cli_scores_several_tasks_and_writes_the_results_file(materialized: dict
     for name, original in (("data_cleanup", "d-run-b"), ("quarterly_report", "w2")):
         task = materialized[name]
         label = task["by_name"][original]
-        folder = runs / name / "out"
+        folder = runs / name / "delivery"
         shutil.copytree(task["dir"] / "rollouts" / label / "deliverables", folder / "deliverables")
         (folder / "finish.json").write_text(json.dumps({"base": label, "revisions": [], "unresolved": []}))
         tasks.append(str(task["dir"]))
@@ -301,8 +304,8 @@ def test_cli_run_id_reads_the_runner_layout_and_reports_a_task_without_delivery(
         materialize(fixture_root / name, tmp_path / name, seed=2)
         tasks.append(tmp_path / name)
     archive = json.loads((tmp_path / "data_cleanup.scores.json").read_text())
-    session = tmp_path / "data_cleanup.runs" / "run-1" / "sessions" / "adjudicate"
-    (session / "out" / "deliverables").mkdir(parents=True)
+    session = tmp_path / "data_cleanup.runs" / "run-1" / "delivery"
+    (session / "deliverables").mkdir(parents=True)
     (session / "finish.json").write_text(json.dumps({"base": "r02", "revisions": [], "unresolved": ["x"]}))
     result = CliRunner().invoke(cli(), ["harness", "score", *map(str, tasks), "--run-id", "run-1", "--select-only",
                                         "--json"])

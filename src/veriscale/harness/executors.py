@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 
 from veriscale.errors import UserError
 from veriscale.harness.agent import AgentLimits, AgentSession, RecordCheck, Transcript, nudge_text
-from veriscale.harness.jail import JailSpec, run_jailed
+from veriscale.harness.jail import JailLimits, JailSpec, run_jailed
 from veriscale.harness.netjail import inside_model_url
 from veriscale.harness.tools import DEFAULT_RUN_TIMEOUT_S, ToolBox
 from veriscale.models.base import ModelBackend
@@ -52,6 +52,8 @@ PI_INSTALL = f"npm install --prefix .tools {PI_PACKAGE}@{PI_VERSION}"
 PI_MIN_NODE = (20, 6)
 PI_TOOLS = "read,bash,edit,write,grep,find,ls"
 PI_SESSION_DIR = ".pi-session"
+#: What pi sends as its key; the jail's relay drops it and adds the host's Authorization header.
+RELAY_KEY_PLACEHOLDER = "veriscale-relay-adds-the-key"
 
 
 @dataclass
@@ -72,6 +74,7 @@ class SessionSpec:
     run_timeout_s: float = DEFAULT_RUN_TIMEOUT_S
     no_jail: bool = False
     continue_session: bool = False  # add a turn to the conversation saved at transcript_path
+    jail_limits: JailLimits = field(default_factory=JailLimits)
 
 
 @dataclass
@@ -137,7 +140,7 @@ class BuiltinExecutor:
         backend = self.backend_for(session.model_uri)
         toolbox = ToolBox(task_dir=session.task_dir, output_dir=session.output_dir,
                           readonly_extra=session.visible_dirs, no_jail=session.no_jail,
-                          run_timeout_s=session.run_timeout_s)
+                          run_timeout_s=session.run_timeout_s, limits=session.jail_limits)
         transcript = Transcript(session.transcript_path)
         if session.continue_session:
             agent = AgentSession.resume(backend, toolbox, transcript, session.limits)
@@ -157,6 +160,16 @@ class BuiltinExecutor:
 
 
 # --- pi ---------------------------------------------------------------------------------------
+
+
+def _auth_key() -> str | None:
+    return os.environ.get("VERISCALE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+
+
+def _auth_headers() -> dict[str, str]:
+    """The host's API key as a header for the relay to add (empty when no key is set)."""
+    key = _auth_key()
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def find_pi() -> Path:
@@ -234,7 +247,8 @@ class PiExecutor:
         config_dir.mkdir(parents=True, exist_ok=True)
         document = {"providers": {"veriscale": {
             "baseUrl": base_url, "api": "openai-completions",
-            "apiKey": os.environ.get("VERISCALE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none",
+            # Jailed: the host's relay swaps in the real key. Jail off: nothing is hidden from pi anyway.
+            "apiKey": (_auth_key() or "none") if session.no_jail else RELAY_KEY_PLACEHOLDER,
             "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
             "models": [{"id": endpoint.model, "maxTokens": session.limits.max_tokens_per_call}],
         }}}
@@ -257,7 +271,7 @@ class PiExecutor:
                         readonly_extra=[*session.visible_dirs, self.node_modules, *self.extra_visible, models_json.parent],
                         model_endpoint=None if session.no_jail else (endpoint.host, endpoint.port),
                         env={"PI_OFFLINE": "1", "PI_TELEMETRY": "0", "PI_SKIP_VERSION_CHECK": "1"},
-                        no_jail=session.no_jail)
+                        no_jail=session.no_jail, limits=session.jail_limits, model_headers=_auth_headers())
         pi_args = [str(self.cli_js), "--provider", "veriscale", "--model", endpoint.model, "--mode", "json", "-p",
                    "--session-dir", str(session.output_dir / PI_SESSION_DIR), "--no-extensions", "--no-skills",
                    "--no-context-files", "--no-prompt-templates", "--no-themes", "--offline",

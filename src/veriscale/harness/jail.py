@@ -1,17 +1,27 @@
 """Run a verification session's command in a jail that only sees its task.
 
-The jail is bubblewrap (Debian package ``bubblewrap``) with new user, mount, pid, network,
-IPC and UTS namespaces, every capability dropped (bounding set included), an unprivileged id
-inside (even when the caller is root) and no further user namespaces. Inside it sees:
+The jail is bubblewrap (Debian package ``bubblewrap``) with new mount, pid, network, IPC and
+UTS namespaces, every capability dropped (bounding set included), a seccomp filter
+(:mod:`~veriscale.harness.jail_seccomp`) and limits (:mod:`~veriscale.harness.jail_limits`).
+The session never holds a host privilege: a root caller's session runs as a host uid of its own
+(``JAIL_UID_BASE`` + a free slot; bubblewrap mounts as root, then the first process inside drops
+to that uid for good), any other caller's as that caller through a user namespace (uid 1000
+inside, no further user namespaces). Inside it sees:
 
 * the task folder, read-only (``spec/``, ``workspace/``, ``rollouts/``: evidence stays intact);
-* ``writable_dir``, the session's output folder: the only persistent writable place;
+* ``writable_dir``, the session's output folder, as a size-capped tmpfs seeded with the host's
+  copy; when the command ends it is streamed back and the host rebuilds its copy from regular
+  files and folders only (:mod:`~veriscale.harness.jail_harvest`): nothing a session writes
+  ever lands on the host directly;
 * ``readonly_extra`` (skills, tools) and the system (``/usr``, ``/etc``, the Python prefix),
-  read-only; ``/etc`` entries that other users could not read are blanked;
-* fresh empty ``/tmp``, ``/var/tmp``, ``/run`` and ``$HOME``; nothing else of the host
-  (the task's parent, the data root with answer keys and archived scores, other sessions);
+  read-only; ``/etc`` entries that other users could not read are blanked (checked per run);
+  ``/proc/sys`` and ``/proc/sysrq-trigger`` are read-only;
+* fresh size-capped ``/tmp``, ``/var/tmp``, ``/run``, ``/dev/shm`` and ``$HOME``; the rest of
+  ``/`` and ``/dev`` read-only; nothing else of the host (the task's parent, the data root with
+  answer keys and archived scores, other sessions);
 * container runtime sockets and ``docker``/``podman``/``nerdctl``/``ctr`` binaries masked;
-* loopback only, plus ``model_endpoint`` forwarded to a fixed local URL (``spec.model_url()``).
+* loopback only, plus ``model_endpoint`` forwarded to a fixed local URL (``spec.model_url()``),
+  at most ``limits.relay_connections`` connections at once, ``model_headers`` added on the host.
 
 Usage::
 
@@ -19,20 +29,16 @@ Usage::
     spec = JailSpec(task_dir=Path("tasks/t1"), writable_dir=Path("tasks/t1/sessions/resolve"),
                     hidden=[Path("tasks/t1/sessions")], model_endpoint=("127.0.0.1", 8000))
     result = run_jailed(spec, ["agent", "--base-url", spec.model_url()], timeout_s=600)
-    result.returncode, result.stdout, result.timed_out
+    result.returncode, result.stdout, result.timed_out, result.limit, result.harvest
 
 ``JailSpec(..., no_jail=True)`` runs the command unconfined; the caller must log
 :data:`JAIL_OFF_MESSAGE` when it does.
 """
-
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -41,44 +47,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from veriscale.errors import UserError
-from veriscale.harness import jail_relay
-from veriscale.harness.netjail import (
-    INSIDE_SOCKET_PATH,
-    Endpoint,
-    ModelForward,
-    check_endpoint,
-    inside_model_url,
-    inside_port,
+from veriscale.harness.jail_capture import BoundedCapture
+from veriscale.harness.jail_harvest import HarvestReader, HarvestReport
+from veriscale.harness.jail_limits import JailLimits, ResourceBox, UidSlot
+from veriscale.harness.jail_mounts import (
+    INSIDE_GID,
+    INSIDE_UID,
+    Plan,
+    bwrap_command,
+    bwrap_path,
+    inside_home,
+    namespace_flags,
 )
+from veriscale.harness.jail_seccomp import compiled_filter, filter_fd
+from veriscale.harness.netjail import Endpoint, ModelForward, check_endpoint, inside_model_url
 from veriscale.harness.workspace import INPUTS_DIR, ROLLOUTS_DIR, SPEC_DIR
+
+__all__ = ["INSIDE_GID", "INSIDE_UID", "JAIL_OFF_MESSAGE", "JailLimits", "JailResult", "JailSpec",
+           "check_jail_available", "run_jailed"]
 
 JAIL_OFF_MESSAGE = (
     "jail is off (--no-jail): the session runs with your full access to files, processes, "
     "container runtimes and the network, so it can read answer keys and archived scores"
 )
-
-#: The id the session runs as inside the jail (the caller's own id outside, without privileges).
-INSIDE_UID = 1000
-INSIDE_GID = 1000
-#: Where the in-jail relay script is mounted.
-INSIDE_RELAY_PATH = "/run/veriscale/relay.py"
-#: Bound read-only when present; symlinks (merged-/usr systems) are recreated as symlinks.
-SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-#: Folders replaced by fresh empty tmpfs inside.
-SCRATCH_DIRS = ("/tmp", "/var/tmp", "/run")
-#: Container runtime sockets blanked inside even if a bound folder would expose them.
-CONTAINER_SOCKETS = (
-    "/run/docker.sock",
-    "/var/run/docker.sock",
-    "/run/containerd/containerd.sock",
-    "/run/podman/podman.sock",
-    "/run/crio/crio.sock",
-    "/run/buildkit/buildkitd.sock",
-)
-#: Container runtime programs blanked in every folder of the jail's PATH.
-CONTAINER_BINARIES = ("docker", "dockerd", "podman", "nerdctl", "ctr", "containerd", "crictl")
 #: Bound on the wait for a killed session's processes to release its output pipes.
 KILL_GRACE_S = 5.0
+#: Time the host allows past the deadline for the jail to stop its session and hand back output.
+HARVEST_GRACE_S = 20.0
 _EVIDENCE_DIRS = (SPEC_DIR, INPUTS_DIR, ROLLOUTS_DIR)
 
 
@@ -89,6 +84,8 @@ class JailSpec:
     ``hidden`` paths are covered with an empty folder (or empty file) inside; ``readonly_extra``
     and ``writable_dir`` are mounted after them, so they may re-expose a path under a hidden
     folder (e.g. hide ``<task>/sessions`` but write into ``<task>/sessions/<name>``).
+    ``model_headers`` are added to every request on the host side of the model relay (an API
+    key reaches the endpoint without entering the jail).
     """
 
     task_dir: Path
@@ -99,6 +96,8 @@ class JailSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: Path | None = None
     no_jail: bool = False
+    limits: JailLimits = field(default_factory=JailLimits)
+    model_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         task_dir = Path(self.task_dir).resolve()
@@ -131,6 +130,7 @@ class JailSpec:
         object.__setattr__(self, "hidden", tuple(Path(p).resolve() for p in self.hidden))
         object.__setattr__(self, "cwd", cwd)
         object.__setattr__(self, "env", dict(self.env))
+        object.__setattr__(self, "model_headers", dict(self.model_headers))
         if self.model_endpoint is not None:
             object.__setattr__(self, "model_endpoint", check_endpoint(self.model_endpoint))
 
@@ -146,13 +146,24 @@ class JailSpec:
 
 @dataclass(frozen=True)
 class JailResult:
-    """How a session's command ended, with everything it printed."""
+    """How a session's command ended, with the head and tail of what it printed.
+
+    ``limit`` names the limit that stopped it (``"time"``, ``"memory"``) or is None;
+    ``harvest`` says what came back of the output folder (None with the jail off);
+    ``host_uid`` is the host user the session ran as; ``limits_via`` what enforced the limits.
+    """
 
     returncode: int
     stdout: str
     stderr: str
     timed_out: bool
     duration_s: float
+    limit: str | None = None
+    harvest: HarvestReport | None = None
+    stdout_cut_bytes: int = 0
+    stderr_cut_bytes: int = 0
+    host_uid: int | None = None
+    limits_via: str = "none"
 
 
 def _is_within(path: Path, root: Path) -> bool:
@@ -175,42 +186,6 @@ def _check_writable_dir(task_dir: Path, writable: Path) -> None:
 
 # --- availability -------------------------------------------------------------------------
 
-
-_NAMESPACE_FLAGS = (
-    "--unshare-all",  # pid, net, ipc, uts, cgroup
-    "--unshare-user",
-    "--uid", str(INSIDE_UID),
-    "--gid", str(INSIDE_GID),
-    "--cap-drop", "ALL",
-    "--die-with-parent",
-    "--new-session",
-)
-
-
-def _bwrap_path() -> str:
-    path = shutil.which("bwrap")
-    if path is None:
-        raise UserError(
-            "bubblewrap ('bwrap') is not installed, so sessions cannot be jailed: install it "
-            "(Debian/Ubuntu: apt-get install bubblewrap) or run with --no-jail"
-        )
-    return path
-
-
-@functools.cache
-def _supports_disable_userns(bwrap: str) -> bool:
-    """bubblewrap >= 0.8 can forbid nested user namespaces inside the jail."""
-    help_text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
-    return "--disable-userns" in help_text.stdout + help_text.stderr
-
-
-def _namespace_flags(bwrap: str) -> list[str]:
-    flags = list(_NAMESPACE_FLAGS)
-    if _supports_disable_userns(bwrap):
-        flags.append("--disable-userns")
-    return flags
-
-
 _available = False
 
 
@@ -223,9 +198,10 @@ def check_jail_available() -> None:
         raise UserError(
             f"sessions can only be jailed on Linux, not {sys.platform}: run with --no-jail"
         )
-    bwrap = _bwrap_path()
+    bwrap = bwrap_path()
+    compiled_filter()  # UserError when libseccomp is missing
     probe = subprocess.run(
-        [bwrap, *_namespace_flags(bwrap), "--ro-bind", "/", "/", "--proc", "/proc", "true"],
+        [bwrap, *namespace_flags(bwrap, os.geteuid() == 0), "--ro-bind", "/", "/", "--proc", "/proc", "true"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -240,50 +216,14 @@ def check_jail_available() -> None:
     _available = True
 
 
-# --- the mount layout ---------------------------------------------------------------------
-
-
-@functools.cache
-def _unreadable_by_others(root: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Files and folders under ``root`` that a user other than owner/group could not read.
-
-    The jailed process keeps the caller's id outside the namespace (root, in CI), so such
-    entries (``/etc/shadow``, ``/etc/ssl/private``) would be readable through the bound ``/etc``.
-    """
-    files: list[str] = []
-    folders: list[str] = []
-    for parent, dirnames, filenames in os.walk(root):
-        for name in list(dirnames):
-            path = os.path.join(parent, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISDIR(mode) and not (mode & stat.S_IROTH and mode & stat.S_IXOTH):
-                folders.append(path)
-                dirnames.remove(name)
-        for name in filenames:
-            path = os.path.join(parent, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISREG(mode) and not mode & stat.S_IROTH:
-                files.append(path)
-    return tuple(files), tuple(folders)
-
-
-def _inside_home() -> str:
-    home = os.path.realpath(os.path.expanduser("~"))
-    return "/home/session" if home == "/" else home
-
-
-def _interpreter_prefixes() -> list[str]:
-    """Python installs outside the system folders (pyenv, venvs), so ``python3`` works inside."""
-    prefixes = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
-    system = [Path(p) for p in SYSTEM_PATHS]
-    return sorted(p for p in prefixes if not any(_is_within(Path(p), s) for s in system))
+# --- running ------------------------------------------------------------------------------
 
 
 def _inside_env(spec: JailSpec) -> dict[str, str]:
     interpreter_bin = os.path.dirname(os.path.realpath(sys.executable))
     env = {
         "PATH": f"{interpreter_bin}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": _inside_home(),
+        "HOME": inside_home(),
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
         "USER": "session",
@@ -292,70 +232,6 @@ def _inside_env(spec: JailSpec) -> dict[str, str]:
         env["VERISCALE_MODEL_URL"] = inside_model_url(spec.model_endpoint)
     env.update(spec.env)
     return env
-
-
-def _blank(path: str) -> list[str]:
-    """Flags that cover ``path`` inside with an empty folder or an empty read-only file."""
-    if os.path.isdir(path):
-        return ["--tmpfs", path]
-    return ["--ro-bind", "/dev/null", path]
-
-
-def _container_masks(path_var: str) -> list[str]:
-    masks: set[str] = set()
-    for sock in CONTAINER_SOCKETS:
-        if os.path.lexists(sock):
-            masks.add(os.path.realpath(sock))
-    for folder in path_var.split(":"):
-        for name in CONTAINER_BINARIES:
-            candidate = os.path.join(folder, name)
-            if folder and os.path.lexists(candidate):
-                masks.add(os.path.realpath(candidate))
-    flags: list[str] = []
-    for path in sorted(masks):
-        flags += ["--ro-bind", "/dev/null", path]
-    return flags
-
-
-def bwrap_command(spec: JailSpec, argv: Sequence[str], forward_socket: Path | None) -> list[str]:
-    """The full bubblewrap command line that runs ``argv`` in the jail ``spec`` describes."""
-    bwrap = _bwrap_path()
-    cmd = [bwrap, *_namespace_flags(bwrap), "--hostname", "jail"]
-    for path in SYSTEM_PATHS:
-        if os.path.islink(path):
-            cmd += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            cmd += ["--ro-bind", path, path]
-    secret_files, secret_folders = _unreadable_by_others("/etc")
-    for path in secret_folders:
-        cmd += ["--tmpfs", path]
-    for path in secret_files:
-        cmd += ["--ro-bind", "/dev/null", path]
-    cmd += ["--proc", "/proc", "--dev", "/dev"]
-    for path in SCRATCH_DIRS:
-        cmd += ["--tmpfs", path]
-    cmd += ["--symlink", "../run", "/var/run", "--tmpfs", _inside_home()]
-    for prefix in _interpreter_prefixes():
-        cmd += ["--ro-bind", prefix, prefix]
-    cmd += ["--ro-bind", str(spec.task_dir), str(spec.task_dir)]
-    for path in spec.hidden:
-        if os.path.lexists(path):
-            cmd += _blank(str(path))
-    for path in spec.readonly_extra:
-        cmd += ["--ro-bind", str(path), str(path)]
-    cmd += ["--bind", str(spec.writable_dir), str(spec.writable_dir)]
-    cmd += _container_masks(_inside_env(spec)["PATH"])
-    if forward_socket is not None:
-        cmd += ["--ro-bind", str(forward_socket), INSIDE_SOCKET_PATH]
-        cmd += ["--ro-bind", jail_relay.__file__, INSIDE_RELAY_PATH]
-    cmd += ["--chdir", str(spec.cwd), "--"]
-    if forward_socket is not None and spec.model_endpoint is not None:
-        port = str(inside_port(spec.model_endpoint))
-        cmd += [sys.executable, "-I", INSIDE_RELAY_PATH, INSIDE_SOCKET_PATH, port, "--"]
-    return cmd + list(argv)
-
-
-# --- running ------------------------------------------------------------------------------
 
 
 def _check_command(argv: Sequence[str], timeout_s: float) -> None:
@@ -370,61 +246,100 @@ def _check_command(argv: Sequence[str], timeout_s: float) -> None:
         )
 
 
-def _run_process_group(
-    cmd: Sequence[str], env: Mapping[str, str], cwd: Path, timeout_s: float
-) -> JailResult:
-    """Run ``cmd`` in its own process group; on timeout SIGKILL the whole group."""
+@dataclass
+class _Ended:
+    returncode: int
+    stdout: BoundedCapture
+    stderr: BoundedCapture
+    killed_by_host: bool
+    duration_s: float
+
+
+def _run_process_group(cmd: Sequence[str], env: Mapping[str, str], cwd: Path, timeout_s: float,
+                       cap_bytes: int, pass_fds: Sequence[int] = (), box: ResourceBox | None = None,
+                       after_start: Sequence[int] = ()) -> _Ended:
+    """Run ``cmd`` in its own process group; past ``timeout_s`` SIGKILL the group (and the cgroup)."""
     started = time.monotonic()
-    proc = subprocess.Popen(
-        list(cmd),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-    )
-    timed_out = False
+    proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(env), cwd=cwd, start_new_session=True,
+                            pass_fds=tuple(pass_fds))
+    for fd in after_start:  # the child holds its own copies now
+        os.close(fd)
+    out = BoundedCapture(proc.stdout, cap_bytes)  # type: ignore[arg-type]
+    err = BoundedCapture(proc.stderr, cap_bytes)  # type: ignore[arg-type]
+    killed = False
     try:
-        out, err = proc.communicate(timeout=timeout_s)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        timed_out = True
+        killed = True
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        try:
-            out, err = proc.communicate(timeout=KILL_GRACE_S)
-        except subprocess.TimeoutExpired as still_open:  # a daemon escaped the group (jail off)
-            out, err = still_open.output or b"", still_open.stderr or b""
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            proc.wait()
-    return JailResult(
-        returncode=proc.returncode,
-        stdout=out.decode("utf-8", "replace"),
-        stderr=err.decode("utf-8", "replace"),
-        timed_out=timed_out,
-        duration_s=time.monotonic() - started,
-    )
+        if box is not None:
+            box.kill_all()
+        proc.wait()
+    for capture, pipe in ((out, proc.stdout), (err, proc.stderr)):
+        if not capture.join(KILL_GRACE_S) and pipe is not None:  # a daemon escaped the group (jail off)
+            pipe.close()
+    return _Ended(proc.returncode, out, err, killed, time.monotonic() - started)
 
 
 def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailResult:
     """Run ``argv`` in the jail ``spec`` describes (unconfined when ``spec.no_jail``)."""
     _check_command(argv, timeout_s)
     spec.writable_dir.mkdir(parents=True, exist_ok=True)
+    cap = spec.limits.capture_bytes
     if spec.no_jail:
         env = {**os.environ, **spec.env}
-        return _run_process_group(argv, env, spec.cwd or spec.writable_dir, timeout_s)
+        ended = _run_process_group(argv, env, spec.cwd or spec.writable_dir, timeout_s, cap)
+        return _result(ended, timed_out=ended.killed_by_host, host_uid=os.geteuid())
     check_jail_available()
-    with _model_forward(spec.model_endpoint) as forward_socket:
-        cmd = bwrap_command(spec, argv, forward_socket)
-        return _run_process_group(cmd, _inside_env(spec), spec.writable_dir, timeout_s)
+    as_root = os.geteuid() == 0
+    with contextlib.ExitStack() as stack:
+        box = stack.enter_context(ResourceBox(spec.limits))
+        drop_to = stack.enter_context(UidSlot()).uid if as_root else None
+        forward = stack.enter_context(_model_forward(spec))
+        seccomp = filter_fd()
+        harvest_r, harvest_w = os.pipe()
+        reader = HarvestReader(harvest_r, spec.limits.output_bytes)
+        rlimits = {"CPU": spec.limits.cpu_s, "FSIZE": spec.limits.output_bytes, "CORE": 0,
+                   "NPROC": spec.limits.pids + 8}
+        if box.kind == "rlimits":
+            rlimits["AS"] = spec.limits.memory_bytes
+        plan = Plan(seccomp_fd=seccomp, harvest_fd=harvest_w, deadline_s=timeout_s, drop_to=drop_to,
+                    rlimits=rlimits, forward_socket=forward, tmpfs_bytes=spec.limits.tmpfs_bytes,
+                    output_bytes=spec.limits.output_bytes)
+        env = _inside_env(spec)
+        cmd = bwrap_command(spec, argv, plan, env["PATH"])
+        if box.enter_files:  # join the session's cgroup before bubblewrap starts anything
+            join = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+            cmd = ["/bin/sh", "-c", join, "sh", *box.enter_files, "--", *cmd]
+        ended = _run_process_group(cmd, env, Path("/"), timeout_s + HARVEST_GRACE_S, cap,
+                                   pass_fds=(seccomp, harvest_w), box=box, after_start=(seccomp, harvest_w))
+        harvest = reader.apply(spec.writable_dir)
+        memory = box.memory_killed()
+        timed_out = ended.killed_by_host or (ended.returncode == 124 and ended.duration_s >= timeout_s - 0.5)
+        limit = "memory" if memory else ("time" if timed_out else None)
+        return _result(ended, timed_out=timed_out, limit=limit, harvest=harvest,
+                       host_uid=drop_to if as_root else os.geteuid(), limits_via=box.kind)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _result(ended: _Ended, *, timed_out: bool, limit: str | None = None, harvest: HarvestReport | None = None,
+            host_uid: int | None = None, limits_via: str = "none") -> JailResult:
+    stderr = ended.stderr.text()
+    if harvest is not None and not harvest.ok:
+        stderr += f"\n[jail: output folder not kept: {harvest.error}]"
+    return JailResult(returncode=ended.returncode, stdout=ended.stdout.text(), stderr=stderr,
+                      timed_out=timed_out, duration_s=ended.duration_s, limit=limit, harvest=harvest,
+                      stdout_cut_bytes=ended.stdout.cut_bytes, stderr_cut_bytes=ended.stderr.cut_bytes,
+                      host_uid=host_uid, limits_via=limits_via)
 
 
 @contextlib.contextmanager
-def _model_forward(endpoint: Endpoint | None) -> Iterator[Path | None]:
-    if endpoint is None:
+def _model_forward(spec: JailSpec) -> Iterator[Path | None]:
+    if spec.model_endpoint is None:
         yield None
         return
-    with ModelForward(endpoint) as forward:
+    with ModelForward(spec.model_endpoint, headers=spec.model_headers,
+                      max_connections=spec.limits.relay_connections) as forward:
         yield forward.socket_path

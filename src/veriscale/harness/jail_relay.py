@@ -1,25 +1,25 @@
-"""Byte relay between two sockets, and the in-jail launcher that serves the model endpoint.
+"""Byte relay between two sockets, used on both sides of the jail's only way out.
 
-This file must stay standard-library only: the jail runs it as a script with the host's
-interpreter, without veriscale importable. Inside the jail it listens on
-``127.0.0.1:<port>``, relays each connection to the host's forward over a bind-mounted unix
-socket, and runs the session's command as its child::
+This file must stay standard-library only: the jail runs it (imported by ``jail_inside.py``)
+with the host's interpreter, without veriscale importable. Inside the jail it listens on
+``127.0.0.1:<port>`` and relays each connection to the host's forward over a bind-mounted unix
+socket; on the host, ``veriscale.harness.netjail`` uses the same functions with a cap on open
+connections and a header rewrite::
 
-    python3 -I jail_relay.py /run/veriscale/model.sock 8000 -- agent --model http://127.0.0.1:8000
-
-It exits with the command's return code (``128 + N`` when signal N ended it). On the host,
-``veriscale.harness.netjail`` imports :func:`splice` from here so both ends relay the same way.
+    serve_forever(listener, connect, max_connections=16, prepare=None)
 """
 
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import threading
-from typing import Callable
+from typing import Callable, Optional
 
 CHUNK_BYTES = 65536
+#: A relayed connection that moves no byte for this long is closed.
+IDLE_TIMEOUT_S = 600.0
+
+Prepare = Callable[[socket.socket, socket.socket], bool]
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:
@@ -46,26 +46,48 @@ def splice(left: socket.socket, right: socket.socket) -> None:
     right.close()
 
 
-def serve_forever(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
-    """Accept on ``listener``; relay each client to a fresh ``connect()`` until it is shut down."""
+def serve_forever(listener: socket.socket, connect: Callable[[], socket.socket], *,
+                  max_connections: int = 0, prepare: Optional[Prepare] = None) -> None:
+    """Accept on ``listener``; relay each client to a fresh ``connect()`` until it is shut down.
+
+    With ``max_connections`` > 0 a client beyond that many open relays is closed at once, so a
+    session cannot make the host start threads without bound. ``prepare(client, upstream)`` may
+    rewrite the start of the stream; it returns False to drop the connection.
+    """
+    slots = threading.BoundedSemaphore(max_connections) if max_connections > 0 else None
     while True:
         try:
             client, _ = listener.accept()
         except OSError:
             return
-        threading.Thread(target=_relay_client, args=(client, connect), daemon=True).start()
+        if slots is not None and not slots.acquire(blocking=False):
+            client.close()
+            continue
+        threading.Thread(target=_relay_client, args=(client, connect, slots, prepare), daemon=True).start()
 
 
-def _relay_client(client: socket.socket, connect: Callable[[], socket.socket]) -> None:
+def _relay_client(client: socket.socket, connect: Callable[[], socket.socket],
+                  slots: Optional[threading.BoundedSemaphore], prepare: Optional[Prepare]) -> None:
     try:
-        upstream = connect()
-    except OSError:
-        client.close()
-        return
-    splice(client, upstream)
+        client.settimeout(IDLE_TIMEOUT_S)
+        try:
+            upstream = connect()
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(IDLE_TIMEOUT_S)
+        if prepare is not None and not prepare(client, upstream):
+            client.close()
+            upstream.close()
+            return
+        splice(client, upstream)
+    finally:
+        if slots is not None:
+            slots.release()
 
 
-def _connect_unix(path: str) -> socket.socket:
+def connect_unix(path: str) -> socket.socket:
+    """A stream connection to the unix socket at ``path``."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
@@ -73,28 +95,3 @@ def _connect_unix(path: str) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-def main(args: list[str]) -> int:
-    """Run ``<unix socket> <port> -- <command...>``; return the command's exit code."""
-    if len(args) < 4 or args[2] != "--":
-        print("usage: jail_relay.py <unix socket> <port> -- <command...>", file=sys.stderr)
-        return 2
-    unix_path, port, command = args[0], int(args[1]), args[3:]
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(64)
-    threading.Thread(
-        target=serve_forever, args=(listener, lambda: _connect_unix(unix_path)), daemon=True
-    ).start()
-    try:
-        returncode = subprocess.call(command)
-    except OSError as exc:
-        print(f"jail: cannot run {command[0]!r}: {exc.strerror}", file=sys.stderr)
-        return 127
-    return 128 - returncode if returncode < 0 else returncode
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

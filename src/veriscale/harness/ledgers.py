@@ -25,6 +25,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from veriscale.harness.safe_fs import UnsafePath, read_text_beneath
+
+MAX_RECORD_BYTES = 4 << 20
 RECORD_KINDS = ("resolver", "challenger", "finish", "repair")
 CONTRACTS = ("pick-only", "artifact")
 VERDICT_NONE = "none of them"
@@ -169,13 +172,22 @@ def check_record(kind: str, doc: Any, context: RecordContext | None = None) -> l
 
 
 def read_record(path: Path, kind: str, context: RecordContext | None = None) -> tuple[Any | None, list[str]]:
-    """Load and check a record file: ``(document, [])`` when valid, ``(document or None, problems)``."""
+    """Load and check a record file: ``(document, [])`` when valid, ``(document or None, problems)``.
+
+    The record is opened without following links (a session may have planted one); a link, a
+    FIFO, a missing file or one over :data:`MAX_RECORD_BYTES` all get the same answer, so the
+    message never tells whether some other path exists.
+    """
     path = Path(path)
-    if not path.is_file():
-        return None, [f"{kind} record {path} was not written"]
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = read_text_beneath(path.parent, path.name, max_bytes=MAX_RECORD_BYTES)
+    except (UnsafePath, OSError):
+        return None, [f"{kind} record {path} was not written (as a regular file of at most {MAX_RECORD_BYTES} bytes)"]
+    except UnicodeDecodeError:
+        return None, [f"{kind} record {path} is not UTF-8 text: write JSON"]
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
         return None, [f"{kind} record {path} is not valid JSON ({exc})"]
     return doc, check_record(kind, doc, context)
 

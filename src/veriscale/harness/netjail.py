@@ -11,14 +11,22 @@ network, loopback included, is reachable from inside::
 
 The forward is plain TCP: an HTTPS endpoint whose certificate names a host other than
 127.0.0.1 fails verification inside; point the jail at a plain-HTTP local server or proxy.
+
+At most ``max_connections`` relays are open at once (more are closed on arrival), and with
+``headers`` every request's head is rewritten on the host: the session's own ``Authorization``
+is dropped and the host's is added, so an API key never enters the jail::
+
+    ModelForward(("127.0.0.1", 8000), headers={"Authorization": "Bearer sk-..."}, max_connections=16)
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -30,9 +38,13 @@ Endpoint = tuple[str, int]
 #: Port the in-jail relay uses when the endpoint's own port is privileged (< 1024).
 FALLBACK_INSIDE_PORT = 8080
 #: Where the forward's socket appears inside the jail.
-INSIDE_SOCKET_PATH = "/run/veriscale/model.sock"
+INSIDE_SOCKET_PATH = "/.veriscale/model.sock"
 #: Upper bound on the time to open a connection to the model endpoint.
 CONNECT_TIMEOUT_S = 10.0
+#: Longest request head the header rewrite reads.
+MAX_HEAD_BYTES = 64 * 1024
+DEFAULT_MAX_CONNECTIONS = 16
+_DROPPED_HEADERS = (b"authorization", b"proxy-authorization", b"connection", b"keep-alive")
 
 
 def check_endpoint(endpoint: Endpoint) -> Endpoint:
@@ -67,8 +79,11 @@ class ModelForward:
     Use as a context manager; leaving it stops accepting, and removes the socket and its folder.
     """
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, *, headers: Mapping[str, str] | None = None,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
         self.endpoint = check_endpoint(endpoint)
+        self.headers = dict(headers or {})
+        self.max_connections = max_connections
         self._folder: Path | None = None
         self._listener: socket.socket | None = None
 
@@ -84,14 +99,35 @@ class ModelForward:
         upstream.settimeout(None)
         return upstream
 
+    def _rewrite_head(self, client: socket.socket, upstream: socket.socket) -> bool:
+        """Replace the request's auth and connection headers with the host's; False drops it."""
+        try:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = client.recv(8192)
+                if not chunk or len(data) > MAX_HEAD_BYTES:
+                    return False
+                data += chunk
+            head, rest = data.split(b"\r\n\r\n", 1)
+            lines = head.split(b"\r\n")
+            kept = [line for line in lines[1:] if line.split(b":", 1)[0].strip().lower() not in _DROPPED_HEADERS]
+            added = [f"{name}: {value}".encode("latin-1") for name, value in self.headers.items()]
+            upstream.sendall(b"\r\n".join([lines[0], *kept, *added, b"Connection: close"]) + b"\r\n\r\n" + rest)
+            return True
+        except (OSError, UnicodeError):
+            return False
+
     def __enter__(self) -> "ModelForward":
         self._folder = Path(tempfile.mkdtemp(prefix="veriscale-forward-"))
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(self.socket_path))
+        os.chmod(self.socket_path, 0o666)  # a session's own host uid connects (its folder stays 0700)
         listener.listen(64)
         self._listener = listener
+        prepare = self._rewrite_head if self.headers else None
         threading.Thread(
-            target=serve_forever, args=(listener, self._connect_endpoint), daemon=True
+            target=serve_forever, args=(listener, self._connect_endpoint),
+            kwargs={"max_connections": self.max_connections, "prepare": prepare}, daemon=True,
         ).start()
         return self
 

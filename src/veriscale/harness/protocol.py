@@ -25,6 +25,7 @@ the run goes on with what exists. Layout of one run (``RunLayout``), outside the
       evidence/{resolver,challenger}.json            valid ledgers, read-only for adjudication
       transcripts/{resolve,challenge,adjudicate}.jsonl
       phases/<phase>.json                 status, problems, cost of each phase
+      delivery/{finish.json,deliverables/}   the host's copy of the gated delivery: what `score` reads
       delivery.json                       the gate's per-file report
       outcome.json                        the task's outcome and total cost
 
@@ -48,7 +49,7 @@ from typing import Any
 
 from veriscale.errors import UserError
 from veriscale.harness.agent import AgentLimits
-from veriscale.harness.delivery_gate import copy_base, keep_base_files
+from veriscale.harness.delivery_gate import copy_base, keep_base_files, publish_delivery
 from veriscale.harness.executors import Executor, SessionResult, SessionSpec
 from veriscale.harness.jail import JAIL_OFF_MESSAGE
 from veriscale.harness.ledgers import (
@@ -128,6 +129,11 @@ class RunLayout:
     @property
     def deliverables_dir(self) -> Path:
         return self.session_dir("deliver") / "out" / "deliverables"
+
+    @property
+    def delivery_dir(self) -> Path:
+        """The host-written delivery ``harness score`` reads; no session can write there."""
+        return self.root / "delivery"
 
     @property
     def delivery_report(self) -> Path:
@@ -387,6 +393,7 @@ class _Protocol:
             for path in (self.layout.record("deliver"), self.layout.delivery_report):
                 path.unlink(missing_ok=True)
             shutil.rmtree(folder / "out", ignore_errors=True)
+            shutil.rmtree(self.layout.delivery_dir, ignore_errors=True)
             adjudication = _read_json(self.layout.phase_file("adjudicate")) or {}
             keep = adjudication.get("transcript_lines")
             transcript = self.layout.transcript("deliver")
@@ -469,8 +476,9 @@ class _Protocol:
         if session_failed:
             copy_base(base_dir, out)  # a failed repair delivers the untouched base
         report = keep_base_files(base_dir, out)
-        report.update({"base": base, "contract": self.config.contract,
-                       "fell_back_to_base": session_failed, "deliverables_dir": str(out)})
+        published = publish_delivery(out, finish, self.layout.delivery_dir)
+        report.update({"base": base, "contract": self.config.contract, "fell_back_to_base": session_failed,
+                       "deliverables_dir": str(published / "deliverables")})
         _write_json(self.layout.delivery_report, report)
         self.finish_phase("deliver", result, extra={"delivery": {k: report[k] for k in ("restored", "changed", "added")}})
 
@@ -511,6 +519,7 @@ class _Protocol:
                                       "reason": "no valid finish.json, so no base was chosen"}
             _write_json(self.layout.phase_file("deliver"), self.phases["deliver"])
             self.layout.delivery_report.unlink(missing_ok=True)
+            shutil.rmtree(self.layout.delivery_dir, ignore_errors=True)
         elif not rerun and self.resumable("deliver"):
             self.phases["deliver"]["resumed"] = True
             self.log(f"{self.task.name}: deliver already finished, not rerun")
@@ -549,7 +558,7 @@ class _Protocol:
             "base": finish["base"] if finish else None,
             "revisions": len(finish["revisions"]) if finish else 0,
             "unresolved": finish["unresolved"] if finish else [],
-            "deliverables_dir": str(self.layout.deliverables_dir) if delivery else None,
+            "deliverables_dir": str(self.layout.delivery_dir / "deliverables") if delivery else None,
             "delivery": {k: delivery.get(k, []) for k in ("restored", "changed", "added")} if delivery else None,
             "phases": {p: self.phases.get(p, {"phase": p, "status": "not run"}) for p in PHASES},
             "cost": totals, "run_wall_s": round(wall_s, 3),

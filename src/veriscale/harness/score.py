@@ -41,9 +41,12 @@ from typing import Any, Sequence
 from veriscale.errors import UserError
 from veriscale.harness import workspace as ws
 from veriscale.harness.bootstrap import Estimate, bootstrap_mean
+from veriscale.harness.safe_fs import UnsafePath, copy_plain_tree, lstat_beneath, open_dir_beneath, read_text_beneath
 from veriscale.harness.views import is_sidecar
 
 FINISH_FILE = "finish.json"
+#: The host-written delivery of a run, beside (never inside) the sessions' folders.
+DELIVERY_DIR = "delivery"
 NO_BASE = "none"
 DEFAULT_DRIFT_TOLERANCE = 0.05
 DEFAULT_GRADER_TIMEOUT_S = 600.0
@@ -141,23 +144,10 @@ class GraderCommand:
 
 def stage_deliverables(source: Path, dest: Path) -> list[str]:
     """Copy regular files of ``source`` into ``dest`` (no sidecars, no links); return skipped paths."""
-    skipped: list[str] = []
-    dest.mkdir(parents=True, exist_ok=True)
-    for root, dirs, files in os.walk(source, followlinks=False):
-        here = Path(root)
-        for name in sorted(dirs):
-            if (here / name).is_symlink():
-                skipped.append(f"{(here / name).relative_to(source).as_posix()}/ (symlink)")
-        for name in sorted(files):
-            path = here / name
-            rel = path.relative_to(source)
-            if path.is_symlink() or not path.is_file():
-                skipped.append(f"{rel.as_posix()} (symlink or special file)")
-            elif not is_sidecar(path):
-                target = dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
-    return skipped
+    try:
+        return copy_plain_tree(source, dest, skip=lambda rel: is_sidecar(Path(rel.name)))
+    except UnsafePath as exc:
+        raise UserError(f"deliverables folder '{source}' cannot be read safely ({exc}): rerun the delivery") from None
 
 
 # --- what was delivered --------------------------------------------------------------------
@@ -174,11 +164,12 @@ class Delivery:
     finish_file: Path | None = None
 
 
-def _read_finish(path: Path) -> dict[str, Any]:
+def _read_finish(folder: Path) -> dict[str, Any]:
+    path = folder / FINISH_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"finish file '{path}' is not readable JSON ({exc}): rerun the delivery or pass --delivered and --base") from exc
+        data = json.loads(read_text_beneath(folder, FINISH_FILE, max_bytes=4 << 20))
+    except (UnsafePath, OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"finish file '{path}' is not readable JSON ({exc}): rerun the delivery or pass --delivered and --base") from None
     if not isinstance(data, dict) or not isinstance(data.get("base"), str):
         raise UserError(f"finish file '{path}' needs a string \"base\" (a rollout label like r03, or \"none\")")
     for key in ("revisions", "unresolved"):
@@ -188,42 +179,30 @@ def _read_finish(path: Path) -> dict[str, Any]:
 
 
 def read_run(run_dir: Path) -> Delivery:
-    """Find ``finish.json`` under ``run_dir`` and the ``deliverables/`` folder beside it.
+    """The delivery the host wrote at the end of a run: ``<run_dir>/delivery/{finish.json,deliverables/}``.
 
-    Looked for, in order: ``<dir of finish.json>/deliverables``, ``<dir of finish.json>/out/deliverables``,
-    the only ``out/deliverables`` under ``run_dir``, the only ``deliverables/`` under it.
+    Nothing else in the run folder is looked at: files a session wrote (its own ``finish.json``,
+    a ``deliverables/`` folder, links) are never graded. Links on the way are refused.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"run folder '{run_dir}' does not exist: give the folder a harness run wrote")
-    finishes = sorted(run_dir.rglob(FINISH_FILE))
-    if not finishes:
-        raise UserError(f"run folder '{run_dir}' holds no {FINISH_FILE}: finish the delivery or pass --delivered DIR --base rNN")
-    if len(finishes) > 1:
-        listed = ", ".join(str(p) for p in finishes[:4])
-        raise UserError(f"run folder '{run_dir}' holds several {FINISH_FILE} files ({listed}): give the folder of one run")
-    finish = finishes[0]
-    data = _read_finish(finish)
-    found = _find_deliverables(run_dir, finish)
-    return Delivery(deliverables=found, base=_base_label(data["base"]),
+    folder = run_dir / DELIVERY_DIR
+    try:
+        lstat_beneath(run_dir, DELIVERY_DIR)
+        os.close(open_dir_beneath(run_dir, DELIVERY_DIR))
+    except (UnsafePath, OSError):
+        raise UserError(f"run folder '{run_dir}' holds no {DELIVERY_DIR}/ folder (written by the host when "
+                        "delivery ends): finish the delivery or pass --delivered DIR --base rNN") from None
+    data = _read_finish(folder)
+    try:
+        os.close(open_dir_beneath(folder, ws.DELIVERABLES_DIR))
+    except (UnsafePath, OSError):
+        raise UserError(f"delivery folder '{folder}' has no {ws.DELIVERABLES_DIR}/ folder: "
+                        "rerun the delivery or pass --delivered DIR --base rNN") from None
+    return Delivery(deliverables=folder / ws.DELIVERABLES_DIR, base=_base_label(data["base"]),
                     revisions=tuple(data.get("revisions", [])),
-                    unresolved=tuple(data.get("unresolved", [])), finish_file=finish)
-
-
-def _find_deliverables(run_dir: Path, finish: Path) -> Path:
-    for candidate in (finish.parent / ws.DELIVERABLES_DIR, finish.parent / "out" / ws.DELIVERABLES_DIR):
-        if candidate.is_dir():
-            return candidate
-    folders = [p for p in run_dir.rglob(ws.DELIVERABLES_DIR)
-               if p.is_dir() and ws.ROLLOUTS_DIR not in p.relative_to(run_dir).parts]
-    in_out = [p for p in folders if p.parent.name == "out"]
-    for group in (in_out, folders):
-        if len(group) == 1:
-            return group[0]
-    raise UserError(
-        f"run folder '{run_dir}' has {'several' if folders else 'no'} {ws.DELIVERABLES_DIR}/ folders for "
-        f"'{finish}': pass --delivered DIR --base rNN"
-    )
+                    unresolved=tuple(data.get("unresolved", [])), finish_file=folder / FINISH_FILE)
 
 
 def _base_label(base: str | None) -> str | None:

@@ -20,14 +20,27 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from veriscale.errors import UserError
-from veriscale.harness.jail import JailSpec, run_jailed
+from veriscale.harness.jail import JailLimits, JailSpec, run_jailed
+from veriscale.harness.safe_fs import (
+    UnsafePath,
+    describe,
+    lstat_beneath,
+    make_plain_dir,
+    open_dir_beneath,
+    read_bytes_beneath,
+    read_text_beneath,
+    split_under,
+    walk_regular_files,
+    write_plain_file,
+)
 
 DEFAULT_READ_CHARS = 20_000
 DEFAULT_LIST_ENTRIES = 300
@@ -35,6 +48,8 @@ DEFAULT_MATCHES = 100
 DEFAULT_OUTPUT_CHARS = 12_000
 DEFAULT_RUN_TIMEOUT_S = 120.0
 MAX_WRITE_CHARS = 2_000_000
+MAX_READ_BYTES = 64 << 20
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -101,6 +116,7 @@ class ToolBox:
     read_chars: int = DEFAULT_READ_CHARS
     output_chars: int = DEFAULT_OUTPUT_CHARS
     deadline: float | None = None  # time.monotonic() value past which `run` gets no time
+    limits: JailLimits = field(default_factory=JailLimits)
     enabled: Sequence[str] = TOOL_NAMES
     _handlers: dict[str, Callable[[dict[str, Any]], str]] = field(init=False, repr=False)
 
@@ -142,36 +158,50 @@ class ToolBox:
         return ToolResult(text, is_error, time.monotonic() - started)
 
     # -- path checks ---------------------------------------------------------------------------
-    def _visible(self, raw: Any, *, default: Path | None = None) -> Path:
+    def _visible(self, raw: Any, *, default: Path | None = None) -> tuple[Path, PurePosixPath]:
+        """``(root, path below it)`` for a visible path; links are never followed on the way."""
         if raw in (None, "") and default is not None:
-            return default
+            raw = str(default)
         if not isinstance(raw, str):
             raise ToolError(f"path must be a string, got {raw!r}")
         path = Path(raw)
-        resolved = (path if path.is_absolute() else self.task_dir / path).resolve()
-        if not any(_within(resolved, root) for root in self.visible_roots):
+        found = split_under(path if path.is_absolute() else self.task_dir / path, self.visible_roots)
+        if found is None:
             roots = ", ".join(str(r) for r in self.visible_roots)
             raise ToolError(f"'{raw}' is outside the folders this session may read ({roots})")
-        if not resolved.exists():
-            raise ToolError(f"'{raw}' does not exist")
-        return resolved
+        root, rel = found
+        try:
+            info = lstat_beneath(root, rel)
+        except UnsafePath:
+            raise ToolError(f"'{raw}' does not exist (links are not followed)") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise ToolError(f"'{raw}' is a link: links are not followed; read the file itself")
+        return root, rel
+
+    def _entry_kind(self, root: Path, rel: PurePosixPath) -> os.stat_result:
+        return lstat_beneath(root, rel)
 
     # -- tools ---------------------------------------------------------------------------------
     def _read(self, args: dict[str, Any]) -> str:
-        path = self._visible(args.get("path"))
-        if path.is_dir():
+        root, rel = self._visible(args.get("path"))
+        info = self._entry_kind(root, rel)
+        if stat.S_ISDIR(info.st_mode):
             raise ToolError(f"'{args.get('path')}' is a folder: use ls")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"'{args.get('path')}' is {describe(info.st_mode)}, not a file to read")
         start = _int_arg(args, "start_line", 1)
         end = _int_arg(args, "end_line", None)
         if start < 1 or (end is not None and end < start):
             raise ToolError("line range must satisfy 1 <= start_line <= end_line")
-        with path.open("rb") as handle:
-            head = handle.read(8192)
-        if b"\x00" in head:
-            view = path.with_name(path.name + ".view.txt")
-            hint = f"; read its text view '{view.name}'" if view.exists() else "; inspect it with run (e.g. python3)"
+        try:
+            data = read_bytes_beneath(root, rel, max_bytes=MAX_READ_BYTES)
+        except UnsafePath as exc:
+            raise ToolError(str(exc)) from None
+        if b"\x00" in data[:8192]:
+            view = root.joinpath(*rel.parts).with_name(rel.name + ".view.txt")
+            hint = f"; read its text view '{view.name}'" if view.is_file() and not view.is_symlink() else "; inspect it with run (e.g. python3)"
             raise ToolError(f"'{args.get('path')}' is a binary file{hint}")
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = data.decode("utf-8", errors="replace").splitlines()
         chosen = lines[start - 1: end]
         out, used = [], 0
         for number, line in enumerate(chosen, start=start):
@@ -184,19 +214,31 @@ class ToolBox:
         return "\n".join(out) if out else f"[no lines in range; the file has {len(lines)} lines]"
 
     def _ls(self, args: dict[str, Any]) -> str:
-        path = self._visible(args.get("path"), default=self.task_dir)
-        if path.is_file():
-            return f"{path.name}\t{path.stat().st_size} bytes"
-        entries = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
-        lines = [f"{p.name}/" if p.is_dir() else f"{p.name}\t{p.stat().st_size} bytes" for p in entries[:DEFAULT_LIST_ENTRIES]]
+        root, rel = self._visible(args.get("path"), default=self.task_dir)
+        info = self._entry_kind(root, rel)
+        if not stat.S_ISDIR(info.st_mode):
+            return f"{_shown(rel.name)}\t{_size_text(info)}"
+        entries = []
+        fd = open_dir_beneath(root, rel)
+        try:
+            for name in os.listdir(fd):
+                entries.append((name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
+        finally:
+            os.close(fd)
+        entries.sort(key=lambda e: (not stat.S_ISDIR(e[1].st_mode), e[0]))
+        lines = [f"{_shown(name)}/" if stat.S_ISDIR(st.st_mode) else f"{_shown(name)}\t{_size_text(st)}"
+                 for name, st in entries[:DEFAULT_LIST_ENTRIES]]
         if len(entries) > DEFAULT_LIST_ENTRIES:
             lines.append(f"[{len(entries) - DEFAULT_LIST_ENTRIES} more entries not shown]")
         return "\n".join(lines) if lines else "[empty folder]"
 
-    def _files_under(self, root: Path) -> list[Path]:
-        if root.is_file():
-            return [root]
-        return sorted(p for p in root.rglob("*") if p.is_file())
+    def _files_under(self, root: Path, rel: PurePosixPath) -> list[tuple[Path, PurePosixPath]]:
+        """Regular files at or below ``root/rel`` as ``(root, relative path)``; links are skipped."""
+        if stat.S_ISREG(self._entry_kind(root, rel).st_mode):
+            return [(root, rel)]
+        if not stat.S_ISDIR(self._entry_kind(root, rel).st_mode):
+            return []
+        return [(root, path) for path, _ in walk_regular_files(root, rel)]
 
     def _grep(self, args: dict[str, Any]) -> str:
         pattern = args.get("pattern")
@@ -206,16 +248,17 @@ class ToolBox:
             regex = re.compile(pattern)
         except re.error as exc:
             raise ToolError(f"pattern {pattern!r} is not a valid regular expression ({exc})") from None
-        root = self._visible(args.get("path"), default=self.task_dir)
+        root, rel = self._visible(args.get("path"), default=self.task_dir)
         hits: list[str] = []
-        for file in self._files_under(root):
+        for base, file in self._files_under(root, rel):
             try:
-                text = file.read_text(encoding="utf-8")
-            except (UnicodeDecodeError, OSError):
+                text = read_text_beneath(base, file, max_bytes=MAX_READ_BYTES)
+            except (UnicodeDecodeError, UnsafePath, OSError):
                 continue
+            shown = _shown(str(base.joinpath(*file.parts)))
             for number, line in enumerate(text.splitlines(), start=1):
                 if regex.search(line):
-                    hits.append(f"{file}:{number}:{line[:300]}")
+                    hits.append(f"{shown}:{number}:{line[:300]}")
                     if len(hits) >= DEFAULT_MATCHES:
                         return "\n".join(hits + [f"[stopped at {DEFAULT_MATCHES} matches]"])
         return "\n".join(hits) if hits else "[no matches]"
@@ -224,9 +267,12 @@ class ToolBox:
         pattern = args.get("pattern")
         if not isinstance(pattern, str) or not pattern:
             raise ToolError("find needs a non-empty glob 'pattern', e.g. '*.xlsx'")
-        root = self._visible(args.get("path"), default=self.task_dir)
-        found = [str(p) for p in self._files_under(root)
-                 if fnmatch.fnmatch(p.name, pattern) or fnmatch.fnmatch(str(p.relative_to(root) if root.is_dir() else p.name), pattern)]
+        root, rel = self._visible(args.get("path"), default=self.task_dir)
+        found = []
+        for base, file in self._files_under(root, rel):
+            below = file.relative_to(rel).as_posix() if file != rel else file.name
+            if fnmatch.fnmatch(file.name, pattern) or fnmatch.fnmatch(below, pattern):
+                found.append(_shown(str(base.joinpath(*file.parts))))
         shown = found[:DEFAULT_LIST_ENTRIES]
         if len(found) > len(shown):
             shown.append(f"[{len(found) - len(shown)} more not shown]")
@@ -242,9 +288,11 @@ class ToolBox:
             if timeout <= 1:
                 raise ToolError("the session's time is up: no time left to run commands")
         spec = JailSpec(task_dir=self.task_dir, writable_dir=self.output_dir,
-                        readonly_extra=self.readonly_extra, no_jail=self.no_jail)
+                        readonly_extra=self.readonly_extra, no_jail=self.no_jail, limits=self.limits)
         result = run_jailed(spec, ["/bin/sh", "-c", command], timeout_s=timeout)
         text = f"exit code: {result.returncode}" + (" (killed: time limit)" if result.timed_out else "")
+        if result.limit == "memory":
+            text += f" (killed: memory limit of {self.limits.memory_bytes >> 20} MiB)"
         if result.stdout:
             text += "\nstdout:\n" + _cut(result.stdout, self.output_chars)
         if result.stderr:
@@ -264,13 +312,25 @@ class ToolBox:
         resolved = Path(os.path.normpath(target))
         if not _within(resolved, self.output_dir) or resolved == self.output_dir:
             raise ToolError(f"'{raw}' is outside your output folder {self.output_dir}: write only there")
-        if resolved.parent.exists() and not _within(resolved.parent.resolve(), self.output_dir):
-            raise ToolError(f"'{raw}' goes through a link out of your output folder: write only there")
-        resolved.parent.mkdir(parents=True, exist_ok=True)
-        if resolved.is_symlink():
-            raise ToolError(f"'{raw}' is a link: write a regular file")
-        resolved.write_text(content, encoding="utf-8")
+        try:
+            make_plain_dir(resolved.parent)  # refuses a link anywhere on the way
+            if resolved.is_dir() and not resolved.is_symlink():
+                raise ToolError(f"'{raw}' is a folder: write to a file path")
+            write_plain_file(resolved, content.encode("utf-8"))  # replaces a link, never writes through it
+        except UnsafePath as exc:
+            raise ToolError(f"'{raw}' goes through a link or a file: write only to plain folders ({exc})") from None
         return f"wrote {len(content)} characters to {resolved}"
+
+
+def _shown(name: str) -> str:
+    """A file name as printed to the model: control characters escaped, never passed through."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", name)
+
+
+def _size_text(info: os.stat_result) -> str:
+    if stat.S_ISREG(info.st_mode):
+        return f"{info.st_size} bytes"
+    return f"({describe(info.st_mode)})"
 
 
 def _int_arg(args: dict[str, Any], name: str, default: int | None) -> int | None:

@@ -1,0 +1,152 @@
+"""The jail's first process: drop to the session's identity, set limits, run the command, hand back.
+
+Standard library only: bubblewrap runs it with the host's interpreter (``python3 -I``) and
+veriscale is not importable inside. It gets one JSON argument::
+
+    python3 -I /.veriscale/inside.py '{"drop": [1900000004, 1900000004], "rlimits": {...},
+        "seed": ["/.veriscale/seed", "/abs/out"], "relay": ["/.veriscale/model.sock", 8000],
+        "harvest_fd": 5, "deadline_s": 120, "cwd": "/abs/out", "command": ["sh", "-c", "..."]}'
+
+and in order: drops every capability and switches to ``drop`` (host root callers only), sets
+the rlimits, copies the host's copy of the output folder (``seed``, read-only) into the
+session's size-capped tmpfs, starts the model relay, runs ``command`` until it ends or
+``deadline_s`` passes, kills every other process of the session, then writes the output folder
+as a tar stream (regular files and folders only) to ``harvest_fd``. The host trusts none of
+this: it extracts the stream with its own checks and caps. Exit code: the command's (``128 + N``
+when signal N ended it, 124 on the deadline).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tarfile
+import threading
+
+PR_CAPBSET_DROP = 24
+CAPABILITY_VERSION_3 = 0x20080522
+DEADLINE_EXIT = 124
+RLIMITS = {"NPROC": resource.RLIMIT_NPROC, "CPU": resource.RLIMIT_CPU, "FSIZE": resource.RLIMIT_FSIZE,
+           "CORE": resource.RLIMIT_CORE, "AS": resource.RLIMIT_AS}
+
+
+def drop_identity(uid: int, gid: int) -> None:
+    """Empty the capability bounding set, then become ``uid``/``gid`` with no groups (no way back)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise SystemExit("jail: could not switch to the session's user id")
+    clear_capabilities(libc)
+
+
+def clear_capabilities(libc: ctypes.CDLL) -> None:
+    """capset(2) with every set empty (the uid switch already emptied permitted and effective)."""
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capset(header, data) != 0:
+        raise SystemExit("jail: could not clear the inheritable capabilities")
+
+
+def set_rlimits(limits: dict) -> None:
+    for name, value in limits.items():
+        resource.setrlimit(RLIMITS[name], (value, value))
+
+
+def seed(source: str, dest: str) -> None:
+    """Copy the host's copy of the output folder into the (empty) session tmpfs."""
+    for entry in os.scandir(source):
+        target = os.path.join(dest, entry.name)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.copytree(entry.path, target, symlinks=True)
+        elif entry.is_file(follow_symlinks=False):
+            shutil.copyfile(entry.path, target)
+
+
+def start_relay(unix_path: str, port: int) -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import socket
+
+    from jail_relay import connect_unix, serve_forever  # noqa: E402 - beside this file inside
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+    threading.Thread(target=serve_forever, args=(listener, lambda: connect_unix(unix_path)), daemon=True).start()
+
+
+def run(command: list, cwd: str, deadline_s: float) -> int:
+    try:
+        child = subprocess.Popen(command, cwd=cwd)
+    except OSError as exc:
+        print(f"jail: cannot run {command[0]!r}: {exc.strerror}", file=sys.stderr)
+        return 127
+    try:
+        code = child.wait(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        code = None
+    kill_everyone_else()
+    if code is None:
+        child.wait()
+        return DEADLINE_EXIT
+    return 128 - code if code < 0 else code
+
+
+def kill_everyone_else() -> None:
+    """SIGKILL every process of the session but this one, so nothing writes during the harvest."""
+    try:
+        os.kill(-1, signal.SIGKILL)  # all processes this one may signal, except itself and init
+    except ProcessLookupError:
+        pass
+    while True:  # reap, so the kernel has finished with them
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+
+
+def harvest(folder: str, fd: int) -> None:
+    """Stream ``folder`` as an uncompressed tar of its regular files and folders to ``fd``."""
+    with os.fdopen(fd, "wb") as pipe, tarfile.open(fileobj=pipe, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for root, dirs, files in os.walk(folder):
+            for name in sorted(dirs) + sorted(files):
+                path = os.path.join(root, name)
+                info = os.lstat(path)
+                if stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode):
+                    tar.add(path, arcname=os.path.relpath(path, folder), recursive=False)
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+
+
+def main(argv: list) -> int:
+    config = json.loads(argv[0])
+    if config.get("drop"):
+        drop_identity(*config["drop"])
+    set_rlimits(config.get("rlimits", {}))
+    os.umask(0o022)
+    if config.get("seed"):
+        seed(*config["seed"])
+    if config.get("relay"):
+        start_relay(config["relay"][0], int(config["relay"][1]))
+    code = run(config["command"], config["cwd"], float(config["deadline_s"]))
+    if config.get("harvest_fd") is not None and config.get("seed"):
+        try:
+            harvest(config["seed"][1], int(config["harvest_fd"]))
+        except OSError as exc:
+            print(f"jail: output folder not handed back ({exc})", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

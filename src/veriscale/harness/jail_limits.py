@@ -1,0 +1,255 @@
+"""Resource limits of one jailed session: memory, processes, CPU, scratch and output sizes.
+
+Memory and the process count come from a cgroup made for the session alone (cgroup v1 memory +
+pids controllers, or cgroup v2 with both delegated) when one can be created here; otherwise
+from rlimits (``RLIMIT_AS`` stands in for memory and counts reserved address space too;
+``RLIMIT_NPROC`` counts the session's own user, which is unique to the session). CPU time
+(``RLIMIT_CPU``, per process) and the largest file (``RLIMIT_FSIZE`` = the output cap) are
+rlimits in both cases. Sizes of the scratch tmpfs and of the output folder are tmpfs sizes::
+
+    limits = JailLimits(memory_bytes=parse_size("1G"), pids=128)
+    with ResourceBox(limits) as box:
+        box.kind             # 'cgroup v1', 'cgroup v2' or 'rlimits'
+        box.enter_files      # cgroup.procs files the session's first process joins
+        ...
+        box.memory_killed()  # True when the kernel killed a process for the memory limit
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import itertools
+import os
+import re
+import signal
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from veriscale.errors import UserError
+
+GIB, MIB = 1 << 30, 1 << 20
+#: Host user ids given to sessions when veriscale runs as root: base + a slot free at the time.
+JAIL_UID_BASE = int(os.environ.get("VERISCALE_JAIL_UID_BASE", "1900000000"))
+JAIL_UID_SLOTS = 10_000
+
+
+@dataclass(frozen=True)
+class JailLimits:
+    """Per-session limits; each has a flag on ``harness run`` and ``harness jail-run``."""
+
+    memory_bytes: int = 2 * GIB       # --jail-memory
+    pids: int = 256                   # --jail-pids
+    cpu_s: int = 900                  # --jail-cpu (CPU seconds per process)
+    tmpfs_bytes: int = 256 * MIB      # --jail-tmpfs (/tmp, /var/tmp, /run, $HOME, /dev/shm, each)
+    output_bytes: int = 512 * MIB     # --jail-output (the session's output folder)
+    capture_bytes: int = 4 * MIB      # --jail-capture (stdout and stderr, each: head and tail kept)
+    relay_connections: int = 16       # --relay-connections (open model connections at once)
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise UserError(f"jail limit {name}={value!r} is not a positive whole number: give e.g. 256")
+        if self.tmpfs_bytes < MIB or self.output_bytes < MIB:
+            raise UserError("jail tmpfs and output sizes must be at least 1M: give e.g. --jail-output 256M")
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def parse_size(text: str) -> int:
+    """``'512M'`` -> 536870912; plain numbers are bytes; K, M, G, T suffixes are powers of 1024."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", str(text), re.IGNORECASE)
+    if not match:
+        raise UserError(f"size {text!r} is not a size: give bytes or a number with K, M or G (e.g. 512M)")
+    factor = 1024 ** " KMGT".index(match.group(2).upper() or " ")
+    return int(float(match.group(1)) * factor)
+
+
+# --- cgroups ------------------------------------------------------------------------------
+
+
+def _mounts() -> list[tuple[str, str, str, str]]:
+    """(mount root, mount point, fs type, super options) of every mount of this process."""
+    rows = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            fields, tail = left.split(), right.split()
+            if len(fields) >= 5 and len(tail) >= 3:
+                rows.append((fields[3], fields[4], tail[0], tail[2]))
+    return rows
+
+
+def _own_cgroups() -> dict[str, str]:
+    """controller (or '' for v2) -> this process's cgroup path."""
+    found = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for name in controllers.split(",") if controllers else [""]:
+                found[name] = path
+    return found
+
+
+def _cgroup_dir(mount_root: str, mount_point: str, path: str) -> Path:
+    rel = os.path.relpath(path, mount_root) if path.startswith(mount_root) else path.lstrip("/")
+    return Path(mount_point) / ("" if rel == "." else rel)
+
+
+def _v1_dirs() -> dict[str, Path] | None:
+    own = _own_cgroups()
+    dirs = {}
+    for controller in ("memory", "pids"):
+        mount = next((m for m in _mounts() if m[2] == "cgroup" and controller in m[3].split(",")), None)
+        if mount is None or controller not in own:
+            return None
+        dirs[controller] = _cgroup_dir(mount[0], mount[1], own[controller])
+    return dirs
+
+
+def _v2_dir() -> Path | None:
+    mount = next((m for m in _mounts() if m[2] == "cgroup2"), None)
+    own = _own_cgroups().get("")
+    if mount is None or own is None:
+        return None
+    return _cgroup_dir(mount[0], mount[1], own)
+
+
+_counter = itertools.count()
+
+
+class ResourceBox:
+    """A cgroup for one session (or the rlimit fallback); see the module docstring."""
+
+    def __init__(self, limits: JailLimits) -> None:
+        self.limits = limits
+        self.kind = "rlimits"
+        self.enter_files: list[str] = []
+        self._dirs: list[Path] = []
+        self._oom_files: list[Path] = []
+
+    def __enter__(self) -> "ResourceBox":
+        name = f"veriscale-{os.getpid()}-{next(_counter)}"
+        with contextlib.suppress(OSError):
+            v1 = _v1_dirs()
+            if v1 and self._make_v1(v1, name):
+                return self
+        with contextlib.suppress(OSError):
+            v2 = _v2_dir()
+            if v2 and self._make_v2(v2, name):
+                return self
+        self._cleanup()
+        self.kind = "rlimits"
+        return self
+
+    def _make_v1(self, dirs: dict[str, Path], name: str) -> bool:
+        memory, pids = dirs["memory"] / name, dirs["pids"] / name
+        for folder in (memory, pids):
+            folder.mkdir()
+            self._dirs.append(folder)
+        (memory / "memory.limit_in_bytes").write_text(str(self.limits.memory_bytes))
+        with contextlib.suppress(OSError):  # no swap accounting on many hosts
+            (memory / "memory.memsw.limit_in_bytes").write_text(str(self.limits.memory_bytes))
+        (pids / "pids.max").write_text(str(self.limits.pids))
+        self.enter_files = [str(memory / "cgroup.procs"), str(pids / "cgroup.procs")]
+        self._oom_files = [memory / "memory.oom_control", memory / "memory.failcnt"]
+        self.kind = "cgroup v1"
+        return True
+
+    def _make_v2(self, parent: Path, name: str) -> bool:
+        folder = parent / name
+        folder.mkdir()
+        self._dirs.append(folder)
+        if not (folder / "memory.max").exists() or not (folder / "pids.max").exists():
+            return False  # memory/pids not delegated to this subtree
+        (folder / "memory.max").write_text(str(self.limits.memory_bytes))
+        with contextlib.suppress(OSError):
+            (folder / "memory.swap.max").write_text("0")
+        (folder / "pids.max").write_text(str(self.limits.pids))
+        self.enter_files = [str(folder / "cgroup.procs")]
+        self._oom_files = [folder / "memory.events"]
+        self.kind = "cgroup v2"
+        return True
+
+    def memory_killed(self) -> bool:
+        """Whether the memory limit made the kernel kill (or refuse memory to) a session process."""
+        for path in self._oom_files:
+            with contextlib.suppress(OSError):
+                text = path.read_text()
+                if path.name == "memory.failcnt":
+                    continue
+                match = re.search(r"oom_kill (\d+)", text)
+                if match and int(match.group(1)) > 0:
+                    return True
+        return False
+
+    def kill_all(self) -> None:
+        """SIGKILL every process still in the session's cgroup."""
+        for folder in self._dirs:
+            with contextlib.suppress(OSError, ValueError):
+                for pid in (folder / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(int(pid), signal.SIGKILL)
+
+    def _cleanup(self) -> None:
+        for folder in reversed(self._dirs):
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    self.kill_all()
+                    time.sleep(0.02)
+        self._dirs.clear()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill_all()
+        self._cleanup()
+
+    def describe(self) -> str:
+        """One line naming what enforces each limit, e.g. for ``jail-run`` and the run log."""
+        lim = self.limits
+        memory = "cgroup" if self.kind != "rlimits" else "RLIMIT_AS (address space)"
+        pids = "cgroup" if self.kind != "rlimits" else "RLIMIT_NPROC"
+        return (f"jail limits via {self.kind}: memory {lim.memory_bytes // MIB} MiB ({memory}), "
+                f"{lim.pids} processes ({pids}), CPU {lim.cpu_s} s per process, output folder "
+                f"{lim.output_bytes // MIB} MiB, scratch tmpfs {lim.tmpfs_bytes // MIB} MiB each, "
+                f"captured output {lim.capture_bytes // MIB} MiB per stream, "
+                f"{lim.relay_connections} model connections")
+
+
+# --- a host uid per session (root callers) ------------------------------------------------
+
+
+class UidSlot:
+    """A host uid no other live session holds (lock file per slot); use as a context manager."""
+
+    def __init__(self) -> None:
+        self.uid = -1
+        self._fd: int | None = None
+
+    def __enter__(self) -> "UidSlot":
+        folder = Path("/run/veriscale-jail") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir()) / "veriscale-jail"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        start = (os.getpid() * 7919) % JAIL_UID_SLOTS
+        for step in range(JAIL_UID_SLOTS):
+            slot = (start + step) % JAIL_UID_SLOTS
+            fd = os.open(folder / f"uid-{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self._fd, self.uid = fd, JAIL_UID_BASE + slot
+            return self
+        raise UserError(f"all {JAIL_UID_SLOTS} jail user ids are in use: wait for sessions to finish")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
