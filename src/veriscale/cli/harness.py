@@ -13,6 +13,7 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
+from veriscale.cli import harness_jail
 from veriscale.cli.common import console, emit_json, err_console, user_errors
 
 harness_app = typer.Typer(
@@ -295,6 +296,8 @@ def score_command(
 def register(app: typer.Typer) -> None:
     """Add the ``harness`` sub-app to the main ``veriscale`` app."""
     _add_run_command(harness_app)
+    if not any(getattr(c, "name", None) == "jail-run" for c in harness_app.registered_commands):
+        harness_jail.register(harness_app)
     app.add_typer(harness_app, name="harness")
 
 
@@ -318,6 +321,9 @@ def _add_run_command(sub_app: typer.Typer) -> None:
         skills: Optional[List[Path]] = typer.Option(None, "--skills", help="Skills folder (repeatable; default: the bundled skills)."),
         executor: str = typer.Option("builtin", "--executor", help="builtin (tool-calling loop) or pi (npm @mariozechner/pi-coding-agent)."),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+        memory: str = harness_jail.MEMORY, pids: int = harness_jail.PIDS, cpu: int = harness_jail.CPU,
+        tmpfs: str = harness_jail.TMPFS, output: str = harness_jail.OUTPUT, capture: str = harness_jail.CAPTURE,
+        relay: int = harness_jail.RELAY,
     ) -> None:
         """Verify tasks: resolve and challenge in parallel, adjudicate, deliver; outcomes in <task>.runs/<run-id>/.
 
@@ -329,7 +335,8 @@ def _add_run_command(sub_app: typer.Typer) -> None:
             options = RunOptions(model_uri=model, contract=contract, concurrency=concurrency,
                                  phase_timeout_s=phase_timeout, no_jail=no_jail, max_steps=max_steps,
                                  max_tokens=max_tokens, run_id=run_id, runs_root=runs_dir,
-                                 skills_dirs=skills if skills else None, executor=executor)
+                                 skills_dirs=skills if skills else None, executor=executor,
+                                 jail_limits=harness_jail.jail_limits(memory, pids, cpu, tmpfs, output, capture, relay))
             summary = run_tasks(task_dirs, options,
                                 log=lambda line: err_console.print(line, highlight=False, markup=False, soft_wrap=True))
         if as_json:

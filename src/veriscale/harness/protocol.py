@@ -51,7 +51,7 @@ from veriscale.errors import UserError
 from veriscale.harness.agent import AgentLimits
 from veriscale.harness.delivery_gate import copy_base, keep_base_files, publish_delivery
 from veriscale.harness.executors import Executor, SessionResult, SessionSpec
-from veriscale.harness.jail import JAIL_OFF_MESSAGE
+from veriscale.harness.jail import JAIL_OFF_MESSAGE, JailLimits
 from veriscale.harness.ledgers import (
     BASE_NONE,
     CONTRACTS,
@@ -81,6 +81,7 @@ class ProtocolConfig:
     run_timeout_s: float = 120.0
     no_jail: bool = False
     skills_dirs: Sequence[Path] = ()
+    jail_limits: JailLimits = field(default_factory=JailLimits)
     agenda_items_in_prompt: int = AGENDA_ITEMS_IN_PROMPT
     consensus_items_in_prompt: int = CONSENSUS_ITEMS_IN_PROMPT
 
@@ -122,6 +123,12 @@ class RunLayout:
     def phase_file(self, phase: str) -> Path:
         return self.root / "phases" / f"{phase}.json"
 
+    def visible_dirs(self, phase: str, skills_dirs: Sequence[Path] = ()) -> list[Path]:
+        """Read-only folders a session of ``phase`` sees beside the task: the claim map
+        (resolve, challenge) or the staged ledgers (adjudicate, deliver), then the skills."""
+        own = self.claims_dir if phase in ("resolve", "challenge") else self.evidence_dir
+        return [own, *skill_mounts(skills_dirs)]
+
     def record(self, phase: str) -> Path:
         names = {"resolve": "ledger.json", "challenge": "ledger.json", "adjudicate": "finish.json", "deliver": "repair.json"}
         return self.session_dir(phase) / names[phase]
@@ -142,6 +149,24 @@ class RunLayout:
     @property
     def outcome_file(self) -> Path:
         return self.root / "outcome.json"
+
+
+_SESSION_TO_PHASE = {"resolver": "resolve", "challenger": "challenge", "adjudication": "adjudicate",
+                     "delivery": "deliver"}
+
+
+def protocol_phase(name: str) -> str:
+    """``resolve``/``challenge``/``adjudicate``/``deliver`` for a phase or skill-session name
+    (``resolver``, ``falsify``, ``adjudication``, ``repair``, ...); UserError for anything else."""
+    from veriscale.harness.skill_library import session_for
+
+    if name in PHASES:
+        return name
+    try:
+        return _SESSION_TO_PHASE[session_for(name)]
+    except UserError:
+        raise UserError(f"unknown phase '{name}': use resolve, challenge, adjudicate or deliver "
+                        "(or a skill phase name: resolver, falsify, adjudication, repair, ...)") from None
 
 
 RECORD_KIND = {"resolve": "resolver", "challenge": "challenger", "adjudicate": "finish", "deliver": "repair"}
@@ -378,6 +403,7 @@ class _Protocol:
             model_uri=self.config.model_uri, record_path=record,
             record_check=record_check(RECORD_KIND[phase], self.context_for_read(phase)),
             visible_dirs=[p for p in visible if p.exists()], limits=self.config.limits,
+            jail_limits=self.config.jail_limits,
             run_timeout_s=self.config.run_timeout_s, no_jail=self.config.no_jail, continue_session=continue_session)
         with self.slots:
             self.log(f"{self.task.name}: {phase} started ({self.executor.name})")
@@ -412,7 +438,7 @@ class _Protocol:
             claims=self.layout.claims_dir, record=self.layout.record("resolve"),
             agenda=_agenda_text(self.agenda, self.config.agenda_items_in_prompt)) + skills
         user = f"The task:\n{self.task.task_text()}\nResolve the disputed claims and write your ledger."
-        result = self.session("resolve", system, user, [self.layout.claims_dir, *skill_mounts(self.config.skills_dirs)])
+        result = self.session("resolve", system, user, self.layout.visible_dirs("resolve", self.config.skills_dirs))
         self.finish_phase("resolve", result)
 
     def run_challenge(self) -> None:
@@ -421,7 +447,7 @@ class _Protocol:
             claims=self.layout.claims_dir, record=self.layout.record("challenge"),
             consensus=_consensus_text(self.claims, self.config.consensus_items_in_prompt)) + skills
         user = f"The task:\n{self.task.task_text()}\nChallenge the consensus and write your ledger."
-        result = self.session("challenge", system, user, [self.layout.claims_dir, *skill_mounts(self.config.skills_dirs)])
+        result = self.session("challenge", system, user, self.layout.visible_dirs("challenge", self.config.skills_dirs))
         self.finish_phase("challenge", result)
 
     def stage_evidence(self) -> list[str]:
@@ -446,7 +472,7 @@ class _Protocol:
             evidence=self.layout.evidence_dir, ledger_status="\n".join(status_lines),
             record=self.layout.record("adjudicate")) + skills
         user = f"The task:\n{self.task.task_text()}\nAdjudicate and write finish.json."
-        result = self.session("adjudicate", system, user, [self.layout.evidence_dir, *skill_mounts(self.config.skills_dirs)])
+        result = self.session("adjudicate", system, user, self.layout.visible_dirs("adjudicate", self.config.skills_dirs))
         transcript = self.layout.transcript("adjudicate")
         lines = len(transcript.read_text(encoding="utf-8").splitlines()) if transcript.is_file() else 0
         self.finish_phase("adjudicate", result, extra={"transcript_lines": lines})
@@ -469,7 +495,7 @@ class _Protocol:
             skills = (load_phase_skills("deliver", self.config.skills_dirs))
             user = _DELIVER.format(base=base if base != BASE_NONE else "none: start from an empty folder",
                                    deliverables=out, finish=self.layout.record("adjudicate"), record=record, skills=skills)
-            result = self.session("deliver", "", user, [self.layout.evidence_dir, *skill_mounts(self.config.skills_dirs)],
+            result = self.session("deliver", "", user, self.layout.visible_dirs("deliver", self.config.skills_dirs),
                                   continue_session=True)
         state_probe = read_record(record, "repair", self.context("deliver"))[1]
         session_failed = (result is not None and not result.ok) or bool(state_probe)

@@ -20,14 +20,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from veriscale.errors import UserError
 from veriscale.harness.agent import AgentLimits
 from veriscale.harness.executors import Executor, make_executor
-from veriscale.harness.jail import JAIL_OFF_MESSAGE, check_jail_available
+from veriscale.harness.jail import JAIL_OFF_MESSAGE, JailLimits, check_jail_available
 from veriscale.harness.ledgers import CONTRACTS
 from veriscale.harness.protocol import ProtocolConfig, RunLayout, run_protocol
 from veriscale.models.base import ModelBackend
@@ -60,6 +60,7 @@ class RunOptions:
     runs_root: Path | None = None
     skills_dirs: Sequence[Path] | None = None
     executor: str = "builtin"
+    jail_limits: JailLimits = field(default_factory=JailLimits)
 
     def check(self) -> None:
         if self.contract not in CONTRACTS:
@@ -80,7 +81,7 @@ class RunOptions:
         skills = default_skills_dirs() if self.skills_dirs is None else [Path(p).resolve() for p in self.skills_dirs]
         return ProtocolConfig(model_uri=self.model_uri, contract=self.contract, limits=limits,
                               run_timeout_s=min(self.run_timeout_s, self.phase_timeout_s),
-                              no_jail=self.no_jail, skills_dirs=skills)
+                              no_jail=self.no_jail, skills_dirs=skills, jail_limits=self.jail_limits)
 
 
 def jail_aware_log(sink: Callable[[str], None], no_jail: bool) -> Callable[[str], None]:
