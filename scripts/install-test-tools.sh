@@ -2,6 +2,8 @@
 # Install the non-Python tools the test suite uses, idempotently:
 #   bubblewrap (Debian)                 the harness jail
 #   @mariozechner/pi-coding-agent (npm) the external agent executor, into .tools/
+#   libseccomp2 (Debian)                the jail's syscall filter
+#   a user veriscale-ci + a venv        the unprivileged pass of the jail suites (root only)
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -20,4 +22,18 @@ PI_VERSION=0.73.1
 if [ ! -f .tools/node_modules/@mariozechner/pi-coding-agent/package.json ] || \
    ! grep -q "\"version\": \"$PI_VERSION\"" .tools/node_modules/@mariozechner/pi-coding-agent/package.json; then
   npm install --silent --no-audit --no-fund --prefix .tools "@mariozechner/pi-coding-agent@$PI_VERSION"
+fi
+
+# Root only: an unprivileged user and a Python it can reach, so the jail suites run a second
+# time as a normal user (tests/harness/test_unprivileged_pass.py). /usr/bin/python3 is used
+# because the interpreter that runs the tests may live below /root, which that user cannot enter.
+if [ "$(id -u)" -eq 0 ]; then
+  CI_USER=veriscale-ci
+  id "$CI_USER" >/dev/null 2>&1 || useradd --create-home --home-dir "/home/$CI_USER" --shell /bin/sh "$CI_USER"
+  VENV="/home/$CI_USER/venv"
+  [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV"
+  log=$(mktemp)
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r .ci/unprivileged-requirements.txt >"$log" 2>&1 \
+    || { cat "$log"; rm -f "$log"; exit 1; }
+  rm -f "$log"
 fi

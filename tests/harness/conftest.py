@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import jail_probe
 from veriscale.harness.materialize import materialize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness"
@@ -29,3 +30,30 @@ def materialized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         by_name = {original: label for label, original in archive["label_map"].items()}
         built[name] = {"dir": root / name, "report": report, "archive": archive, "by_name": by_name}
     return built
+
+
+@pytest.fixture()
+def layout(tmp_path: Path) -> dict[str, Path]:
+    """A data root with an answer key, a task with its archive beside it, and two sessions."""
+    data_root = tmp_path / "data"
+    data_root.mkdir()
+    (data_root / "answers.json").write_text(jail_probe.ANSWER)
+    tasks = tmp_path / "tasks"
+    task = tasks / "t1"
+    (task / "spec").mkdir(parents=True)
+    (task / "spec" / "task.md").write_text(jail_probe.TASK_TEXT)
+    (task / "workspace").mkdir()
+    (task / "workspace" / "input.csv").write_text("year,revenue\n2024,100\n")
+    (task / "rollouts" / "r01" / "deliverables").mkdir(parents=True)
+    (task / "rollouts" / "r01" / "deliverables" / "report.md").write_text(jail_probe.EVIDENCE)
+    (tasks / "t1.scores.json").write_text(jail_probe.ARCHIVED)
+    (task / "sessions" / "other").mkdir(parents=True)
+    (task / "sessions" / "other" / "notes.md").write_text(jail_probe.OTHER_NOTES)
+    return {
+        "task": task,
+        "answers": data_root / "answers.json",
+        "archive": tasks / "t1.scores.json",
+        "other_notes": task / "sessions" / "other" / "notes.md",
+        "report": task / "rollouts" / "r01" / "deliverables" / "report.md",
+        "out": task / "sessions" / "s1",
+    }

@@ -14,106 +14,30 @@ import socket
 import stat
 import subprocess
 import sys
-import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.harness.jail_probe import (
+    ANSWER, ARCHIVED, EVIDENCE, OTHER_NOTES, TASK_TEXT, failed, probe, session_spec,
+)
 from veriscale.errors import UserError
 from veriscale.harness import jail
-from veriscale.harness.jail_limits import JAIL_UID_BASE, JAIL_UID_SLOTS
 from veriscale.harness.jail import (
     INSIDE_UID,
     JAIL_OFF_MESSAGE,
     JailResult,
-    JailSpec,
     check_jail_available,
     run_jailed,
 )
-
-ANSWER = "ANSWER-KEY-7f3a"
-ARCHIVED = "ARCHIVED-SCORE-91c2"
-OTHER_NOTES = "OTHER-SESSION-NOTES-5d0e"
-EVIDENCE = "rollout r01 says revenue grew 12%"
-TASK_TEXT = "Compute the revenue growth."
-
-# Prelude of every in-jail probe: run attempts, record "ok" or the errno name, print JSON.
-PROBE_PRELUDE = textwrap.dedent(
-    """
-    import ctypes, errno, json, os, socket, sys
-    results = {}
-    def attempt(name, fn):
-        try:
-            value = fn()
-            results[name] = "ok" if value is None else ["ok", value]
-        except OSError as exc:
-            results[name] = errno.errorcode.get(exc.errno, str(exc))
-    def read(path):
-        with open(path) as handle:
-            return handle.read()
-    libc = ctypes.CDLL(None, use_errno=True)
-    def syscall_result(rc):
-        if rc != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
-    """
-)
+from veriscale.harness.jail_limits import JAIL_UID_BASE, JAIL_UID_SLOTS
 
 
 @pytest.fixture(scope="module", autouse=True)
 def jail_available() -> None:
     check_jail_available()
-
-
-@pytest.fixture()
-def layout(tmp_path: Path) -> dict[str, Path]:
-    """A data root with an answer key, a task with its archive beside it, and two sessions."""
-    data_root = tmp_path / "data"
-    data_root.mkdir()
-    (data_root / "answers.json").write_text(ANSWER)
-    tasks = tmp_path / "tasks"
-    task = tasks / "t1"
-    (task / "spec").mkdir(parents=True)
-    (task / "spec" / "task.md").write_text(TASK_TEXT)
-    (task / "workspace").mkdir()
-    (task / "workspace" / "input.csv").write_text("year,revenue\n2024,100\n")
-    (task / "rollouts" / "r01" / "deliverables").mkdir(parents=True)
-    (task / "rollouts" / "r01" / "deliverables" / "report.md").write_text(EVIDENCE)
-    (tasks / "t1.scores.json").write_text(ARCHIVED)
-    (task / "sessions" / "other").mkdir(parents=True)
-    (task / "sessions" / "other" / "notes.md").write_text(OTHER_NOTES)
-    return {
-        "task": task,
-        "answers": data_root / "answers.json",
-        "archive": tasks / "t1.scores.json",
-        "other_notes": task / "sessions" / "other" / "notes.md",
-        "report": task / "rollouts" / "r01" / "deliverables" / "report.md",
-        "out": task / "sessions" / "s1",
-    }
-
-
-def session_spec(layout: dict[str, Path], **overrides: object) -> JailSpec:
-    options: dict[str, object] = {
-        "task_dir": layout["task"],
-        "writable_dir": layout["out"],
-        "hidden": [layout["task"] / "sessions"],
-    }
-    options.update(overrides)
-    return JailSpec(**options)  # type: ignore[arg-type]
-
-
-def probe(spec: JailSpec, body: str) -> dict[str, object]:
-    """Run the attempts in ``body`` inside the jail; return what each one got."""
-    code = PROBE_PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(results))\n"
-    result = run_jailed(spec, [sys.executable, "-c", code], timeout_s=20)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def failed(outcome: object) -> bool:
-    return isinstance(outcome, str) and outcome != "ok"
 
 
 # --- what a session can do ----------------------------------------------------------------
@@ -309,6 +233,8 @@ def docker_socket() -> Iterator[str]:
     if os.path.exists(path):
         yield path
         return
+    if not os.access("/run", os.W_OK):
+        pytest.skip("no /run/docker.sock here and /run is not writable to plant a fake one (unprivileged run)")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(4)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.harness.test_jail import PROBE_PRELUDE, failed, layout, probe, session_spec  # noqa: F401
+from tests.harness.jail_probe import failed, probe, session_spec
 from veriscale.harness.delivery_gate import copy_base, keep_base_files
 from veriscale.harness.executors import PiExecutor, SessionSpec
 from veriscale.harness.jail import JailSpec, check_jail_available, run_jailed
@@ -39,23 +42,44 @@ def _sh(spec: JailSpec, script: str) -> str:
 # --- 1. root outside must not mean root-owned effects ------------------------------------------
 
 
-def _host_uid_of_session(uid_map: str, inside_uid: int) -> int:
-    for line in uid_map.splitlines():
-        inside, outside, count = (int(x) for x in line.split())
-        if inside <= inside_uid < inside + count:
-            return outside + (inside_uid - inside)
-    raise AssertionError(f"inside uid {inside_uid} is not mapped: {uid_map!r}")
+def _host_uids_of(marker: str) -> set[int]:
+    """Real uids, as the host sees them, of the processes whose last argument is ``marker``: the
+    session's own command (bubblewrap, which sets the jail up, carries it inside its JSON argument)."""
+    uids = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes().split(b"\0")[-2:-1] == [marker.encode()]:
+                status = (proc / "status").read_text()
+                uids.add(int(status.split("\nUid:\t", 1)[1].split()[0]))
+        except (OSError, IndexError):
+            continue
+    return uids
 
 
 def test_session_runs_as_an_unprivileged_host_identity(layout: dict[str, Path]) -> None:
-    results = probe(session_spec(layout), """
-        attempt("uid", lambda: os.getuid())
-        attempt("uid_map", lambda: read("/proc/self/uid_map"))
-        """)
-    host_uid = _host_uid_of_session(results["uid_map"][1], results["uid"][1])  # type: ignore[index]
-    assert host_uid != 0
+    marker = f"veriscale-whoami-{os.getpid()}"
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.update(_host_uids_of(marker))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = run_jailed(session_spec(layout), [sys.executable, "-c", "import time; time.sleep(1.5)", marker],
+                            timeout_s=30)
+    finally:
+        done.set()
+        watcher.join()
+    assert result.returncode == 0 and seen, result.stderr
+    assert 0 not in seen  # seen from the host: no session process is root
     if os.geteuid() != 0:
-        assert host_uid == os.geteuid()
+        assert seen == {os.geteuid()}
+    else:
+        assert seen == {result.host_uid}
 
 
 def test_global_sysctls_are_not_writable(layout: dict[str, Path]) -> None:

@@ -302,7 +302,7 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
         harvest_r, harvest_w = os.pipe()
         reader = HarvestReader(harvest_r, spec.limits.output_bytes)
         rlimits = {"CPU": spec.limits.cpu_s, "FSIZE": spec.limits.output_bytes, "CORE": 0,
-                   "NPROC": spec.limits.pids + 8}
+                   "NPROC": spec.limits.pids}
         if box.kind == "rlimits":
             rlimits["AS"] = spec.limits.memory_bytes
         plan = Plan(seccomp_fd=seccomp, harvest_fd=harvest_w, deadline_s=timeout_s, drop_to=drop_to,

@@ -4,7 +4,7 @@ Standard library only: bubblewrap runs it with the host's interpreter (``python3
 veriscale is not importable inside. It gets one JSON argument::
 
     python3 -I /.veriscale/inside.py '{"drop": [1900000004, 1900000004], "rlimits": {...},
-        "seed": ["/.veriscale/seed", "/abs/out"], "relay": ["/.veriscale/model.sock", 8000],
+        "seed": ["/.veriscale/seed", "/abs/out"], "relay": ["/.veriscale/model.sock", 8000, 16],
         "harvest_fd": 5, "deadline_s": 120, "cwd": "/abs/out", "command": ["sh", "-c", "..."]}'
 
 and in order: drops every capability and switches to ``drop`` (host root callers only), sets
@@ -74,7 +74,7 @@ def seed(source: str, dest: str) -> None:
             shutil.copyfile(entry.path, target)
 
 
-def start_relay(unix_path: str, port: int) -> None:
+def start_relay(unix_path: str, port: int, max_connections: int) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import socket
 
@@ -84,7 +84,8 @@ def start_relay(unix_path: str, port: int) -> None:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(64)
-    threading.Thread(target=serve_forever, args=(listener, lambda: connect_unix(unix_path)), daemon=True).start()
+    threading.Thread(target=serve_forever, args=(listener, lambda: connect_unix(unix_path)),
+                     kwargs={"max_connections": max_connections}, daemon=True).start()
 
 
 def run(command: list, cwd: str, deadline_s: float) -> int:
@@ -138,7 +139,7 @@ def main(argv: list) -> int:
     if config.get("seed"):
         seed(*config["seed"])
     if config.get("relay"):
-        start_relay(config["relay"][0], int(config["relay"][1]))
+        start_relay(config["relay"][0], int(config["relay"][1]), int(config["relay"][2]))
     code = run(config["command"], config["cwd"], float(config["deadline_s"]))
     if config.get("harvest_fd") is not None and config.get("seed"):
         try:

@@ -244,7 +244,7 @@ def bwrap_command(spec: "JailSpec", argv: Sequence[str], plan: Plan, env_path: s
     relay = None
     if plan.forward_socket is not None and spec.model_endpoint is not None:
         layout.add(["--ro-bind", str(plan.forward_socket), INSIDE_SOCKET_PATH], INSIDE_SOCKET_PATH)
-        relay = [INSIDE_SOCKET_PATH, inside_port(spec.model_endpoint)]
+        relay = [INSIDE_SOCKET_PATH, inside_port(spec.model_endpoint), spec.limits.relay_connections]
     cmd = layout.cmd + _container_masks(env_path)
     cmd += ["--remount-ro", "/", "--remount-ro", "/dev", "--seccomp", str(plan.seccomp_fd),
             "--chdir", str(spec.cwd), "--"]

@@ -63,7 +63,12 @@ def serve_forever(listener: socket.socket, connect: Callable[[], socket.socket],
         if slots is not None and not slots.acquire(blocking=False):
             client.close()
             continue
-        threading.Thread(target=_relay_client, args=(client, connect, slots, prepare), daemon=True).start()
+        try:
+            threading.Thread(target=_relay_client, args=(client, connect, slots, prepare), daemon=True).start()
+        except RuntimeError:  # no thread to be had (a process limit): refuse this client, keep serving
+            client.close()
+            if slots is not None:
+                slots.release()
 
 
 def _relay_client(client: socket.socket, connect: Callable[[], socket.socket],
