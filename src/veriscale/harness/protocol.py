@@ -54,12 +54,14 @@ from veriscale.harness.executors import Executor, SessionResult, SessionSpec
 from veriscale.harness.jail import JAIL_OFF_MESSAGE, JailLimits
 from veriscale.harness.ledgers import (
     BASE_NONE,
+    MAX_RECORD_BYTES,
     CONTRACTS,
     RecordContext,
     evidence_ids,
     read_record,
     record_check,
 )
+from veriscale.harness.safe_fs import read_bytes_beneath, write_plain_file
 from veriscale.harness.skill_library import BUILTIN_SKILLS_DIR, load_skills, skill_index
 from veriscale.harness.workspace import TaskWorkspace
 
@@ -457,7 +459,9 @@ class _Protocol:
         lines = []
         for phase, name in (("resolve", "resolver"), ("challenge", "challenger")):
             if self.valid_record(phase) is not None:
-                shutil.copy2(self.layout.record(phase), self.layout.evidence_dir / f"{name}.json")
+                record = self.layout.record(phase)  # read without following links, written afresh
+                write_plain_file(self.layout.evidence_dir / f"{name}.json",
+                                 read_bytes_beneath(record.parent, record.name, max_bytes=MAX_RECORD_BYTES))
                 lines.append(f"- {name}.json: valid (cite its entries as {name}:<id>)")
             else:
                 why = self.phases.get(phase, {}).get("reason", "not run")

@@ -116,6 +116,11 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
         backend = load_backend(options.model_uri)  # a bad URI stops the run before any work
     executor = executor or make_executor(options.executor, backend)
     log = jail_aware_log(log or (lambda _line: None), options.no_jail)
+    if not options.no_jail:
+        from veriscale.harness.jail_limits import ResourceBox
+
+        with ResourceBox(options.jail_limits) as probe:
+            log(probe.describe())
     slots = threading.BoundedSemaphore(options.concurrency)
 
     def one(task_dir: Path) -> dict[str, Any]:
