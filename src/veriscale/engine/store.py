@@ -1,8 +1,10 @@
 """The SQLite store: every model call and every run, committed as it completes.
 
-Readable with any SQLite tool (tables ``calls``, ``runs``, ``meta``). A call is keyed by a hash
-of the model fingerprint, prompt-template version, prompt and parameters; a rerun finds every
-call that already succeeded, so a killed run resumes without repeating finished work::
+Readable with any SQLite tool (tables ``calls``, ``runs``, ``run_calls``, ``meta``; the schema
+changes only through :mod:`veriscale.engine.migrations`). A call is keyed by a hash of the
+model fingerprint, prompt-template version, prompt and parameters; a rerun finds every call
+that already succeeded, so a killed run resumes without repeating finished work. ``run_calls``
+links each run to every call it used, cache hits included::
 
     store = Store.open()                      # per-user data dir, or Store.open("x.sqlite3")
     key = call_key(fingerprint, "v1", request_dict)
@@ -24,36 +26,10 @@ from typing import Any, Iterator
 
 import platformdirs
 
+from veriscale.engine.migrations import migrate
 from veriscale.errors import UserError
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS calls (
-    key TEXT PRIMARY KEY,
-    model TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    prompt_version TEXT NOT NULL,
-    request TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
-    response TEXT,
-    error TEXT,
-    latency_s REAL,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    command TEXT NOT NULL,
-    model TEXT,
-    args TEXT NOT NULL,
-    status TEXT NOT NULL,
-    result TEXT,
-    created_at REAL NOT NULL,
-    finished_at REAL
-);
-CREATE TABLE IF NOT EXISTS meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-"""
+_RUN_COLUMNS = "id, command, model, args, status, result, created_at, finished_at, parent_id"
 
 
 def default_store_path() -> Path:
@@ -80,6 +56,7 @@ class RunRecord:
     result: Any
     created_at: float
     finished_at: float | None
+    parent_id: int | None = None
 
 
 class Store:
@@ -100,7 +77,7 @@ class Store:
             conn = sqlite3.connect(str(p), check_same_thread=False, timeout=30.0, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(SCHEMA)
+            migrate(conn, f"store file '{p}'")
         except sqlite3.DatabaseError as exc:
             raise UserError(f"store file '{p}' is not a readable veriscale store ({exc}): pass --store with another path") from None
         except OSError as exc:
@@ -122,20 +99,56 @@ class Store:
 
     def put_call(self, key: str, *, model: str, fingerprint: str, prompt_version: str,
                  request: dict[str, Any], status: str, response: dict[str, Any] | None = None,
-                 error: str | None = None, latency_s: float | None = None) -> None:
+                 error: str | None = None, latency_s: float | None = None, kind: str = "score",
+                 prompt_tokens: int | None = None, cached_tokens: int | None = None,
+                 completion_tokens: int | None = None) -> None:
         """Commit one call's outcome. A success is never overwritten by a later failure."""
         with self._lock:
             self._conn.execute(
                 """INSERT INTO calls (key, model, fingerprint, prompt_version, request, status,
-                                      response, error, latency_s, created_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                      response, error, latency_s, created_at, kind, prompt_tokens,
+                                      cached_tokens, completion_tokens)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT(key) DO UPDATE SET status=excluded.status, response=excluded.response,
-                       error=excluded.error, latency_s=excluded.latency_s, created_at=excluded.created_at
+                       error=excluded.error, latency_s=excluded.latency_s, created_at=excluded.created_at,
+                       prompt_tokens=excluded.prompt_tokens, cached_tokens=excluded.cached_tokens,
+                       completion_tokens=excluded.completion_tokens
                    WHERE calls.status != 'ok' OR excluded.status = 'ok'""",
                 (key, model, fingerprint, prompt_version, json.dumps(request, ensure_ascii=False),
                  status, json.dumps(response) if response is not None else None, error, latency_s,
-                 time.time()),
+                 time.time(), kind, prompt_tokens, cached_tokens, completion_tokens),
             )
+
+    def link_call(self, run_id: int, key: str, *, cache_hit: bool, label: str | None = None) -> None:
+        """Record that run ``run_id`` used call ``key`` (a cache hit or not)."""
+        with self._lock:
+            self._conn.execute("INSERT INTO run_calls (run_id, call_key, cache_hit, label, at) VALUES (?, ?, ?, ?, ?)",
+                               (run_id, key, int(cache_hit), label, time.time()))
+
+    def run_calls(self, run_id: int) -> list[dict[str, Any]]:
+        """Every call run ``run_id`` used, in order, with its kind, status, tokens and latency."""
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT rc.call_key, rc.cache_hit, rc.label, c.kind, c.status, c.prompt_tokens,
+                          c.cached_tokens, c.completion_tokens, c.latency_s, c.error
+                   FROM run_calls rc LEFT JOIN calls c ON c.key = rc.call_key
+                   WHERE rc.run_id = ? ORDER BY rc.id""", (run_id,)).fetchall()
+        names = ("key", "cache_hit", "label", "kind", "status", "prompt_tokens", "cached_tokens",
+                 "completion_tokens", "latency_s", "error")
+        return [dict(zip(names, (r[0], bool(r[1]), *r[2:]))) for r in rows]
+
+    def run_cost(self, run_id: int) -> dict[str, Any]:
+        """Totals over a run's calls and those of its child runs (harness tasks)."""
+        ids = [run_id] + [r.id for r in self.child_runs(run_id)]
+        total = {"calls": 0, "cache_hits": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        for rid in ids:
+            for call in self.run_calls(rid):
+                total["cache_hits" if call["cache_hit"] else "calls"] += 1
+                total["failed"] += call["status"] == "failed"
+                if not call["cache_hit"]:
+                    total["prompt_tokens"] += call["prompt_tokens"] or 0
+                    total["completion_tokens"] += call["completion_tokens"] or 0
+        return total
 
     def count_calls(self, status: str | None = None) -> int:
         with self._lock:
@@ -144,13 +157,20 @@ class Store:
             return self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
     # -- runs --------------------------------------------------------------------------
-    def start_run(self, command: str, model: str | None, args: dict[str, Any]) -> int:
+    def start_run(self, command: str, model: str | None, args: dict[str, Any], *,
+                  parent_id: int | None = None) -> int:
         with self._lock:
             cur = self._conn.execute(
-                "INSERT INTO runs (command, model, args, status, created_at) VALUES (?, ?, ?, 'running', ?)",
-                (command, model, json.dumps(args, default=str), time.time()),
+                "INSERT INTO runs (command, model, args, status, created_at, parent_id) VALUES (?, ?, ?, 'running', ?, ?)",
+                (command, model, json.dumps(args, default=str), time.time(), parent_id),
             )
             return int(cur.lastrowid)
+
+    def child_runs(self, run_id: int) -> list[RunRecord]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_id = ? ORDER BY id", (run_id,)).fetchall()
+        return [self._run(row) for row in rows]
 
     def finish_run(self, run_id: int, status: str, result: Any) -> None:
         with self._lock:
@@ -160,7 +180,7 @@ class Store:
             )
 
     def runs(self, limit: int | None = None) -> list[RunRecord]:
-        sql = "SELECT id, command, model, args, status, result, created_at, finished_at FROM runs ORDER BY id DESC"
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_id IS NULL ORDER BY id DESC"
         params: tuple[Any, ...] = ()
         if limit:
             sql += " LIMIT ?"
@@ -172,7 +192,7 @@ class Store:
     def run(self, run_id: int) -> RunRecord | None:
         with self._lock:
             row = self._conn.execute(
-                "SELECT id, command, model, args, status, result, created_at, finished_at FROM runs WHERE id = ?",
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
                 (run_id,),
             ).fetchone()
         return self._run(row) if row else None
@@ -180,7 +200,7 @@ class Store:
     @staticmethod
     def _run(row: tuple[Any, ...]) -> RunRecord:
         return RunRecord(row[0], row[1], row[2], json.loads(row[3]), row[4],
-                         json.loads(row[5]) if row[5] else None, row[6], row[7])
+                         json.loads(row[5]) if row[5] else None, row[6], row[7], row[8])
 
     def iter_calls(self) -> Iterator[dict[str, Any]]:
         with self._lock:

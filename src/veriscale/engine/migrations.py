@@ -1,0 +1,100 @@
+"""Versioned changes to the store's schema, applied in order when a store is opened.
+
+The version lives in the ``meta`` table (``schema_version``; a store from before migrations
+has none and is version 1). Each migration runs in one transaction with its version bump, so a
+store is always at exactly one version; a store newer than this veriscale is refused::
+
+    version = migrate(conn)        # -> SCHEMA_VERSION, after applying what was missing
+
+Add a migration by appending ``(N, [sql, ...])`` to :data:`MIGRATIONS`; never edit one that
+has shipped (a test opens a store written by the first release and checks every row survives).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from veriscale.errors import UserError
+
+BASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    request TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+    response TEXT,
+    error TEXT,
+    latency_s REAL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    command TEXT NOT NULL,
+    model TEXT,
+    args TEXT NOT NULL,
+    status TEXT NOT NULL,
+    result TEXT,
+    created_at REAL NOT NULL,
+    finished_at REAL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (2, [
+        # what kind of call (a score slot, a chat turn, traffic an external agent sent through the jail relay)
+        "ALTER TABLE calls ADD COLUMN kind TEXT NOT NULL DEFAULT 'score'",
+        "ALTER TABLE calls ADD COLUMN prompt_tokens INTEGER",
+        "ALTER TABLE calls ADD COLUMN cached_tokens INTEGER",
+        "ALTER TABLE calls ADD COLUMN completion_tokens INTEGER",
+        # every call a run used, cache hits included, in the order it used them
+        """CREATE TABLE run_calls (
+               id INTEGER PRIMARY KEY AUTOINCREMENT,
+               run_id INTEGER NOT NULL REFERENCES runs(id),
+               call_key TEXT NOT NULL,
+               cache_hit INTEGER NOT NULL,
+               label TEXT,
+               at REAL NOT NULL)""",
+        "CREATE INDEX run_calls_by_run ON run_calls(run_id)",
+        "ALTER TABLE runs ADD COLUMN parent_id INTEGER REFERENCES runs(id)",
+    ]),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 1
+
+
+def migrate(conn: sqlite3.Connection, where: str = "the store") -> int:
+    """Bring ``conn``'s schema up to :data:`SCHEMA_VERSION`; returns the version it ends at."""
+    conn.executescript(BASE_SCHEMA)
+    version = current_version(conn)
+    if version > SCHEMA_VERSION:
+        raise UserError(f"{where} has schema version {version}, newer than this veriscale knows ({SCHEMA_VERSION}): "
+                        "upgrade veriscale, or pass --store with another file")
+    for target, statements in MIGRATIONS:
+        if target <= version:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if current_version(conn) >= target:  # another process migrated it meanwhile
+                conn.execute("COMMIT")
+                version = target
+                continue
+            for sql in statements:
+                conn.execute(sql)
+            conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(target),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        version = target
+    return version
