@@ -1,0 +1,230 @@
+"""The gateway: the one door every model call goes through, as an asyncio core.
+
+Per call it looks up the store by key (a hit costs nothing), enforces the call budget before
+spending, routes to an endpoint of the model's pool (prefix affinity, per-endpoint concurrency,
+rate limits), bounds the call by a deadline, commits the outcome as it completes (a failure is
+recorded, never turned into a score), counts usage, and links the call to the current run::
+
+    gw = Gateway(backend, store, prompt_version="v3", run_id=run)
+    outcomes = await gw.run([PlannedCall(request) for request in requests], progress=bar.advance)
+    reply = await gw.chat(messages, tools=tools, seed=0)        # cached by messages, tools, params, seed
+    gw.usage.model_calls, gw.usage.cache_hits
+
+Synchronous code uses :class:`veriscale.engine.executor.CallExecutor`, a thin facade over this.
+Cancelling a call leaves the store as it was: outcomes are written only once they are complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from veriscale.engine.routing import Endpoint, EndpointPool
+from veriscale.engine.store import Store, call_key
+from veriscale.engine.usage import Estimate, Usage
+from veriscale.errors import BudgetExceeded, ModelCallError
+from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
+
+#: Version of the chat-call cache key (messages, tools, parameters, seed).
+CHAT_KEY_VERSION = "chat-v1"
+
+
+@dataclass
+class PlannedCall:
+    request: ScoreRequest
+    tag: Any = None  # the caller's bookkeeping (criterion, repeat, slot...)
+    key: str = ""
+
+
+@dataclass
+class CallOutcome:
+    call: PlannedCall
+    response: ScoreResponse | None
+    cache_hit: bool
+    error: str | None = None
+
+
+Progress = Callable[[CallOutcome], None]
+
+
+def _prompt_text(request: ScoreRequest) -> str:
+    return "\n".join(m.content for m in request.messages) + request.prefill
+
+
+class Gateway:
+    """Model calls of one job (one model pool, one store, one budget, one run)."""
+
+    def __init__(self, model: ModelBackend | EndpointPool | Sequence[ModelBackend], store: Store | None, *,
+                 prompt_version: str, refresh: bool = False, max_calls: int | None = None,
+                 concurrency: int = 4, run_id: int | None = None, deadline_s: float | None = None,
+                 rpm: int | None = None, tpm: int | None = None) -> None:
+        if isinstance(model, EndpointPool):
+            self.pool = model
+        else:
+            backends = list(model) if isinstance(model, (list, tuple)) else [model]
+            self.pool = EndpointPool(backends, concurrency=max(1, concurrency), rpm=rpm, tpm=tpm)
+        self.model = self.pool.primary
+        self.store = store
+        self.prompt_version = prompt_version
+        self.refresh = refresh
+        self.max_calls = max_calls
+        self.run_id = run_id
+        self.deadline_s = deadline_s
+        self.usage = Usage()
+        self._fingerprint: str | None = None
+
+    # -- keys and the cache ------------------------------------------------------------------
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = self.model.fingerprint()
+        return self._fingerprint
+
+    def keyed(self, calls: Sequence[PlannedCall]) -> list[PlannedCall]:
+        for c in calls:
+            if not c.key:
+                c.key = call_key(self.fingerprint(), self.prompt_version, c.request.to_dict())
+        return list(calls)
+
+    def _cached(self, key: str) -> dict[str, Any] | None:
+        if self.refresh or self.store is None:
+            return None
+        return self.store.get_call(key)
+
+    def _link(self, key: str, *, cache_hit: bool, label: str | None = None) -> None:
+        if self.store is not None and self.run_id is not None:
+            self.store.link_call(self.run_id, key, cache_hit=cache_hit, label=label)
+
+    def _check_budget(self, new_calls: int) -> None:
+        if self.max_calls is not None and self.usage.model_calls + new_calls > self.max_calls:
+            raise BudgetExceeded(
+                f"this needs {new_calls} new model calls but --max-calls allows "
+                f"{self.max_calls - self.usage.model_calls}: raise --max-calls, or lower --repeats/--criteria"
+            )
+
+    def estimate(self, calls: Sequence[PlannedCall]) -> Estimate:
+        """Count calls the store cannot answer and the prompt tokens they would send."""
+        calls = self.keyed(calls)
+        pending = [c for c in calls if self._cached(c.key) is None]
+        tokens = sum(self.model.count_tokens(_prompt_text(c.request)) for c in pending)
+        return Estimate(len(pending), len(calls) - len(pending), tokens, self.pool.is_embedded)
+
+    # -- calling an endpoint -----------------------------------------------------------------
+    async def _invoke(self, endpoint: Endpoint, method: str, tokens: int, *args: Any, **kwargs: Any) -> Any:
+        backend = endpoint.backend
+        native = getattr(backend, f"a{method}", None)
+        async with endpoint.slot(tokens=tokens):
+            work = native(*args, **kwargs) if native else asyncio.to_thread(getattr(backend, method), *args, **kwargs)
+            if self.deadline_s is None:
+                return await work
+            try:
+                return await asyncio.wait_for(work, self.deadline_s)
+            except asyncio.TimeoutError:
+                raise ModelCallError(f"model call to {backend.display_name} passed its {self.deadline_s:g} s deadline "
+                                     "(--deadline)", retryable=True) from None
+
+    def _record(self, key: str, request: dict[str, Any], *, kind: str, response: dict[str, Any] | None,
+                error: str | None, latency_s: float | None, prompt_tokens: int = 0, cached_tokens: int = 0,
+                completion_tokens: int = 0) -> None:
+        if self.store is not None:
+            self.store.put_call(key, model=self.model.uri, fingerprint=self.fingerprint(),
+                                prompt_version=self.prompt_version if kind == "score" else CHAT_KEY_VERSION,
+                                request=request, status="failed" if error else "ok", response=response,
+                                error=error, latency_s=latency_s, kind=kind, prompt_tokens=prompt_tokens,
+                                cached_tokens=cached_tokens, completion_tokens=completion_tokens)
+        if error:
+            self.usage.failed_calls += 1
+            return
+        self.usage.model_calls += 1
+        self.usage.prompt_tokens += prompt_tokens
+        self.usage.cached_prompt_tokens += cached_tokens
+        self.usage.completion_tokens += completion_tokens
+        self.usage.latency_s += latency_s or 0.0
+
+    async def _score_new(self, call: PlannedCall) -> tuple[ScoreResponse | None, str | None]:
+        text = _prompt_text(call.request)
+        endpoint = self.pool.pick(text)
+        started = time.perf_counter()
+        try:
+            resp: ScoreResponse = await self._invoke(endpoint, "score", self.model.count_tokens(text), call.request)
+        except ModelCallError as exc:
+            self._record(call.key, call.request.to_dict(), kind="score", response=None, error=str(exc),
+                         latency_s=time.perf_counter() - started)
+            self._link(call.key, cache_hit=False)
+            return None, str(exc)
+        self._record(call.key, call.request.to_dict(), kind="score", response=resp.to_dict(), error=None,
+                     latency_s=resp.latency_s, prompt_tokens=resp.prompt_tokens,
+                     cached_tokens=max(0, resp.prompt_tokens_total - resp.prompt_tokens) if self.pool.is_embedded else 0,
+                     completion_tokens=resp.completion_tokens)
+        self._link(call.key, cache_hit=False)
+        return resp, None
+
+    # -- score calls -------------------------------------------------------------------------
+    async def run(self, calls: Sequence[PlannedCall], progress: Progress | None = None) -> list[CallOutcome]:
+        """Answer every call (cache first), in order; raises BudgetExceeded before spending."""
+        calls = self.keyed(calls)
+        cached: dict[str, ScoreResponse] = {}
+        for c in calls:
+            if c.key not in cached and (hit := self._cached(c.key)) is not None:
+                cached[c.key] = ScoreResponse.from_dict(hit)
+        pending = list(dict.fromkeys(c.key for c in calls if c.key not in cached))
+        self._check_budget(len(pending))
+        first = {c.key: c for c in reversed(calls) if c.key in pending}
+        results: dict[str, tuple[ScoreResponse | None, str | None]] = {}
+
+        async def one(key: str) -> None:
+            results[key] = await self._score_new(first[key])
+            if progress is not None:
+                resp, err = results[key]
+                progress(CallOutcome(first[key], resp, False, err))
+
+        if self.pool.is_embedded:  # in plan order: consecutive calls share their prefix in the KV cache
+            for key in pending:
+                await one(key)
+        else:
+            await asyncio.gather(*(one(key) for key in pending))
+        outcomes = []
+        for c in calls:
+            if c.key in cached:
+                self.usage.cache_hits += 1
+                self._link(c.key, cache_hit=True)
+                outcome = CallOutcome(c, cached[c.key], True)
+                if progress is not None:
+                    progress(outcome)
+            else:
+                resp, err = results[c.key]
+                outcome = CallOutcome(c, resp, False, err)
+            outcomes.append(outcome)
+        return outcomes
+
+    # -- chat calls --------------------------------------------------------------------------
+    async def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                   max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None,
+                   label: str | None = None) -> ChatResponse:
+        """One chat completion, cached by (messages, tools, parameters, seed); ModelCallError on failure."""
+        request = {"messages": messages, "tools": tools or [], "max_tokens": max_tokens,
+                   "temperature": temperature, "seed": seed}
+        key = call_key(self.fingerprint(), CHAT_KEY_VERSION, request)
+        hit = self._cached(key)
+        if hit is not None:
+            self.usage.cache_hits += 1
+            self._link(key, cache_hit=True, label=label)
+            return ChatResponse(**hit)
+        self._check_budget(1)
+        text = "\n".join(str(m.get("content") or "") for m in messages)
+        endpoint = self.pool.pick(text)
+        started = time.perf_counter()
+        kwargs: dict[str, Any] = {"tools": tools, "max_tokens": max_tokens, "temperature": temperature}
+        try:
+            reply: ChatResponse = await self._invoke(endpoint, "chat", self.model.count_tokens(text), list(messages), **kwargs)
+        except ModelCallError as exc:
+            self._record(key, request, kind="chat", response=None, error=str(exc), latency_s=time.perf_counter() - started)
+            self._link(key, cache_hit=False, label=label)
+            raise
+        self._record(key, request, kind="chat", response=asdict(reply), error=None,
+                     latency_s=time.perf_counter() - started, prompt_tokens=reply.prompt_tokens,
+                     completion_tokens=reply.completion_tokens)
+        self._link(key, cache_hit=False, label=label)
+        return reply

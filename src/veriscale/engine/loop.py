@@ -1,0 +1,42 @@
+"""The one event loop the synchronous facade runs the gateway on (a daemon thread per process).
+
+    result = run_sync(gateway.score(request))     # from ordinary synchronous code
+
+Async callers (the server, proxies, RL reward functions) await the gateway directly on their own
+loop instead; calling :func:`run_sync` from inside a running loop is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def background_loop() -> asyncio.AbstractEventLoop:
+    """The process's gateway loop, started on first use."""
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="veriscale-gateway", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the gateway loop and wait for its result (exceptions propagate)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        coro.close()
+        raise RuntimeError("the synchronous gateway facade was called from inside an event loop: await the Gateway instead")
+    return asyncio.run_coroutine_threadsafe(coro, background_loop()).result()
