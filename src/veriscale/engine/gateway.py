@@ -50,6 +50,15 @@ class CallOutcome:
 Progress = Callable[[CallOutcome], None]
 
 
+def _blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a synchronous backend method in a worker thread's frame; a StopIteration escaping it
+    would never reach the awaiting coroutine (asyncio cannot carry it), so it becomes a RuntimeError."""
+    try:
+        return fn(*args, **kwargs)
+    except StopIteration as exc:
+        raise RuntimeError(f"{getattr(fn, '__qualname__', fn)} raised StopIteration") from exc
+
+
 def _prompt_text(request: ScoreRequest) -> str:
     return "\n".join(m.content for m in request.messages) + request.prefill
 
@@ -116,7 +125,7 @@ class Gateway:
         backend = endpoint.backend
         native = getattr(backend, f"a{method}", None)
         async with endpoint.slot(tokens=tokens):
-            work = native(*args, **kwargs) if native else asyncio.to_thread(getattr(backend, method), *args, **kwargs)
+            work = native(*args, **kwargs) if native else asyncio.to_thread(_blocking, getattr(backend, method), *args, **kwargs)
             if self.deadline_s is None:
                 return await work
             try:

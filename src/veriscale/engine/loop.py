@@ -9,6 +9,7 @@ loop instead; calling :func:`run_sync` from inside a running loop is refused.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -25,9 +26,28 @@ def background_loop() -> asyncio.AbstractEventLoop:
     with _lock:
         if _loop is None or _loop.is_closed():
             loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="veriscale-gateway", daemon=True).start()
+            thread = threading.Thread(target=loop.run_forever, name="veriscale-gateway", daemon=True)
+            thread.start()
+            atexit.register(_stop, loop, thread)
             _loop = loop
         return _loop
+
+
+def _stop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    """At exit: finish the loop and its worker threads while every module is still intact."""
+    if loop.is_closed():
+        return
+
+    async def drain() -> None:
+        await loop.shutdown_default_executor()
+
+    try:
+        asyncio.run_coroutine_threadsafe(drain(), loop).result(timeout=10)
+    except Exception:  # noqa: BLE001 - best effort at interpreter exit
+        pass
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+    loop.close()
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

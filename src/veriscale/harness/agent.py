@@ -189,8 +189,11 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
 # --- the loop ---------------------------------------------------------------------------------
 
 
-def _chat_within(backend: ModelBackend, timeout_s: float, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
-    """``backend.chat`` bounded by ``timeout_s``; raises ``TimeoutError`` when the reply is late.
+Chat = Callable[..., ChatResponse]
+
+
+def _chat_within(chat: Chat, timeout_s: float, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
+    """``chat(messages, **kwargs)`` bounded by ``timeout_s``; raises ``TimeoutError`` when the reply is late.
 
     The late call is left to finish (or time out) in a daemon thread: an HTTP request cannot be
     withdrawn from the server, but the session stops waiting for it.
@@ -199,7 +202,7 @@ def _chat_within(backend: ModelBackend, timeout_s: float, messages: list[dict[st
 
     def target() -> None:
         try:
-            box["response"] = backend.chat(list(messages), **kwargs)
+            box["response"] = chat(list(messages), **kwargs)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
 
@@ -223,8 +226,10 @@ class AgentSession:
     """One tool-calling conversation with a backend, bounded by :class:`AgentLimits`."""
 
     def __init__(self, backend: ModelBackend, toolbox: ToolBox, transcript: Transcript,
-                 limits: AgentLimits | None = None, messages: list[dict[str, Any]] | None = None) -> None:
+                 limits: AgentLimits | None = None, messages: list[dict[str, Any]] | None = None,
+                 chat: Chat | None = None) -> None:
         self.backend = backend
+        self.chat = chat or backend.chat  # the gateway's cached chat, when the executor gives one
         self.toolbox = toolbox
         self.transcript = transcript
         self.limits = limits or AgentLimits()
@@ -232,9 +237,9 @@ class AgentSession:
 
     @classmethod
     def resume(cls, backend: ModelBackend, toolbox: ToolBox, transcript: Transcript,
-               limits: AgentLimits | None = None) -> "AgentSession":
+               limits: AgentLimits | None = None, chat: Chat | None = None) -> "AgentSession":
         """A session that continues the conversation saved in ``transcript``."""
-        return cls(backend, toolbox, transcript, limits, messages=transcript.messages())
+        return cls(backend, toolbox, transcript, limits, messages=transcript.messages(), chat=chat)
 
     def _add(self, message: dict[str, Any]) -> None:
         self.messages.append(message)
@@ -293,7 +298,7 @@ class AgentSession:
             call_started = time.monotonic()
             remaining = limits.wall_clock_s - (call_started - started)
             try:
-                response = _chat_within(self.backend, remaining, self.messages, tools=self.toolbox.schemas(),
+                response = _chat_within(self.chat, remaining, self.messages, tools=self.toolbox.schemas(),
                                         max_tokens=limits.max_tokens_per_call, temperature=limits.temperature)
             except ModelCallError as exc:
                 self.transcript.write("note", text=f"model call failed: {exc}")

@@ -26,6 +26,7 @@ Continuing a session (delivery after adjudication) reuses pi's session file in t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -39,6 +40,9 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from veriscale.engine.executor import CallExecutor
+from veriscale.engine.gateway import CHAT_KEY_VERSION
+from veriscale.engine.store import Store
 from veriscale.errors import UserError
 from veriscale.harness.agent import AgentLimits, AgentSession, RecordCheck, Transcript, nudge_text
 from veriscale.harness.jail import JailLimits, JailSpec, run_jailed
@@ -75,6 +79,7 @@ class SessionSpec:
     no_jail: bool = False
     continue_session: bool = False  # add a turn to the conversation saved at transcript_path
     jail_limits: JailLimits = field(default_factory=JailLimits)
+    store_run_id: int | None = None  # the store's run for this task: every model call is linked to it
 
 
 @dataclass
@@ -121,8 +126,9 @@ class BuiltinExecutor:
 
     name = "builtin"
 
-    def __init__(self, backend: ModelBackend | None = None) -> None:
+    def __init__(self, backend: ModelBackend | None = None, store: Store | None = None) -> None:
         self._backend = backend
+        self.store = store
         self._loaded: dict[str, ModelBackend] = {}
         self._lock = threading.Lock()
 
@@ -142,11 +148,15 @@ class BuiltinExecutor:
                           readonly_extra=session.visible_dirs, no_jail=session.no_jail,
                           run_timeout_s=session.run_timeout_s, limits=session.jail_limits)
         transcript = Transcript(session.transcript_path)
+        # Every turn goes through the gateway: cached by messages, tools and parameters, so a phase
+        # rerun after a crash replays its finished turns, and each call is linked to the task's run.
+        gateway = CallExecutor(backend, self.store, prompt_version=CHAT_KEY_VERSION, run_id=session.store_run_id)
+        chat = functools.partial(gateway.chat, label=session.phase)
         if session.continue_session:
-            agent = AgentSession.resume(backend, toolbox, transcript, session.limits)
+            agent = AgentSession.resume(backend, toolbox, transcript, session.limits, chat=chat)
             outcome = agent.continue_with(session.user_prompt, record=session.record_path, check=session.record_check)
         else:
-            agent = AgentSession(backend, toolbox, transcript, session.limits)
+            agent = AgentSession(backend, toolbox, transcript, session.limits, chat=chat)
             outcome = agent.run(session.system_prompt, session.user_prompt,
                                 record=session.record_path, check=session.record_check)
         return SessionResult(
@@ -357,10 +367,10 @@ class PiExecutor:
 EXECUTORS = {"builtin": BuiltinExecutor, "pi": PiExecutor}
 
 
-def make_executor(name: str, backend: ModelBackend | None = None) -> Executor:
+def make_executor(name: str, backend: ModelBackend | None = None, store: Store | None = None) -> Executor:
     """The executor called ``name`` (``builtin`` or ``pi``)."""
     if name == "builtin":
-        return BuiltinExecutor(backend)
+        return BuiltinExecutor(backend, store)
     if name == "pi":
         return PiExecutor()
     raise UserError(f"unknown executor '{name}': use one of {', '.join(EXECUTORS)}")
