@@ -1,7 +1,9 @@
 """Where a model call goes: a pool of endpoints of one model, with prefix affinity and limits.
 
-Calls that share a prompt prefix go to the same endpoint, so its prefix cache hits; a prefix
-seen for the first time goes to the endpoint with the fewest calls in flight. Each endpoint runs
+Calls that share a prompt prefix go to the same endpoint, so its prefix cache hits: a prompt
+goes where a recent prompt shares at least half of it (the calls of one comparison, the turns
+of one conversation), unless that endpoint is far busier than the others; any other prompt goes
+to the endpoint with the fewest calls in flight. Each endpoint runs
 at most ``concurrency`` calls at once (the embedded model one, in order, so its KV reuse holds)
 and, when set, at most ``rpm`` requests and ``tpm`` prompt tokens a minute::
 
@@ -15,18 +17,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import time
-from collections import OrderedDict
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from veriscale.errors import UserError
 from veriscale.models.base import ModelBackend
 
-#: How much of a prompt decides its affinity (the stable instructions + task + candidates part).
-AFFINITY_CHARS = 4000
-AFFINITY_MEMORY = 4096
+#: A prompt sticks to an endpoint that recently saw a prompt sharing this fraction of it.
+MIN_SHARED_FRACTION = 0.5
+#: Recent prompts remembered per endpoint.
+RECENT_PROMPTS = 16
+#: An endpoint with this many more calls in flight than the least busy one gets no sticky calls.
+BALANCE_SLACK = 16
+#: ``affinity`` (default: same prefix, same endpoint) or ``round_robin`` (for comparison).
+ROUTINGS = ("affinity", "round_robin")
 
 
 class RateLimiter:
@@ -66,7 +72,12 @@ class Endpoint:
     tokens: RateLimiter | None = None
     in_flight: int = 0
     served: int = 0
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_PROMPTS), repr=False)
     _slots: asyncio.Semaphore | None = field(default=None, repr=False)
+
+    def shared_prefix(self, prompt: str) -> int:
+        """Characters ``prompt`` shares with the recent prompt it shares most with."""
+        return max((common_prefix_length(prompt, seen) for seen in self.recent), default=0)
 
     @contextlib.asynccontextmanager
     async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
@@ -86,11 +97,27 @@ class Endpoint:
             self.in_flight -= 1
 
 
+def common_prefix_length(a: str, b: str) -> int:
+    """Length of the longest common prefix (binary search over C-speed slice comparisons)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 class EndpointPool:
     """Endpoints that serve one model; the first one's fingerprint names the model in the cache."""
 
     def __init__(self, backends: Sequence[ModelBackend], *, concurrency: int = 8,
-                 rpm: int | None = None, tpm: int | None = None) -> None:
+                 rpm: int | None = None, tpm: int | None = None, routing: str = "affinity") -> None:
+        if routing not in ROUTINGS:
+            raise UserError(f"unknown routing '{routing}': use one of {', '.join(ROUTINGS)}")
+        self.routing = routing
+        self._turn = 0
         if not backends:
             raise UserError("no model endpoints given: pass --model at least once")
         if concurrency < 1:
@@ -101,24 +128,30 @@ class EndpointPool:
             for b in backends
         ]
         self.primary = backends[0]
-        self._affinity: OrderedDict[str, int] = OrderedDict()
 
     @property
     def is_embedded(self) -> bool:
         return bool(getattr(self.primary, "is_embedded", False))
 
+    def __getattr__(self, name: str):
+        """Everything else (uri, display_name, fingerprint, count_tokens, ...) is the first endpoint's,
+        so a pool stands wherever one backend does."""
+        if name.startswith("_") or name in ("endpoints", "primary"):
+            raise AttributeError(name)
+        return getattr(self.primary, name)
+
     def pick(self, prompt: str) -> Endpoint:
-        """The endpoint for a prompt: the one its prefix went to before, else the least busy."""
+        """The endpoint for a prompt (see the module docstring); remembers the prompt there."""
         if len(self.endpoints) == 1:
             return self.endpoints[0]
-        key = hashlib.sha256(prompt[:AFFINITY_CHARS].encode("utf-8", "replace")).hexdigest()
-        index = self._affinity.get(key)
-        if index is None:
-            index = min(range(len(self.endpoints)), key=lambda i: (self.endpoints[i].in_flight,
-                                                                   self.endpoints[i].served, i))
-            self._affinity[key] = index
-            if len(self._affinity) > AFFINITY_MEMORY:
-                self._affinity.popitem(last=False)
-        else:
-            self._affinity.move_to_end(key)
-        return self.endpoints[index]
+        if self.routing == "round_robin":
+            self._turn += 1
+            return self.endpoints[(self._turn - 1) % len(self.endpoints)]
+        least = min(self.endpoints, key=lambda e: (e.in_flight, e.served))
+        shared = [(e.shared_prefix(prompt), -e.in_flight, i) for i, e in enumerate(self.endpoints)]
+        length, _, index = max(shared)
+        chosen = self.endpoints[index]
+        if length < MIN_SHARED_FRACTION * len(prompt) or chosen.in_flight > least.in_flight + BALANCE_SLACK:
+            chosen = least
+        chosen.recent.append(prompt)
+        return chosen

@@ -1,0 +1,139 @@
+"""The one configuration file for the whole tool (TOML), and the precedence rule.
+
+Where it is: ``--config FILE``, else ``$VERISCALE_CONFIG``, else ``<user config dir>/veriscale/
+config.toml`` (if it exists). Precedence for every setting: flag > environment > file > default.
+Later parts of veriscale (the server, the proxies) add their own tables to this file::
+
+    model = "qwen"                  # the default --model: a URI, or the name of a [models.NAME] table
+    store = "~/verify/store.sqlite3"
+
+    [gateway]
+    concurrency = 8                 # calls in flight per endpoint
+    rpm = 600                       # requests a minute per endpoint (0: no limit)
+    tpm = 0                         # prompt tokens a minute per endpoint (0: no limit)
+    deadline_s = 300                # per model call (0: none)
+    routing = "affinity"            # or "round_robin"
+
+    [models.qwen]                   # one model served by several endpoints, load-balanced
+    endpoints = ["http://10.0.0.5:8000/v1#Qwen/Qwen3-8B", "http://10.0.0.6:8000/v1#Qwen/Qwen3-8B"]
+
+    cfg = load_config(None)                       # the file in the user config dir, or defaults
+    cfg.model_uris("qwen")                        # -> the two endpoint URIs
+    pick(flag=None, env="VERISCALE_STORE", file=cfg.store, default=None)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from veriscale.errors import UserError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+CONFIG_ENV = "VERISCALE_CONFIG"
+ROUTINGS = ("affinity", "round_robin")
+
+
+def default_config_path() -> Path:
+    return Path(platformdirs.user_config_dir("veriscale")) / "config.toml"
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """How the gateway schedules calls (``[gateway]`` in the file; flags override)."""
+
+    concurrency: int = 8
+    rpm: int = 0
+    tpm: int = 0
+    deadline_s: float = 0.0
+    routing: str = "affinity"
+
+    def __post_init__(self) -> None:
+        for name in ("concurrency",):
+            if getattr(self, name) < 1:
+                raise UserError(f"gateway {name} = {getattr(self, name)} is below 1: give a positive number")
+        for name in ("rpm", "tpm", "deadline_s"):
+            if getattr(self, name) < 0:
+                raise UserError(f"gateway {name} = {getattr(self, name)} is negative: give 0 (no limit) or more")
+        if self.routing not in ROUTINGS:
+            raise UserError(f"gateway routing '{self.routing}' is unknown: use one of {', '.join(ROUTINGS)}")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the config file says (all optional)."""
+
+    path: Path | None = None
+    model: str | None = None
+    store: Path | None = None
+    gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    models: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)  # tables later parts read
+
+    def model_uris(self, names: list[str] | tuple[str, ...] | str) -> list[str]:
+        """The endpoint URIs ``--model`` values stand for (a [models.NAME] table, or the URI itself)."""
+        values = [names] if isinstance(names, str) else list(names)
+        uris: list[str] = []
+        for value in values:
+            uris.extend(self.models.get(value, (value,)))
+        return uris
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], where: str, path: Path) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise UserError(f"config file '{path}': {where} must be {names}, not {value!r}: fix that line")
+    return value
+
+
+def load_config(path: Path | str | None = None) -> Config:
+    """Read the config file (``path``, ``$VERISCALE_CONFIG`` or the default location)."""
+    chosen = Path(path) if path else (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
+    if chosen is None:
+        chosen = default_config_path()
+        if not chosen.is_file():
+            return Config()
+    if not chosen.is_file():
+        raise UserError(f"config file '{chosen}' does not exist: create it or drop --config / ${CONFIG_ENV}")
+    try:
+        data = tomllib.loads(chosen.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"config file '{chosen}' is not valid TOML ({exc}): fix it") from None
+    known = {"model", "store", "gateway", "models"}
+    gateway_raw = _expect(data.get("gateway", {}), dict, "[gateway]", chosen)
+    allowed = {"concurrency": int, "rpm": int, "tpm": int, "deadline_s": (int, float), "routing": str}
+    for key, value in gateway_raw.items():
+        if key not in allowed:
+            raise UserError(f"config file '{chosen}': [gateway] has no setting '{key}': use {', '.join(allowed)}")
+        _expect(value, allowed[key], f"gateway.{key}", chosen)
+    models: dict[str, tuple[str, ...]] = {}
+    for name, table in _expect(data.get("models", {}), dict, "[models]", chosen).items():
+        endpoints = _expect(_expect(table, dict, f"[models.{name}]", chosen).get("endpoints"), list,
+                            f"models.{name}.endpoints", chosen)
+        if not endpoints or not all(isinstance(e, str) and e for e in endpoints):
+            raise UserError(f"config file '{chosen}': models.{name}.endpoints must list model URIs")
+        models[name] = tuple(endpoints)
+    model = data.get("model")
+    store = data.get("store")
+    return Config(path=chosen, model=_expect(model, str, "model", chosen) if model is not None else None,
+                  store=Path(_expect(store, str, "store", chosen)).expanduser() if store is not None else None,
+                  gateway=GatewaySettings(**gateway_raw), models=models,
+                  raw={k: v for k, v in data.items() if k not in known})
+
+
+def pick(*, flag: Any = None, env: str | None = None, file: Any = None, default: Any = None) -> Any:
+    """The first of flag, environment variable ``env``, file value, default that is set."""
+    if flag is not None:
+        return flag
+    if env and os.environ.get(env):
+        return os.environ[env]
+    return file if file is not None else default

@@ -1,0 +1,74 @@
+"""The config file: where it is read from, what it may say, and flag > env > file > default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from veriscale.config import GatewaySettings, load_config, pick
+from veriscale.errors import UserError
+
+GOOD = """
+model = "qwen"
+store = "~/stores/v.sqlite3"
+
+[gateway]
+concurrency = 4
+rpm = 120
+routing = "round_robin"
+
+[models.qwen]
+endpoints = ["http://127.0.0.1:8001/v1#q", "http://127.0.0.1:8002/v1#q"]
+
+[server]
+port = 8080
+"""
+
+
+def test_a_full_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(GOOD)
+    cfg = load_config(path)
+    assert cfg.model == "qwen" and cfg.store == Path("~/stores/v.sqlite3").expanduser()
+    assert cfg.gateway == GatewaySettings(concurrency=4, rpm=120, routing="round_robin")
+    assert cfg.model_uris(["qwen", "embedded"]) == ["http://127.0.0.1:8001/v1#q", "http://127.0.0.1:8002/v1#q", "embedded"]
+    assert cfg.raw == {"server": {"port": 8080}}  # tables of later parts are kept for them
+
+
+def test_no_file_means_defaults_and_the_env_var_points_at_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("veriscale.config.default_config_path", lambda: tmp_path / "absent.toml")
+    monkeypatch.delenv("VERISCALE_CONFIG", raising=False)
+    assert load_config(None).path is None and load_config(None).gateway.concurrency == 8
+    (tmp_path / "c.toml").write_text('model = "embedded"\n')
+    monkeypatch.setenv("VERISCALE_CONFIG", str(tmp_path / "c.toml"))
+    assert load_config(None).model == "embedded"
+
+
+def test_precedence_is_flag_then_env_then_file_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VS_TEST_SETTING", "from-env")
+    assert pick(flag="from-flag", env="VS_TEST_SETTING", file="from-file", default="d") == "from-flag"
+    assert pick(flag=None, env="VS_TEST_SETTING", file="from-file", default="d") == "from-env"
+    monkeypatch.delenv("VS_TEST_SETTING")
+    assert pick(flag=None, env="VS_TEST_SETTING", file="from-file", default="d") == "from-file"
+    assert pick(flag=None, env="VS_TEST_SETTING", file=None, default="d") == "d"
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("model = 3\n", "model must be str"),
+    ("[gateway]\nspeed = 1\n", "has no setting 'speed'"),
+    ("[gateway]\nconcurrency = 0\n", "below 1"),
+    ("[gateway]\nrouting = 'random'\n", "routing 'random' is unknown"),
+    ("[models.q]\nendpoints = []\n", "must list model URIs"),
+    ("model = \n", "not valid TOML"),
+])
+def test_bad_files_are_one_clear_error(tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=fragment):
+        load_config(path)
+
+
+def test_a_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
