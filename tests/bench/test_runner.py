@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import pytest
 
-from veriscale.bench.datasets import LabelledPool, load_labelled_pools, load_pairs, sample
+from veriscale.bench.datasets import LabelledPair, LabelledPool, load_labelled_pools, load_pairs, sample
 from veriscale.bench.runner import Bench, BenchConfig, expand_configs, parse_sweeps
 from veriscale.data.model import Candidate, Task
 from veriscale.engine.store import Store
@@ -89,9 +90,10 @@ def test_pool_bench_selects_the_passing_runs_and_discrete_reuses_every_call(tmp_
     model = KeywordGraderDouble()
     bench = Bench(model, Store.open(tmp_path / "s.sqlite3"), criteria="agent", method="ppt", adaptive=False)
     configs = expand_configs(BenchConfig(k=1), {}, discrete_vs_continuous=True)
-    estimate = bench.estimate_pools(pools, configs)
+    plan = bench.plan_pools(pools, configs)
+    estimate = bench.estimate(plan)
     assert estimate.upper_bound and estimate.model_calls > 0
-    continuous, discrete = bench.run_pools(pools, configs)
+    continuous, discrete = bench.run(plan)
     m = continuous.metrics
     assert m["selected"] == 1.0 and m["oracle"] == 1.0
     assert m["pass_at_1"] == pytest.approx((1 / 3 + 1 / 4) / 2)
@@ -101,6 +103,33 @@ def test_pool_bench_selects_the_passing_runs_and_discrete_reuses_every_call(tmp_
     assert discrete.usage.model_calls == 0 and discrete.usage.cache_hits > 0
     assert discrete.metrics["selected"] == 1.0
     assert discrete.metrics["random_pick"] == m["random_pick"]  # same seeded baseline in every row
+
+
+class CountingKeywordGraderDouble(KeywordGraderDouble):
+    """``KeywordGraderDouble`` that counts how often each text is tokenised."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokenised: Counter[str] = Counter()
+
+    def count_tokens(self, text: str) -> int:
+        self.tokenised[text] += 1
+        return super().count_tokens(text)
+
+
+def test_a_bench_plan_tokenises_each_run_once_across_configurations_and_the_run(tmp_path):
+    pools = [labelled_pool("a", [False, True, False])]
+    pairs = [LabelledPair("p", "Fix the build.", "ran make; all tests pass", "gave up after error 7", 1)]
+    model = CountingKeywordGraderDouble()
+    bench = Bench(model, Store.open(tmp_path / "s.sqlite3"), criteria="agent", method="ppt", adaptive=False)
+    configs = expand_configs(BenchConfig(k=1), {"g": [5, 20]}, discrete_vs_continuous=True)
+    pool_plan, pair_plan = bench.plan_pools(pools, configs), bench.plan_pairs(pairs, configs)
+    assert [cp.shares_calls for cp in pool_plan.configs] == [False, True, False, True]
+    texts = [c.text for c in pools[0].candidates] + [pairs[0].output_2]
+    bench.estimate(pool_plan), bench.estimate(pair_plan)
+    rows = bench.run(pool_plan) + bench.run(pair_plan)
+    assert [model.tokenised[t] for t in texts] == [1, 1, 1, 1]
+    assert [row.usage.model_calls == 0 for row in rows] == [False, True, False, True] * 2
 
 
 def test_pairs_and_pools_files_are_validated(tmp_path):

@@ -7,13 +7,14 @@ candidate text, so the tests check what ``select`` does with verdicts, not what 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 
-from veriscale.data.model import Candidate, Task
+from veriscale.data.model import Candidate, Step, Task, Trajectory
 from veriscale.engine.executor import Usage
 from veriscale.errors import UserError
-from veriscale.selection.select import SelectionFailed, plan_selection, select
+from veriscale.selection.select import SelectionFailed, SelectionSettings, plan_selection, run_selection, select
 from veriscale.verify.criteria import load_criteria
 from veriscale.verify.results import CompareResult, ScoreResult
 from veriscale.verify.scale import parse_scale
@@ -255,3 +256,95 @@ def test_reason_names_gaps_even_criteria_and_where_the_runner_up_led():
     even = explain("w", "r", {"Output": 0.5}, {"Output": 0.51})
     assert "no criterion separates them" in even.text
     assert explain("w", None, {}, {}).runner_up is None
+
+
+class CountingTokenizerDouble(TokenCounterDouble):
+    """Test double for a model backend that counts how often each text is tokenised."""
+
+    def __init__(self, context: int | None = 8192) -> None:
+        super().__init__(context)
+        self.tokenised: Counter[str] = Counter()
+
+    def count_tokens(self, text: str) -> int:
+        self.tokenised[text] += 1
+        return super().count_tokens(text)
+
+
+class MarkerVerifierDouble(ScriptedVerifierDouble):
+    """``ScriptedVerifierDouble`` whose qualities are keyed by a marker the rendered text contains."""
+
+    def _criteria_rewards(self, text: str) -> dict[str, float]:
+        quality = next(q for marker, q in self.qualities.items() if marker in text)
+        return {c.name: quality for c in self.criteria.items}
+
+
+def trajectory_pool(n: int) -> list[Candidate]:
+    """Runs long enough that rendering under a small budget elides steps."""
+    return [
+        Candidate(id=f"run-{i}", trajectory=Trajectory(
+            steps=[Step("agent", f"step {s} of run {i}: " + "ls -la /app " * 30, observation=f"output {s} " * 40)
+                   for s in range(8)],
+            final_output=f"final answer {i}"))
+        for i in range(n)
+    ]
+
+
+def test_plan_then_run_renders_and_tokenises_each_candidate_once():
+    cands = trajectory_pool(5)
+    double = MarkerVerifierDouble({f"final answer {i}": 0.1 * i for i in range(5)})
+    double.model = CountingTokenizerDouble()
+    plan = plan_selection(TASK, cands, verifier=double, method="round_robin", adaptive=False, budget_tokens=200)
+    sel = run_selection(plan, verifier=double)
+    assert sel.best.id == "run-4"
+    texts = plan.pool.texts
+    assert len(set(texts)) == 5 and all("steps elided" in t for t in texts)  # really rendered, under the budget
+    assert [double.model.tokenised[t] for t in texts] == [1] * 5
+    assert max(double.model.tokenised.values()) == 1  # no text (task, prompt, step, candidate) tokenised twice
+    assert {t for a, b, _ in double.compare_calls for t in (a, b)} == set(texts)  # judged on the planned texts
+
+
+def test_select_alone_tokenises_no_text_twice():
+    cands, q = pool([0.3, 0.8, 0.5])
+    double = ScriptedVerifierDouble(q)
+    double.model = CountingTokenizerDouble()
+    select(TASK, cands, verifier=double, method="knockout")
+    assert [double.model.tokenised[c.text] for c in cands] == [1, 1, 1]
+    assert max(double.model.tokenised.values()) == 1
+
+
+def test_each_judgement_carries_the_rewards_the_criteria_scores_come_from():
+    cands, q = pool([0.40, 0.55, 0.30])
+    double = ScriptedVerifierDouble(q, output_boost={"answer number 1": 0.15})
+    sel = select(TASK, cands, verifier=double, method="round_robin", adaptive=False)
+    judgements = sel.tournament.comparisons
+    for c in judgements:
+        expected_i, expected_j = double._criteria_rewards(cands[c.i].text), double._criteria_rewards(cands[c.j].text)
+        assert c.rewards == {n: (expected_i[n], expected_j[n]) for n in expected_i}
+    outputs_of_1 = [c.rewards["Output"][0 if c.i == 1 else 1] for c in judgements if 1 in (c.i, c.j)]
+    assert len(outputs_of_1) == 4 and sel.criteria_scores[1]["Output"] == pytest.approx(sum(outputs_of_1) / 4)
+    assert set(sel.to_dict()["tournament"]["comparisons"][0]) == {"i", "j", "repeat", "p", "rewards"}
+
+
+def test_pointwise_scores_carry_their_criterion_rewards():
+    cands, q = pool([0.3, 0.8])
+    sel = select(TASK, cands, verifier=ScriptedVerifierDouble(q), method="pointwise")
+    assert [(s.i, s.rewards["Errors"]) for s in sel.tournament.scores] == [(0, 0.3), (1, 0.8)]
+    assert sel.criteria_scores[1]["Errors"] == pytest.approx(0.8)
+
+
+def test_settings_object_and_keywords_are_the_same_selection():
+    cands, q = pool([0.2, 0.5, 0.4, 0.9, 0.1])
+    settings = SelectionSettings(method="ppt", k=1, adaptive=False, seed=4)
+    by_object = select(TASK, cands, verifier=ScriptedVerifierDouble(q), settings=settings)
+    by_keywords = select(TASK, cands, verifier=ScriptedVerifierDouble(q), method="ppt", k=1, adaptive=False, seed=4)
+    assert by_object.plan.settings == by_keywords.plan.settings == settings
+    assert by_object.tournament == by_keywords.tournament and by_object.best.id == "run-3"
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(method="swiss"), "unknown"), (dict(k=0), "pivots"), (dict(repeats=0), "repeats"),
+    (dict(min_confidence=0.0), "min_confidence"),
+])
+def test_bad_settings_are_one_user_error(bad, match):
+    with pytest.raises(UserError, match=match):
+        SelectionSettings(**bad)

@@ -7,14 +7,19 @@ store (0 new calls), so the CLI tests check wiring, exit codes and output, not m
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 import typer
+from rich.console import Console
 from typer.testing import CliRunner
 
-from veriscale.cli.select import register, resolve_inputs
+from tests.selection.test_select import TASK, ScriptedVerifierDouble
+from veriscale.cli import select as select_cli
+from veriscale.cli.select import register, resolve_inputs, short_ids
+from veriscale.data.model import Candidate
 from veriscale.engine.store import Store
 from veriscale.selection.select import select
 from veriscale.verify.criteria import load_criteria
@@ -157,3 +162,30 @@ def test_task_option_and_leading_task_file_are_the_same_selection(files):
     assert [c.id for c in via_option[1]] == [c.id for c in leading[1]] == ["four", "five"]
     pool_task, pool = resolve_inputs([str(POOL)], None, None)
     assert pool_task is None and len(pool) == 5 and pool[0].task.id == "merge-diff-arc-agi-task"
+
+
+def test_table_shows_the_part_of_ids_that_differs_when_they_share_a_long_prefix(monkeypatch):
+    suffixes = ["djqxa8x", "ydHFjQj", "mSdX5Nk", "5Yk2WfS", "Ga3s6zL"]
+    cands = [Candidate(id=f"merge-diff-arc-agi-task__{s}", text=f"answer {n}") for n, s in enumerate(suffixes)]
+    double = ScriptedVerifierDouble({c.text: 0.1 * n for n, c in enumerate(cands)})
+    sel = select(TASK, cands, verifier=double, method="round_robin", adaptive=False)
+    out = io.StringIO()
+    monkeypatch.setattr(select_cli, "console", Console(file=out, width=80))
+    select_cli._render(sel)
+    text = out.getvalue()
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) == 5 and len(set(rows)) == 5
+    for suffix in suffixes:
+        assert sum(f"…{suffix}" in row for row in rows) == 1
+    assert "… = merge-diff-arc-agi-task__" in text  # the shared prefix, said once
+    assert "picked: merge-diff-arc-agi-task__Ga3s6zL" in text
+
+
+def test_short_ids_keep_short_ids_whole_and_never_make_two_look_alike():
+    assert short_ids(["run-1", "run-2"]) == (["run-1", "run-2"], "")
+    attempts = [f"a-very-long-shared-prefix/trial-000123-attempt-{n}" for n in (1, 2)]
+    assert short_ids(attempts) == (["…attempt-1", "…attempt-2"], "a-very-long-shared-prefix/trial-000123-")
+    alike_ends = [f"{'z' * 30}-middle{n}-{'z' * 30}" for n in (1, 2)]
+    assert short_ids(alike_ends) == (alike_ends, "")
+    (single,), _ = short_ids(["x" * 30 + "tail"])
+    assert len(single) == 20 and single.endswith("tail")

@@ -27,7 +27,7 @@ from veriscale.bench.runner import Bench, BenchConfig, BenchEstimate, BenchRepor
 from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, err_console, user_errors
 from veriscale.errors import UserError
-from veriscale.selection.select import METHODS
+from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
 
 DEFAULT_LIMITS = {"pairs": 10, "pools": 2}
@@ -107,14 +107,14 @@ def register(app: typer.Typer) -> None:
         all_tasks: AllTasksOpt = False, sweep: SweepOpt = None, discrete_vs_continuous: DvcOpt = False,
         yes: YesOpt = False, plot: PlotOpt = None, output: OutputOpt = None, method: MethodOpt = "ppt",
         pivots: PivotsOpt = 2, repeats: BenchRepeatsOpt = None, budget_tokens: BudgetOpt = None,
-        adaptive: AdaptiveOpt = True, model: o.ModelOpt = "embedded", store: o.StoreOpt = None,
+        adaptive: AdaptiveOpt = True, model: o.ModelOpt = None, store: o.StoreOpt = None,
         scale: o.ScaleOpt = "letters", criteria: BenchCriteriaOpt = None, criterion: o.OnlyOpt = None, reasoning: o.ReasoningOpt = False,
         discrete: o.DiscreteOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
         max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = 4,
     ) -> None:
         """Measure the verifier on labelled pairs (accuracy, ties, SNR) or pools (pass@1, oracle, selected).
 
-        Example: veriscale bench ../shared/data/pairwise_dev.jsonl --limit 4 --plot bench.png
+        Example: veriscale bench pairs.jsonl --limit 4 --plot bench.png   (one labelled pair or run a line)
         """
         with user_errors():
             kind = kind or detect_kind(data)
@@ -151,10 +151,13 @@ def register(app: typer.Typer) -> None:
             crits = load_criteria(crit_name)
             if criterion:
                 crits = crits.only(criterion)
-            bench = Bench(o.open_model(model), o.open_store(store), criteria=crits,
-                          reasoning=reasoning, seed=seed, budget_tokens=budget_tokens, method=method,
-                          adaptive=adaptive, max_calls=max_calls, concurrency=concurrency)
-            estimate = bench.estimate_pairs(items, configs) if kind == "pairs" else bench.estimate_pools(items, configs)
+            settings = SelectionSettings(method=method, k=pivots, repeats=repeats, adaptive=adaptive,
+                                         budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits,
+                                         reasoning=reasoning, discrete=discrete)
+            bench = Bench(o.open_model(model, notice=not dry_run, concurrency=concurrency), o.open_store(store), settings,
+                          max_calls=max_calls, concurrency=concurrency)
+            plan = bench.plan_pairs(items, configs) if kind == "pairs" else bench.plan_pools(items, configs)
+            estimate = bench.estimate(plan)
             _print_estimate(estimate, len(items), len(configs), kind)
             report = BenchReport(kind, data, bench.model.uri, crit_name, chosen_limit or None, seed, ids, estimate,
                                  notes=notes)
@@ -176,8 +179,7 @@ def register(app: typer.Typer) -> None:
                 "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name})
             try:
                 with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out) as advance:
-                    run = bench.run_pairs if kind == "pairs" else bench.run_pools
-                    report.rows = run(items, configs, on_progress=lambda done, total: advance())
+                    report.rows = bench.run(plan, on_progress=lambda done, total: advance())
             except Exception as exc:
                 bench.store.finish_run(run_id, "failed", {"error": str(exc)})
                 raise

@@ -13,10 +13,12 @@ was given and the pick's confidence is below it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, Sequence
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from veriscale.cli import options as o
@@ -25,9 +27,9 @@ from veriscale.data.importers import load_candidates
 from veriscale.data.model import Candidate, Task
 from veriscale.data.text_input import read_text_input
 from veriscale.errors import UserError
-from veriscale.selection.select import METHODS, Selection, SelectionPlan, plan_selection, select
+from veriscale.selection.select import Selection, SelectionPlan, plan_selection, run_selection
+from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
-from veriscale.verify.reward import Verifier
 
 UNDECIDED_EXIT = 4
 
@@ -46,6 +48,10 @@ SelectSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the PPT ring
 FormatOpt = Annotated[Optional[str], typer.Option("--format", help="Candidate file format, when auto-detection is not wanted.")]
 
 DEFAULT_MIN_CONFIDENCE = 0.9
+ID_WIDTH = 20  # what the candidate column gets beside three criteria in an 80-column terminal
+ID_SEPARATORS = "_-./:@# "
+MIN_PREFIX_SHOWN_AS_ELLIPSIS = 4
+MIN_TAIL_SHOWN = 6
 
 
 def resolve_inputs(paths: list[str], task_file: str | None, fmt: str | None) -> tuple[Task | None, list[Candidate]]:
@@ -84,13 +90,48 @@ def _print_plan(plan: SelectionPlan, as_json: bool) -> None:
         err_console.print(f"[cyan]note:[/] {note}", highlight=False)
 
 
+def short_ids(ids: Sequence[str], width: int = ID_WIDTH) -> tuple[list[str], str]:
+    """The ids as the table shows them, and the shared prefix shown as "…" ("" when none was).
+
+        short_ids(["merge-diff-arc-agi-task__djqxa8x", "merge-diff-arc-agi-task__ydHFjQj"])
+        # (['…djqxa8x', '…ydHFjQj'], 'merge-diff-arc-agi-task__')
+
+    Ids that fit ``width`` stay whole. Otherwise their shared prefix becomes "…" (cut back to a
+    separator, so each id keeps at least ``MIN_TAIL_SHOWN`` characters), and an id still too
+    long keeps its head and its distinguishing tail around "…". Should that make two ids look
+    alike, they are shown whole.
+    """
+    ids = list(ids)
+    if all(len(i) <= width for i in ids):
+        return ids, ""
+    prefix = os.path.commonprefix(ids) if len(ids) > 1 else ""
+    keep_from = min(map(len, ids)) - MIN_TAIL_SHOWN  # every id keeps at least this tail
+    cuts = [k + 1 for k, ch in enumerate(prefix) if ch in ID_SEPARATORS and k + 1 <= keep_from]
+    prefix = prefix[:max(cuts)] if cuts else prefix[:max(keep_from, 0)]
+    if len(prefix) < MIN_PREFIX_SHOWN_AS_ELLIPSIS:
+        prefix = ""
+    shown = [_shorten_middle("…" + i[len(prefix):] if prefix else i, width) for i in ids]
+    if len(set(shown)) < len(set(ids)):
+        return ids, ""
+    return shown, prefix
+
+
+def _shorten_middle(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 3
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
 def _render(sel: Selection) -> None:
     names = list(sel.criteria_scores[0]) if sel.criteria_scores else []
     labelled = any("reward" in c.labels for c in sel.candidates)
     conf = "n/a" if sel.confidence is None else f"{sel.confidence:.2f}"
-    table = Table(title=f"select · {sel.method} · {len(sel.candidates)} candidates · confidence {conf}")
+    shown, prefix = short_ids([c.id for c in sel.candidates])
+    table = Table(title=f"select · {sel.method} · {len(sel.candidates)} candidates · confidence {conf}",
+                  caption=f"… = {prefix}" if prefix else None)
     table.add_column("#", justify="right")
-    table.add_column("candidate")
+    table.add_column("candidate", no_wrap=True, min_width=min(max(map(len, shown)), ID_WIDTH))
     table.add_column("win mass", justify="right")
     for name in names:
         table.add_column(name, justify="right")
@@ -98,7 +139,7 @@ def _render(sel: Selection) -> None:
         table.add_column("label", justify="right")
     for rank, i in enumerate(sel.ranking):
         cand = sel.candidates[i]
-        row = [str(rank + 1), ("[bold]" if i == sel.index else "") + cand.id, f"{sel.scores[i]:.3f}"]
+        row = [str(rank + 1), ("[bold]" if i == sel.index else "") + escape(shown[i]), f"{sel.scores[i]:.3f}"]
         row += ["—" if sel.criteria_scores[i][n] is None else f"{sel.criteria_scores[i][n]:.3f}" for n in names]
         if labelled:
             row.append(str(cand.labels.get("reward", "")))
@@ -121,7 +162,7 @@ def register(app: typer.Typer) -> None:
         paths: PathsArg,
         task: TaskOpt = None, method: MethodOpt = "ppt", pivots: PivotsOpt = 2,
         budget_tokens: BudgetOpt = None, min_confidence: MinConfOpt = None, adaptive: AdaptiveOpt = True,
-        model: o.ModelOpt = "embedded", store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
+        model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
         criteria: SelectCriteriaOpt = None, criterion: o.OnlyOpt = None, repeats: SelectRepeatsOpt = None,
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: SelectSeedOpt = 0,
         refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
@@ -141,13 +182,14 @@ def register(app: typer.Typer) -> None:
             crits = load_criteria(criteria or _default_criteria(candidates))
             if criterion:
                 crits = crits.only(criterion)
-            verifier = Verifier(
-                o.open_model(model), store=o.open_store(store), scale=scale, criteria=crits,
-                repeats=repeats or 1, reasoning=reasoning, discrete=discrete, seed=seed, refresh=refresh,
-                max_calls=max_calls, concurrency=concurrency)
-            settings = dict(verifier=verifier, method=method, k=pivots, adaptive=adaptive,
-                            budget_tokens=budget_tokens, repeats=repeats)
-            plan = plan_selection(task_obj, candidates, **settings)
+            settings = SelectionSettings(
+                method=method, k=pivots, repeats=repeats, adaptive=adaptive,
+                min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
+                budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits, reasoning=reasoning,
+                discrete=discrete)
+            verifier = settings.verifier(o.open_model(model, notice=not dry_run, concurrency=concurrency), store=o.open_store(store),
+                                         refresh=refresh, max_calls=max_calls, concurrency=concurrency)
+            plan = plan_selection(task_obj, candidates, verifier=verifier, settings=settings)
             if dry_run:
                 _print_plan(plan, json_out)
                 return
@@ -155,11 +197,9 @@ def register(app: typer.Typer) -> None:
             run_id = run_store.start_run("select", verifier.model.uri, {
                 "paths": paths, "task": task, "method": method, "k": pivots, "criteria": crits.name,
                 "budget_tokens": plan.budget_tokens, "adaptive": adaptive, "seed": seed})
-            target = DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence
             try:
                 with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as advance:
-                    sel = select(task_obj, candidates, min_confidence=target, seed=seed,
-                                 on_progress=lambda done, planned: advance(), **settings)
+                    sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance())
             except Exception as exc:
                 run_store.finish_run(run_id, "failed", {"error": str(exc)})
                 raise

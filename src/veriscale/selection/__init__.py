@@ -1,16 +1,28 @@
-"""Best-of-N selection from pairwise judgements (pure logic, no model calls).
+"""Best-of-N selection from pairwise judgements.
 
     from veriscale.selection import ppt
     result = ppt(n_candidates, judge, k=4, seed=0)   # judge(i, j, repeat) -> P(i beats j)
     result.winner, result.confidence, result.n_judgements
 
-Modules: ``bradley_terry`` (fit + confidence), ``tournament`` (round robin, PPT, knockout,
-pointwise, adaptive mode), ``judging`` (judge contract and ledger), ``groups`` (identical
-candidates), ``simulate`` (a noisy preference oracle for tests and benchmarks).
+Pure logic (no model calls): ``schedules`` (who meets whom: ring, pivots, round robin,
+knockout), ``tournament`` (running round robin, PPT, knockout, pointwise), ``adaptive`` (stop
+once confident, extra repeats), ``aggregate`` (Bradley–Terry into a ``TournamentResult``),
+``bradley_terry`` (fit + confidence), ``judging`` (judge contract and ledger; judgements carry
+per-criterion rewards), ``groups`` (identical candidates), ``reason`` (why the pick),
+``simulate`` (a noisy preference oracle for tests and benchmarks).
+
+With the verifier: ``settings`` (``SelectionSettings``, shared by select, bench and the CLI),
+``rendering`` and ``prompt_fit`` (each candidate rendered once, under a budget that fits the
+context), ``plan`` (``plan_selection``: schedule and cost before any call), ``judge`` (the
+Verifier as a judge), ``select`` (``select`` / ``run_selection``: the pick and its reason).
 """
 
-from veriscale.selection.bradley_terry import BradleyTerryFit, fit_bradley_terry, normalised_win_mass
-from veriscale.selection.judging import Judge, Judgement
+from veriscale.selection.bradley_terry import (
+    BradleyTerryFit,
+    fit_bradley_terry,
+    normalised_win_mass,
+)
+from veriscale.selection.judging import Judge, Judgement, PairVerdict, ScoreVerdict
 from veriscale.selection.tournament import (
     Score,
     TournamentResult,
@@ -25,6 +37,8 @@ __all__ = [
     "BradleyTerryFit",
     "Judge",
     "Judgement",
+    "PairVerdict",
+    "ScoreVerdict",
     "Score",
     "TournamentResult",
     "fit_bradley_terry",

@@ -25,6 +25,8 @@ from typing import Sequence
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 
 from veriscale.errors import UserError
@@ -192,17 +194,8 @@ def _dispersion(
         return 1.0
     fitted = expit(theta[first] - theta[second])
     pearson = float(np.sum(weight * (prob - fitted) ** 2 / (fitted * (1.0 - fitted))))
-    parent = list(range(n_items))
-
-    def root(a: int) -> int:
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
-    for a, b in zip(first.tolist(), second.tolist()):
-        parent[root(a)] = root(b)
-    components = len({root(a) for a in range(n_items)})
+    graph = coo_matrix((np.ones(first.size), (first, second)), shape=(n_items, n_items))
+    components, _ = connected_components(graph, directed=False)
     residual_dof = max(float(weight.sum()) - (n_items - components), 0.0)
     return (pearson + DISPERSION_PRIOR_DOF) / (residual_dof + DISPERSION_PRIOR_DOF)
 

@@ -1,36 +1,72 @@
 """The judge contract and the ledger that calls it, so no judgement is ever asked twice.
 
-A judge is any callable ``judge(i, j, repeat) -> float`` returning ``P(candidate i ≻ candidate j)``.
-The caller shows candidate ``i`` in slot A when ``repeat`` is even and candidate ``j`` in slot A
-when it is odd; the tournament code only chooses ``(i, j, repeat)``. The ledger keeps one
-orientation per unordered pair (the one used the first time) and hands out repeat indices
-0, 1, 2, … for that pair in turn, so every ``(i, j, repeat)`` is asked at most once (a cache
-keyed on it is safe) and repeated judgements of a pair alternate slots::
+A judge is any callable ``judge(i, j, repeat)`` returning ``P(candidate i ≻ candidate j)``, as a
+float or as a ``PairVerdict`` that also carries each criterion's rewards. The caller shows
+candidate ``i`` in slot A when ``repeat`` is even and candidate ``j`` in slot A when it is odd
+(``veriscale.verify.repeats``); the tournament code only chooses ``(i, j, repeat)``. The ledger
+keeps one orientation per unordered pair (the one used the first time) and hands out repeat
+indices 0, 1, 2, … for that pair in turn, so every ``(i, j, repeat)`` is asked at most once (a
+cache keyed on it is safe) and repeated judgements of a pair alternate slots::
 
     ledger = JudgeLedger(judge)
     ledger.judge_pair(2, 5)   # judge(2, 5, 0): 2 in slot A
     ledger.judge_pair(5, 2)   # judge(2, 5, 1): same pair, 5 in slot A
     ledger.mean_preference(5, 2)   # mean P(5 ≻ 2) over both
+    ledger.judgements[0].rewards   # {"Output": (reward of 2, reward of 5), ...} or None
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 from veriscale.errors import UserError
 
-Judge = Callable[[int, int, int], float]
-"""``judge(i, j, repeat) -> P(i ≻ j)``; ``i`` is in slot A when ``repeat`` is even."""
+PairRewards = Mapping[str, tuple[float | None, float | None]]
+"""Per criterion, ``(reward of i, reward of j)``; None where a criterion went unscored."""
+
+
+class PairVerdict(NamedTuple):
+    """What a judge returns when it has more to say than P: the preference and the rewards behind it."""
+
+    p: float
+    rewards: PairRewards
+
+
+class ScoreVerdict(NamedTuple):
+    """What a pointwise score function returns when it has more to say: the reward per criterion."""
+
+    reward: float
+    rewards: Mapping[str, float | None]
+
+
+Judge = Callable[[int, int, int], float | PairVerdict]
+"""``judge(i, j, repeat) -> P(i ≻ j)`` (or a ``PairVerdict``); ``i`` is in slot A when ``repeat`` is even."""
 
 
 class Judgement(NamedTuple):
-    """One judge call: ``judge(i, j, repeat)`` returned ``p = P(i ≻ j)``."""
+    """One judge call: ``judge(i, j, repeat)`` returned ``p = P(i ≻ j)`` (and, if it said, the rewards)."""
 
     i: int
     j: int
     repeat: int
     p: float
+    rewards: PairRewards | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"i", "j", "repeat", "p"}``, plus ``"rewards"`` when the judge gave them."""
+        data: dict[str, Any] = {"i": self.i, "j": self.j, "repeat": self.repeat, "p": self.p}
+        if self.rewards is not None:
+            data["rewards"] = {name: list(pair) for name, pair in self.rewards.items()}
+        return data
+
+
+class Scored(NamedTuple):
+    """One pointwise score: candidate ``i`` got ``reward`` (and, if the score function said, per criterion)."""
+
+    i: int
+    reward: float
+    rewards: Mapping[str, float | None] | None = None
 
 
 class JudgeLedger:
@@ -60,9 +96,9 @@ class JudgeLedger:
         first, second = self._orientation.setdefault(key, (a, b))
         values = self._values.setdefault(key, [])
         repeat = len(values)
-        p = self._call(first, second, repeat)
+        p, rewards = self._call(first, second, repeat)
         values.append(p)
-        self.judgements.append(Judgement(first, second, repeat, p))
+        self.judgements.append(Judgement(first, second, repeat, p, rewards))
         return p if first == a else 1.0 - p
 
     def mean_preference(self, a: int, b: int) -> float | None:
@@ -82,9 +118,10 @@ class JudgeLedger:
         """Every judgement as a Bradley–Terry outcome ``(i, j, p)`` in local indices."""
         return [(j.i, j.j, j.p) for j in self.judgements]
 
-    def _call(self, a: int, b: int, repeat: int) -> float:
+    def _call(self, a: int, b: int, repeat: int) -> tuple[float, PairRewards | None]:
         ga, gb = (a, b) if self._index_map is None else (self._index_map[a], self._index_map[b])
-        value = self._judge(ga, gb, repeat)
+        answer = self._judge(ga, gb, repeat)
+        value, rewards = (answer.p, answer.rewards) if isinstance(answer, PairVerdict) else (answer, None)
         try:
             p = float(value)
         except (TypeError, ValueError):
@@ -93,4 +130,4 @@ class JudgeLedger:
             raise UserError(
                 f"judge({ga}, {gb}, {repeat}) returned {value!r}: a judge must return P(i beats j) in [0, 1]"
             )
-        return p
+        return p, rewards

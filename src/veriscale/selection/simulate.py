@@ -19,6 +19,7 @@ import numpy as np
 from scipy.special import expit
 
 from veriscale.errors import UserError
+from veriscale.verify.repeats import repeat as repeat_computation
 
 
 class NoisyPreferenceOracle:
@@ -59,7 +60,8 @@ class NoisyPreferenceOracle:
         """Noisy ``P(i ≻ j)`` for this judgement; ``i`` is in slot A when ``repeat`` is even."""
         self.calls += 1
         rng = np.random.default_rng([self.seed, int(i), int(j), int(repeat)])
-        bias = self.slot_bias if repeat % 2 == 0 else -self.slot_bias
+        i_first = repeat_computation(repeat, pairwise=True, reasoning=False).order == "AB"
+        bias = self.slot_bias if i_first else -self.slot_bias
         p = self.true_preference(i, j) + bias + self.noise * rng.standard_normal()
         return float(np.clip(p, 0.0, 1.0))
 

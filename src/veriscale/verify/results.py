@@ -97,6 +97,10 @@ class ScoreResult(VerdictBase):
     reward: float | None = None
     criteria: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    def criterion_rewards(self) -> dict[str, float | None]:
+        """Reward per criterion (None where unscored): ``{"Output": 0.8, ...}``."""
+        return {name: entry.get("reward") for name, entry in self.criteria.items()}
+
     def to_dict(self) -> dict[str, Any]:
         return {"reward": self.reward, "criteria": self.criteria, **self._base_dict()}
 
@@ -110,6 +114,10 @@ class CompareResult(VerdictBase):
     p_a_wins: float | None = None
     tau: float = 0.0
     criteria: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def criterion_rewards(self) -> dict[str, tuple[float | None, float | None]]:
+        """``(reward of a, reward of b)`` per criterion (None where unscored): ``{"Output": (0.8, 0.6)}``."""
+        return {name: (entry.get("reward_a"), entry.get("reward_b")) for name, entry in self.criteria.items()}
 
     def to_dict(self) -> dict[str, Any]:
         return {"reward_a": self.reward_a, "reward_b": self.reward_b, "p_a_wins": self.p_a_wins,

@@ -6,17 +6,17 @@
     c = v.compare(task, a, b)
     c.p_a_wins                    # sigmoid((R_a - R_b) / tau)
 
-A repeat must change something. Pairwise repeats alternate the slot order (a first, then b
-first) so slot bias cancels; with sampled reasoning every repeat samples anew under its own
-seed (part of the cache key). Without either, extra repeats would recompute the same thing,
-so K collapses (pointwise to 1, pairwise to 2) and the result says so.
+A repeat must change something: what repeat r computes (slot order, sampling seed) and when K
+collapses (pointwise to 1, pairwise to 2, without sampled reasoning) is the one rule in
+``veriscale.verify.repeats``; a collapsed result says so in its notes.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
+
+from scipy.special import expit
 
 from veriscale.engine.executor import CallExecutor, CallOutcome, Estimate, PlannedCall
 from veriscale.engine.store import Store
@@ -25,9 +25,8 @@ from veriscale.models.base import ModelBackend
 from veriscale.verify import calibration
 from veriscale.verify.criteria import CriteriaSet, load_criteria
 from veriscale.verify.prompts import PROMPT_VERSION, pairwise_request, pointwise_request
-from veriscale.verify.results import (
-    CompareResult, Reading, ScoreResult, VerdictBase, mean, summarise_criterion,
-)
+from veriscale.verify.repeats import Repeat, distinct_repeats, repeat
+from veriscale.verify.results import CompareResult, Reading, ScoreResult, VerdictBase, mean, summarise_criterion
 from veriscale.verify.scale import Scale, parse_scale
 
 
@@ -42,7 +41,8 @@ class _Tag:
 
 
 def sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+    """The logistic function, as a plain float."""
+    return float(expit(x))
 
 
 class Verifier:
@@ -96,30 +96,28 @@ class Verifier:
         """K as asked; by default 1 pointwise and 2 pairwise (both slot orders)."""
         return self.repeats if self.repeats is not None else (2 if pairwise else 1)
 
-    def _repeat_seeds(self, pairwise: bool) -> tuple[list[int | None], list[str]]:
-        notes = []
+    def _repeats(self, pairwise: bool) -> tuple[list[Repeat], list[str]]:
         asked = self._repeats_for(pairwise)
-        if self.reasoning:
-            return [self.seed + r for r in range(asked)], notes
-        k = min(asked, 2 if pairwise else 1)
-        if k < asked:
+        repeats = distinct_repeats(asked, pairwise=pairwise, reasoning=self.reasoning, seed=self.seed)
+        notes = []
+        if len(repeats) < asked:
             notes.append(
-                f"K collapsed from {asked} to {k}: without sampled reasoning, "
+                f"K collapsed from {asked} to {len(repeats)}: without sampled reasoning, "
                 + ("repeats beyond both slot orders" if pairwise else "a pointwise repeat")
                 + " would recompute the same thing (use --reasoning to sample each repeat anew)"
             )
-        return [None] * k, notes
+        return repeats, notes
 
     def plan_score(self, task: str, candidate: str) -> tuple[list[PlannedCall], list[str]]:
         _require_text(task, "task")
         _require_text(candidate, "candidate")
-        seeds, notes = self._repeat_seeds(pairwise=False)
+        repeats, notes = self._repeats(pairwise=False)
         calls = []
-        for r, seed in enumerate(seeds):
+        for rep in repeats:
             for crit in self.criteria.items:
                 req = pointwise_request(task, candidate, crit, self.criteria.note, self.scale,
-                                        reasoning=self.reasoning, seed=seed)
-                calls.append(PlannedCall(req, _Tag(crit.name, r, "candidate", None, None, seed)))
+                                        reasoning=self.reasoning, seed=rep.seed)
+                calls.append(PlannedCall(req, _Tag(crit.name, rep.index, "candidate", None, None, rep.seed)))
         return calls, notes
 
     def plan_compare(self, task: str, a: str, b: str, only_repeat: int | None = None
@@ -128,22 +126,18 @@ class Verifier:
         _require_text(a, "candidate A")
         _require_text(b, "candidate B")
         if only_repeat is None:
-            seeds, notes = self._repeat_seeds(pairwise=True)
-            repeats = list(enumerate(seeds))
-        else:  # one repeat of a tournament: slot order by parity, own seed when sampling
-            notes = []
-            seed = self.seed + only_repeat if self.reasoning else None
-            repeats = [(only_repeat if self.reasoning else only_repeat % 2, seed)]
+            repeats, notes = self._repeats(pairwise=True)
+        else:  # one repeat of a tournament
+            repeats, notes = [repeat(only_repeat, pairwise=True, reasoning=self.reasoning, seed=self.seed)], []
         calls = []
-        for r, seed in repeats:
-            order = "AB" if r % 2 == 0 else "BA"
-            first, second = (a, b) if order == "AB" else (b, a)
+        for rep in repeats:
+            first, second = (a, b) if rep.order == "AB" else (b, a)
             for crit in self.criteria.items:  # criteria share the prefix up to the criterion
                 for slot in ("A", "B"):
-                    who = ("a" if slot == "A" else "b") if order == "AB" else ("b" if slot == "A" else "a")
+                    who = ("a" if slot == "A" else "b") if rep.order == "AB" else ("b" if slot == "A" else "a")
                     req = pairwise_request(task, first, second, crit, self.criteria.note, self.scale,
-                                           target=slot, reasoning=self.reasoning, seed=seed)
-                    calls.append(PlannedCall(req, _Tag(crit.name, r, who, slot, order, seed)))
+                                           target=slot, reasoning=self.reasoning, seed=rep.seed)
+                    calls.append(PlannedCall(req, _Tag(crit.name, rep.index, who, slot, rep.order, rep.seed)))
         return calls, notes
 
     def estimate_score(self, task: str, candidate: str) -> Estimate:

@@ -1,0 +1,61 @@
+"""The tournaments' judge over a rendered pool, answered by a Verifier.
+
+    judge = VerifierJudge(verifier, plan.pool)
+    judge(0, 3, 1)      # PairVerdict(p=P(0 beats 3), rewards={"Output": (r0, r3), ...}); 3 shown first
+    judge.score(2)      # ScoreVerdict(reward, rewards={"Output": r2, ...})  (pointwise)
+
+``judge(i, j, repeat)`` is ``verifier.compare(task, text_i, text_j, only_repeat=repeat)``:
+candidate ``i`` sits in slot A on even repeats. A comparison whose verdict failed (a model call
+failed after the backend's own retries, or the model put no probability on any score label)
+raises ``SelectionFailed`` naming the pair and the errors; it is never counted as a tie.
+Finished calls are in the store, so a rerun resumes and retries only what failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veriscale.errors import ModelCallError
+from veriscale.selection.judging import PairVerdict, ScoreVerdict
+from veriscale.selection.plan import RenderedPool
+
+
+class SelectionFailed(ModelCallError):
+    """A comparison had no verdict, so the selection stopped instead of guessing."""
+
+
+class VerifierJudge:
+    """``judge(i, j, repeat)`` and ``score(i)`` for the tournaments; counts verdicts with low label mass."""
+
+    def __init__(self, verifier: Any, pool: RenderedPool) -> None:
+        self.verifier = verifier
+        self.pool = pool
+        self.verdicts = 0
+        self.low_label_mass = 0  # verdicts where the model put little probability on the labels
+
+    def __call__(self, i: int, j: int, repeat: int) -> PairVerdict:
+        pool = self.pool
+        result = self.verifier.compare(pool.task_text, pool.texts[i], pool.texts[j], only_repeat=repeat)
+        if result.failed or result.p_a_wins is None:
+            raise SelectionFailed(
+                f"comparing {pool.candidates[i].id} with {pool.candidates[j].id} gave no verdict "
+                f"({'; '.join(result.errors[:3]) or 'no score on some criterion'}): the selection stopped "
+                "rather than count it as a tie; finished calls are saved, so rerun to retry the failed ones"
+            )
+        self._count(result)
+        return PairVerdict(result.p_a_wins, result.criterion_rewards())
+
+    def score(self, i: int) -> ScoreVerdict:
+        pool = self.pool
+        result = self.verifier.score(pool.task_text, pool.texts[i])
+        if result.failed or result.reward is None:
+            raise SelectionFailed(
+                f"scoring {pool.candidates[i].id} gave no verdict ({'; '.join(result.errors[:3]) or 'no score'}): "
+                "the selection stopped; finished calls are saved, so rerun to retry the failed ones"
+            )
+        self._count(result)
+        return ScoreVerdict(result.reward, result.criterion_rewards())
+
+    def _count(self, result: Any) -> None:
+        self.verdicts += 1
+        self.low_label_mass += bool(result.low_label_mass)

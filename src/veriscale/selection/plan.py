@@ -1,0 +1,204 @@
+"""Plan a selection once: render every candidate, fix the schedule, price it, before any model call.
+
+    plan = plan_selection(None, candidates, verifier=verifier, settings=SelectionSettings(k=1))
+    plan.model_calls_planned, plan.prompt_tokens_upper_bound, plan.to_dict()   # what --dry-run shows
+    sel = run_selection(plan, verifier=verifier)                               # runs exactly this plan
+
+**Rendering.** The task is rendered once (at most a quarter of the model's context) and every
+candidate once under the plan's budget (``veriscale.selection.prompt_fit``), counted by the
+model's own tokenizer through one ``Renderer``. Candidates whose rendered text is identical form
+one group and are judged once.
+
+**Repeats.** What repeat r computes is ``veriscale.verify.repeats``: without
+``verifier.reasoning`` a pair has only two distinct judgements (its two slot orders), and a
+third would be a cache hit counted as fresh evidence. So then PPT judges each comparison once
+(a pair it meets in the ring and again in a pivot round gets both slot orders), round robin and
+knockout at most twice, and adaptive mode re-judges a pair at most twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields, replace
+from typing import Any, Sequence
+
+from veriscale.data.model import Candidate, Task
+from veriscale.data.pool import require_single_task
+from veriscale.errors import UserError
+from veriscale.selection.prompt_fit import fit_prompt
+from veriscale.selection.rendering import Renderer
+from veriscale.selection.schedules import ppt_comparison_count
+from veriscale.selection.settings import SelectionSettings
+from veriscale.verify.repeats import distinct_repeats
+
+ADAPTIVE_MAX_REPEATS_SAMPLED = 4
+
+
+@dataclass(frozen=True)
+class RenderedPool:
+    """The selection's inputs as the judge reads them; ``groups[i]`` equal = identical rendered output."""
+
+    task: Task
+    candidates: tuple[Candidate, ...]
+    task_text: str
+    texts: tuple[str, ...]
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SelectionPlan:
+    """One selection, planned: the rendered pool, the schedule and what it will cost.
+
+    ``settings``: as asked; ``k``, ``repeats``, ``adaptive``: as they will run (lowered when
+    there are fewer distinct candidates, or repeats that would recompute the same thing).
+    ``judgements_planned × calls_per_judgement`` calls are asked (cache hits included);
+    ``model_calls_planned``: the new ones the schedule can need without adaptive stopping
+    (a pair judged again in a slot order it already had is a cache hit). ``model_calls_upper_bound``:
+    the most it can take (adaptive extra repeats included); cached calls cost nothing and are
+    not subtracted. ``prompt_tokens_upper_bound`` counts whole prompts; prefix reuse in the
+    embedded model and in servers processes fewer. ``to_dict()`` holds the figures, not the pool.
+    """
+
+    settings: SelectionSettings
+    pool: RenderedPool
+    method: str
+    n_candidates: int
+    n_distinct: int
+    k: int | None
+    repeats: int
+    adaptive: bool
+    budget_tokens: int
+    task_tokens: int
+    comparisons_planned: int
+    judgements_planned: int
+    calls_per_judgement: int
+    model_calls_planned: int
+    model_calls_upper_bound: int
+    prompt_tokens_upper_bound: int
+    notes: tuple[str, ...] = ()
+    max_repeats: int = ADAPTIVE_MAX_REPEATS_SAMPLED
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan's figures (what ``--dry-run --json`` prints)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("settings", "pool", "max_repeats")}
+        data["notes"] = list(self.notes)
+        return data
+
+
+def plan_selection(
+    task: Task | str | None,
+    candidates: Sequence[Candidate],
+    *,
+    verifier: Any,
+    settings: SelectionSettings | None = None,
+    renderer: Renderer | None = None,
+    **overrides: Any,
+) -> SelectionPlan:
+    """Plan choosing the best of ``candidates`` for ``task`` (None: the task the candidates carry).
+
+    ``overrides`` are ``SelectionSettings`` fields (``method="round_robin"``, ``k=1``, ...)
+    applied over ``settings``. ``renderer``: share one across plans for the same model.
+    """
+    settings = replace(settings or SelectionSettings(), **overrides)
+    renderer = renderer or Renderer(verifier.model.count_tokens)
+    method = settings.method
+    task, candidates = _task_and_candidates(task, candidates)
+    fit = fit_prompt(verifier, task, settings.budget_tokens, pairwise=method != "pointwise", renderer=renderer)
+    notes: list[str] = list(fit.notes)
+
+    texts = tuple(renderer.candidate(c, fit.budget_tokens) for c in candidates)
+    groups = tuple(hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts)
+    n_distinct = len(set(groups))
+    if 1 < n_distinct < len(candidates):
+        notes.append(f"{len(candidates) - n_distinct} candidate(s) repeat another's output and are judged once with it")
+
+    sampled = bool(getattr(verifier, "reasoning", False))
+    wanted = settings.repeats_wanted
+    repeats = _repeats_per_comparison(method, wanted, sampled)
+    if repeats < wanted:
+        notes.append(
+            f"repeats lowered from {wanted} to {repeats}: without --reasoning further judgements of a pair "
+            "repeat a slot order already judged"
+        )
+    max_repeats = len(distinct_repeats(max(ADAPTIVE_MAX_REPEATS_SAMPLED, repeats), pairwise=True, reasoning=sampled))
+    k = None
+    if method == "ppt":
+        k = min(settings.k, n_distinct)
+        if settings.k > n_distinct > 1:
+            notes.append(f"k lowered from {settings.k} to {k}: there are only {n_distinct} distinct candidates")
+
+    pool = RenderedPool(task, tuple(candidates), fit.task_text, texts, groups)
+    text_tokens = sorted((renderer.count(t) for t in set(texts)), reverse=True)
+    figures = _cost(method, n_distinct, k, repeats, settings.adaptive_applies, max_repeats, verifier, text_tokens,
+                    fit.overhead_tokens)
+    return SelectionPlan(
+        settings=settings, pool=pool, method=method, n_candidates=len(candidates), n_distinct=n_distinct, k=k,
+        repeats=repeats, adaptive=settings.adaptive_applies, budget_tokens=fit.budget_tokens,
+        task_tokens=fit.task_tokens, notes=tuple(notes), max_repeats=max_repeats, **figures,
+    )
+
+
+def _task_and_candidates(task: Task | str | None, candidates: Sequence[Candidate]) -> tuple[Task, list[Candidate]]:
+    """The one task the candidates answer (``task`` overrides); refuses mixed tasks and a missing one."""
+    if isinstance(task, str):
+        task = Task(text=task)
+    candidates = list(candidates)
+    task = require_single_task(candidates, task).task
+    if task is None or not task.text.strip():
+        if len(candidates) > 1:
+            raise UserError(
+                "the candidates do not say what their task was: pass the task (a TASK file or --task FILE)"
+            )
+        task = task or Task(text="")
+    return task, candidates
+
+
+def _repeats_per_comparison(method: str, wanted: int, sampled: bool) -> int:
+    """Judgements per comparison that can each bring something new (see the module docstring)."""
+    if method == "pointwise" or sampled:
+        return wanted
+    if method == "ppt":
+        return 1
+    return len(distinct_repeats(wanted, pairwise=True, reasoning=False))
+
+
+def _cost(method: str, n: int, k: int | None, repeats: int, adaptive: bool, max_repeats: int, verifier: Any,
+          text_tokens: list[int], overhead: int) -> dict[str, int]:
+    """Comparisons, judgements and model calls the schedule takes, and the prompt tokens at most."""
+    n_criteria = len(verifier.criteria.items)
+    sampled = bool(getattr(verifier, "reasoning", False))
+    all_pairs = n * (n - 1) // 2
+    if n <= 1:
+        comparisons, judgements, bound, per_call_texts = 0, 0, 0, 0
+    elif method == "pointwise":
+        comparisons = 0
+        judgements = bound = n
+        per_call_texts = text_tokens[0]
+    else:
+        if method == "ppt":
+            comparisons = ppt_comparison_count(n, k or 1)
+        elif method == "round_robin":
+            comparisons = all_pairs
+        else:
+            comparisons = n - 1
+        judgements = comparisons * repeats
+        bound = judgements
+        if adaptive:
+            bound = max(judgements, min(all_pairs, comparisons) * max_repeats)
+        per_call_texts = sum(text_tokens[:2])
+    if method == "pointwise":
+        scored = distinct_repeats(getattr(verifier, "repeats", None) or 1, pairwise=False, reasoning=sampled)
+        per_judgement = n_criteria * len(scored)
+    else:
+        per_judgement = 2 * n_criteria
+    planned = judgements
+    if method != "pointwise" and n > 1:
+        # judging a pair again as a computation it already had is a cache hit, not a new call
+        per_pair = len(distinct_repeats(bound, pairwise=True, reasoning=sampled))
+        bound, planned = min(bound, all_pairs * per_pair), min(judgements, all_pairs * per_pair)
+    calls_bound = bound * per_judgement
+    return dict(
+        comparisons_planned=comparisons, judgements_planned=judgements, calls_per_judgement=per_judgement,
+        model_calls_planned=planned * per_judgement, model_calls_upper_bound=calls_bound,
+        prompt_tokens_upper_bound=calls_bound * (overhead + per_call_texts),
+    )
