@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from veriscale.errors import UserError
+from veriscale.fence import DATA_RULE, fence
 from veriscale.harness.agent import AgentLimits
 from veriscale.harness.delivery_gate import copy_base, keep_base_files, publish_delivery
 from veriscale.harness.executors import Executor, SessionResult, SessionSpec
@@ -61,6 +62,7 @@ from veriscale.harness.ledgers import (
     read_record,
     record_check,
 )
+from veriscale.harness.prompt_files import render
 from veriscale.harness.safe_fs import read_bytes_beneath, write_plain_file
 from veriscale.harness.skill_library import BUILTIN_SKILLS_DIR, load_skills, skill_index
 from veriscale.harness.workspace import TaskWorkspace
@@ -193,75 +195,8 @@ def skill_mounts(dirs: Sequence[Path]) -> list[Path]:
 
 # --- prompts ----------------------------------------------------------------------------------
 
-_COMMON = """Phase: {phase}
-You are part of a verification harness. Several rollouts (anonymous labels r01, r02, ...) of an AI agent
-attempted the task below and each delivered files. Nobody knows which is right: there is no answer key.
-Agreement between rollouts is not proof, and every candidate may be wrong. Only evidence counts.
-
-Folders (read-only unless marked writable):
-- task: {task} (spec/task.md = the task; workspace/ = its inputs; rollouts/rNN/deliverables/ = what each
-  rollout delivered, binary files have a text view beside them named <file>.view.txt; rollouts/rNN/trajectory/)
-{extra}- your output folder (writable): {output}
-Tools: read, ls, grep, find (paths relative to the task folder), run (a shell command in a sandbox; its
-working folder is your output folder; python3 is available), write (text files, only under your output folder).
-"""
-
-_RESOLVE = """
-Your job: resolve the disagreements. For each disputed claim, most informative check first (agenda order):
-trace each candidate value to its source or computation in the task inputs, run the check that best
-separates the candidates, and eliminate candidates the evidence refutes. Say "none of them" when the
-evidence refutes all candidates, "cannot tell" when it settles nothing.
-
-Agenda (disputed claims ranked by expected information gain; full list in {claims}/agenda.json):
-{agenda}
-
-Write your ledger to {record} as JSON:
-{{"entries": [{{"id": "R1", "claim": "<claim key from the agenda>", "question": "which value of ... is right?",
-  "checks": ["what you ran or read"], "findings": "what the evidence shows", "verdict": "<a candidate value>"}}]}}
-verdict is one candidate value exactly as shown, "none of them" or "cannot tell". Then stop.
-"""
-
-_CHALLENGE = """
-Your job: challenge the consensus. For values, readings and omissions that all rollouts share, first
-hypothesise how they could all be wrong (stale source, wrong unit, wrong period, misread requirement),
-then test each hypothesis in the environment. Also search the task for requirements every rollout missed.
-
-Consensus and omitted claims (full map in {claims}/claims.json):
-{consensus}
-
-Write your ledger to {record} as JSON:
-{{"entries": [{{"id": "C1", "claim": "<what the rollouts agree on>", "attempt": "how it could be wrong and the test you ran",
-  "finding": "what the test showed", "holds": true, "because": "why"}}]}}
-holds is true (survived the test), false (refuted) or "untested". Then stop.
-"""
-
-_ADJUDICATE = """
-Your job: adjudicate. Read the evidence ledgers and pick the rollout whose deliverables are the best base.
-Propose only revisions that a ledger entry supports; mark what is still unproven as unresolved.
-Contract: {contract}. {contract_rule}
-
-Evidence ledgers (read-only): {evidence}
-{ledger_status}
-
-Write {record} as JSON:
-{{"base": "<rollout label such as r01, or \\"none\\" to rebuild from the task inputs>", "reason": "why this base",
-  "revisions": [{{"file": "<deliverable file>", "change": "what to change", "evidence": ["resolver:R1", "challenger:C2"]}}],
-  "unresolved": ["what is still unproven"]}}
-Then stop.
-"""
-
-_CONTRACT_RULES = {
-    "pick-only": "No revisions are allowed: leave \"revisions\" empty and the base is delivered as it is.",
-    "artifact": "Revisions are allowed when evidence backs them; \"none\" means rebuilding from the task inputs.",
-}
-
-_DELIVER = """Phase: deliver
-Now deliver. The base ({base}) has been copied to {deliverables}. Apply exactly the revisions of {finish}
-to those files (use run with python3 for binary formats such as xlsx or docx), keep every other file as
-it is, and do not delete files. Then write {record} as JSON:
-{{"base": "{base}", "changes": [{{"file": "<file>", "summary": "what you changed", "evidence": ["resolver:R1"]}}], "notes": ""}}
-Then stop.
-{skills}"""
+# The prompt texts are Markdown templates in harness/prompts/ (see prompt_files); untrusted
+# values (task text, agenda, consensus, failure reasons) go in as fenced data blocks.
 
 
 def _agenda_text(agenda: dict[str, Any], limit: int) -> str:
@@ -317,6 +252,7 @@ class _Protocol:
         self.executor = executor
         self.log = log
         self.slots = slots or threading.Semaphore(2)
+        self.store_run_id: int | None = None  # the store's run of this task (set by run_protocol)
         self.labels = [r.label for r in self.task.rollouts]
         self.phases: dict[str, dict[str, Any]] = {}
         self.agenda: dict[str, Any] = {"items": []}
@@ -354,8 +290,8 @@ class _Protocol:
 
     def common(self, phase: str, extra: dict[str, Path]) -> str:
         extra_lines = "".join(f"- {name}: {path}\n" for name, path in extra.items())
-        return _COMMON.format(phase=phase, task=self.task.path, extra=extra_lines,
-                              output=self.layout.session_dir(phase))
+        return render("common", phase=phase, task=self.task.path, extra=extra_lines,
+                      output=self.layout.session_dir(phase), data_rule=DATA_RULE)
 
     # -- phase bookkeeping ---------------------------------------------------------------------
     def resumable(self, phase: str) -> bool:
@@ -405,7 +341,7 @@ class _Protocol:
             model_uri=self.config.model_uri, record_path=record,
             record_check=record_check(RECORD_KIND[phase], self.context_for_read(phase)),
             visible_dirs=[p for p in visible if p.exists()], limits=self.config.limits,
-            jail_limits=self.config.jail_limits,
+            jail_limits=self.config.jail_limits, store_run_id=self.store_run_id,
             run_timeout_s=self.config.run_timeout_s, no_jail=self.config.no_jail, continue_session=continue_session)
         with self.slots:
             self.log(f"{self.task.name}: {phase} started ({self.executor.name})")
@@ -436,19 +372,19 @@ class _Protocol:
     # -- phases --------------------------------------------------------------------------------
     def run_resolve(self) -> None:
         skills = (load_phase_skills("resolve", self.config.skills_dirs))
-        system = self.common("resolve", {"claims": self.layout.claims_dir}) + _RESOLVE.format(
-            claims=self.layout.claims_dir, record=self.layout.record("resolve"),
-            agenda=_agenda_text(self.agenda, self.config.agenda_items_in_prompt)) + skills
-        user = f"The task:\n{self.task.task_text()}\nResolve the disputed claims and write your ledger."
+        system = self.common("resolve", {"claims": self.layout.claims_dir}) + "\n" + render(
+            "resolve", claims=self.layout.claims_dir, record=self.layout.record("resolve"),
+            agenda=fence("AGENDA", _agenda_text(self.agenda, self.config.agenda_items_in_prompt))) + skills
+        user = render("resolve-task", task=fence("TASK", self.task.task_text()))
         result = self.session("resolve", system, user, self.layout.visible_dirs("resolve", self.config.skills_dirs))
         self.finish_phase("resolve", result)
 
     def run_challenge(self) -> None:
         skills = (load_phase_skills("challenge", self.config.skills_dirs))
-        system = self.common("challenge", {"claims": self.layout.claims_dir}) + _CHALLENGE.format(
-            claims=self.layout.claims_dir, record=self.layout.record("challenge"),
-            consensus=_consensus_text(self.claims, self.config.consensus_items_in_prompt)) + skills
-        user = f"The task:\n{self.task.task_text()}\nChallenge the consensus and write your ledger."
+        system = self.common("challenge", {"claims": self.layout.claims_dir}) + "\n" + render(
+            "challenge", claims=self.layout.claims_dir, record=self.layout.record("challenge"),
+            consensus=fence("CONSENSUS", _consensus_text(self.claims, self.config.consensus_items_in_prompt))) + skills
+        user = render("challenge-task", task=fence("TASK", self.task.task_text()))
         result = self.session("challenge", system, user, self.layout.visible_dirs("challenge", self.config.skills_dirs))
         self.finish_phase("challenge", result)
 
@@ -465,17 +401,19 @@ class _Protocol:
                 lines.append(f"- {name}.json: valid (cite its entries as {name}:<id>)")
             else:
                 why = self.phases.get(phase, {}).get("reason", "not run")
-                lines.append(f"- {name} ledger: missing, its session failed ({why}); decide without it")
+                lines.append(f"- {name} ledger: missing, its session failed; decide without it. "
+                             f"Why it failed:\n{fence(name.upper() + '_FAILURE', str(why))}")
         return lines
 
     def run_adjudicate(self) -> None:
         status_lines = self.stage_evidence()
         skills = (load_phase_skills("adjudicate", self.config.skills_dirs))
-        system = self.common("adjudicate", {"evidence": self.layout.evidence_dir}) + _ADJUDICATE.format(
-            contract=self.config.contract, contract_rule=_CONTRACT_RULES[self.config.contract],
+        system = self.common("adjudicate", {"evidence": self.layout.evidence_dir}) + "\n" + render(
+            "adjudicate", contract=self.config.contract,
+            contract_rule=render(f"contract-{self.config.contract}").strip(),
             evidence=self.layout.evidence_dir, ledger_status="\n".join(status_lines),
             record=self.layout.record("adjudicate")) + skills
-        user = f"The task:\n{self.task.task_text()}\nAdjudicate and write finish.json."
+        user = render("adjudicate-task", task=fence("TASK", self.task.task_text()))
         result = self.session("adjudicate", system, user, self.layout.visible_dirs("adjudicate", self.config.skills_dirs))
         transcript = self.layout.transcript("adjudicate")
         lines = len(transcript.read_text(encoding="utf-8").splitlines()) if transcript.is_file() else 0
@@ -497,8 +435,8 @@ class _Protocol:
             _write_json(record, {"base": base, "changes": [], "notes": "pick-only contract: the base delivered as it is"})
         else:
             skills = (load_phase_skills("deliver", self.config.skills_dirs))
-            user = _DELIVER.format(base=base if base != BASE_NONE else "none: start from an empty folder",
-                                   deliverables=out, finish=self.layout.record("adjudicate"), record=record, skills=skills)
+            user = render("deliver", base=base if base != BASE_NONE else "none: start from an empty folder",
+                          deliverables=out, finish=self.layout.record("adjudicate"), record=record, skills=skills)
             result = self.session("deliver", "", user, self.layout.visible_dirs("deliver", self.config.skills_dirs),
                                   continue_session=True)
         state_probe = read_record(record, "repair", self.context("deliver"))[1]
@@ -598,9 +536,12 @@ class _Protocol:
 
 
 def run_protocol(task_dir: Path, layout: RunLayout, config: ProtocolConfig, executor: Executor, *,
-                 log: Log | None = None, slots: threading.Semaphore | None = None) -> dict[str, Any]:
+                 log: Log | None = None, slots: threading.Semaphore | None = None,
+                 store_run_id: int | None = None) -> dict[str, Any]:
     """Run (or resume) the protocol on one materialised task; returns the outcome document.
 
     ``slots`` caps how many sessions run at once (shared across tasks by the runner).
     """
-    return _Protocol(task_dir, layout, config, executor, log or (lambda _line: None), slots).run()
+    protocol = _Protocol(task_dir, layout, config, executor, log or (lambda _line: None), slots)
+    protocol.store_run_id = store_run_id
+    return protocol.run()

@@ -1,7 +1,10 @@
 """Judge prompts, laid out for prefix caching: stable parts first, the varying part last.
 
-Order inside the user message: instructions (with the scale and the criteria note), task,
-candidate(s), criterion, slot question.
+Order inside the user message: instructions (with the scale, the data-block rule and the
+criteria note), task, candidate(s), criterion, slot question. Task and candidate texts are data:
+each sits in a fenced block (:func:`veriscale.fence.fence`) whose tag depends only on the block's
+name and text, so a candidate cannot close its section or open a fake ``## Criterion`` or grade
+line, and the prompt stays a pure function of its inputs (stable cache keys and KV prefixes).
 Scoring C criteria (and both slots of a pair) therefore shares everything up to the criterion,
 so the embedded model and server-side prefix caches re-process only the short suffix::
 
@@ -11,11 +14,12 @@ so the embedded model and server-side prefix caches re-process only the short su
 
 from __future__ import annotations
 
+from veriscale.fence import DATA_RULE, fence
 from veriscale.models.base import Message, ScoreRequest
 from veriscale.verify.criteria import Criterion
 from veriscale.verify.scale import Scale
 
-PROMPT_VERSION = "v2"
+PROMPT_VERSION = "v3"  # v3: task and candidates in fenced data blocks
 SLOT_NAMES = {"A": "first", "B": "second"}  # words, so no slot name collides with a score label
 
 SYSTEM = (
@@ -31,7 +35,7 @@ def _intro(what: str, scale: Scale, note: str, reasoning: bool) -> str:
                "'Grade:' followed by the grade.")
     else:
         how = "Reply with the grade only."
-    parts = [what, f"You will be asked for one grade at a time, on one criterion. {scale.instruction()} {how}"]
+    parts = [what, DATA_RULE, f"You will be asked for one grade at a time, on one criterion. {scale.instruction()} {how}"]
     if note:
         parts.append(note)
     return "\n".join(parts)
@@ -59,8 +63,8 @@ def pointwise_request(task: str, candidate: str, criterion: Criterion, note: str
     """One score slot for a single candidate on one criterion."""
     user = "\n\n".join([
         _intro("Below are a task and one response to it. Grade the response.", scale, note, reasoning),
-        f"## Task\n{task}",
-        f"## Response\n{candidate}",
+        f"## Task\n{fence('TASK', task)}",
+        f"## Response\n{fence('RESPONSE', candidate)}",
         _criterion_block(criterion),
         f"Grade the response on this criterion ({scale.hint()}).",
     ])
@@ -77,9 +81,9 @@ def pairwise_request(task: str, first: str, second: str, criterion: Criterion, n
         _intro("Below are a task and two independent responses to it, the first and the second. "
                "Grade each response on its own merits; they may both be good or both be bad.",
                scale, note, reasoning),
-        f"## Task\n{task}",
-        f"## First response\n{first}",
-        f"## Second response\n{second}",
+        f"## Task\n{fence('TASK', task)}",
+        f"## First response\n{fence('FIRST_RESPONSE', first)}",
+        f"## Second response\n{fence('SECOND_RESPONSE', second)}",
         _criterion_block(criterion),
         f"Grade the {SLOT_NAMES[target]} response on this criterion ({scale.hint()}).",
     ])
