@@ -1,12 +1,56 @@
 """veriscale: fine-grained verification of AI agent runs.
 
-    from veriscale import Verifier, load_backend
-    v = Verifier(load_backend("embedded"))
-    v.compare(task, a, b).p_a_wins
+    from veriscale import compare, score
+    score(task, answer).reward                       # pointwise reward in [0, 1]
+    compare(task, a, b).p_a_wins                     # P(a beats b)
+
+    from veriscale import Verifier, load_backend, select
+    v = Verifier(load_backend("embedded"), criteria="agent")
+    select(task, candidates, verifier=v).best.id     # Best-of-N: tournament + Bradley–Terry
+
+``score``/``compare`` are one-call helpers (``veriscale.api``); ``Verifier`` keeps one model,
+scale, criteria set and store across many verdicts. ``select`` and ``Selection`` come from
+``veriscale.selection.select``, imported on first use.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from veriscale.api import compare, score
 from veriscale.models.uri import load_backend
+from veriscale.verify.results import CompareResult, Reading, ScoreResult
 from veriscale.verify.reward import Verifier
 
-__all__ = ["Verifier", "load_backend"]
+if TYPE_CHECKING:
+    from veriscale.selection.select import Selection, select
+
+__all__ = [
+    "CompareResult",
+    "Reading",
+    "ScoreResult",
+    "Selection",
+    "Verifier",
+    "compare",
+    "load_backend",
+    "score",
+    "select",
+]
 __version__ = "0.1.0"
+
+_LAZY = {"select": "veriscale.selection.select", "Selection": "veriscale.selection.select"}
+
+
+def __getattr__(name: str) -> Any:
+    """``select`` and ``Selection``, imported when first asked for."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'veriscale' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

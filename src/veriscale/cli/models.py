@@ -66,7 +66,7 @@ def calibrate(
 ) -> None:
     """Fit tau in P(a beats b) = sigmoid((R_a - R_b)/tau) on labelled pairs and store it.
 
-    Example: veriscale models calibrate embedded --pairs ../shared/data/pairwise_dev.jsonl --limit 30
+    Example: veriscale models calibrate embedded --pairs pairs.jsonl --limit 30
     """
     import numpy as np
 

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, user_errors
+from veriscale.cli.run_summary import run_summary
 from veriscale.errors import UserError
 
 runs_app = typer.Typer(help="Inspect and export earlier runs recorded in the store.", no_args_is_help=True)
@@ -24,24 +25,21 @@ def _when(ts: float | None) -> str:
 @runs_app.command("list")
 def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(help="How many, newest first.")] = 20,
               json_out: o.JsonOpt = False) -> None:
-    """List recent runs. Example: veriscale runs list --limit 5"""
+    """List recent runs with each one's verdict (pick, P, reward) or error.
+
+    Example: veriscale runs list --limit 5
+    """
     with user_errors():
         runs = o.open_store(store).runs(limit)
         if json_out:
             emit_json([{"id": r.id, "command": r.command, "model": r.model, "status": r.status,
-                        "created_at": r.created_at, "args": r.args} for r in runs])
+                        "created_at": r.created_at, "args": r.args, "summary": run_summary(r)} for r in runs])
             return
         table = Table(title="runs")
         for col in ("id", "when", "command", "model", "status", "summary"):
             table.add_column(col)
         for r in runs:
-            res = r.result or {}
-            summary = ""
-            if "p_a_wins" in res and res["p_a_wins"] is not None:
-                summary = f"P(A>B)={res['p_a_wins']:.3f}"
-            elif "reward" in res and res["reward"] is not None:
-                summary = f"reward={res['reward']:.3f}"
-            table.add_row(str(r.id), _when(r.created_at), r.command, r.model or "", r.status, summary)
+            table.add_row(str(r.id), _when(r.created_at), r.command, r.model or "", r.status, run_summary(r))
         console.print(table)
 
 

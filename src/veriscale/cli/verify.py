@@ -17,11 +17,11 @@ from veriscale.verify.reward import Verifier
 
 
 def _verifier(model: str, store, scale: str, criteria: str, only, repeats: int, reasoning: bool,
-              discrete: bool, seed: int, refresh: bool, max_calls, concurrency: int) -> Verifier:
+              discrete: bool, seed: int, refresh: bool, max_calls, concurrency: int, *, dry_run: bool) -> Verifier:
     crits = load_criteria(criteria)
     if only:
         crits = crits.only(only)
-    return Verifier(o.open_model(model), store=o.open_store(store), scale=scale, criteria=crits,
+    return Verifier(o.open_model(model, notice=not dry_run, concurrency=concurrency), store=o.open_store(store), scale=scale, criteria=crits,
                     repeats=repeats, reasoning=reasoning, discrete=discrete, seed=seed,
                     refresh=refresh, max_calls=max_calls, concurrency=concurrency)
 
@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
     def score(
         task: Annotated[str, typer.Argument(help="Task file (text, Markdown, JSON) or - for stdin.")],
         candidate: Annotated[str, typer.Argument(help="Candidate file or - for stdin.")],
-        model: o.ModelOpt = "embedded", store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
+        model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
         criteria: o.CriteriaOpt = "general", criterion: o.OnlyOpt = None, repeats: o.RepeatsOpt = None,
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: o.SeedOpt = 0,
         refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
             task_text = read_text_input(task, "task")
             cand_text = read_text_input(candidate, "candidate")
             v = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
-                          refresh, max_calls, concurrency)
+                          refresh, max_calls, concurrency, dry_run=dry_run)
             calls, _ = v.plan_score(task_text, cand_text)
             _execute(v, "score", {"task": task, "candidate": candidate, "scale": scale, "criteria": criteria,
                                   "repeats": repeats}, calls, lambda: v.score(task_text, cand_text),
@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
         task: Annotated[str, typer.Argument(help="Task file (text, Markdown, JSON) or - for stdin.")],
         a: Annotated[str, typer.Argument(help="Candidate A file.")],
         b: Annotated[str, typer.Argument(help="Candidate B file.")],
-        model: o.ModelOpt = "embedded", store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
+        model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
         criteria: o.CriteriaOpt = "general", criterion: o.OnlyOpt = None, repeats: o.RepeatsOpt = None,
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: o.SeedOpt = 0,
         refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
@@ -152,7 +152,7 @@ def register(app: typer.Typer) -> None:
             a_text = read_text_input(a, "candidate A")
             b_text = read_text_input(b, "candidate B")
             v = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
-                          refresh, max_calls, concurrency)
+                          refresh, max_calls, concurrency, dry_run=dry_run)
             calls, _ = v.plan_compare(task_text, a_text, b_text)
             _execute(v, "compare", {"task": task, "a": a, "b": b, "scale": scale, "criteria": criteria,
                                     "repeats": repeats}, calls, lambda: v.compare(task_text, a_text, b_text),

@@ -1,0 +1,107 @@
+"""One-call verdicts: ``score`` and ``compare`` without building a ``Verifier`` first.
+
+    from veriscale import compare, score
+
+    task = "Print the number of lines in notes.txt."
+    s = score(task, "wc -l < notes.txt")                  # embedded model, criteria "general"
+    s.reward, s.criteria["Correctness"]["label_probs"]   # reward in [0, 1]; per-label probabilities
+    c = compare(task, "wc -l < notes.txt", "cat notes.txt", model="http://127.0.0.1:8000/v1#m")
+    c.p_a_wins, c.reward_a, c.reward_b
+
+Each call builds a ``Verifier`` (``veriscale.verify.reward``) from the same settings as the
+``veriscale score`` / ``compare`` commands. ``model`` is a model URI (see
+``veriscale.models.uri``) or a backend object; ``criteria`` a built-in set name, a Markdown file
+path or a ``CriteriaSet``. Nothing is written to disk unless ``store`` names a store file (or
+passes a ``Store``); with one, a repeated call is answered from it. A verdict whose model calls
+failed has ``failed`` set, ``reward`` (or ``p_a_wins``) None and ``errors`` saying why.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from veriscale.engine.store import Store
+from veriscale.errors import UserError
+from veriscale.models.base import ModelBackend
+from veriscale.models.uri import load_backend
+from veriscale.verify.criteria import CriteriaSet
+from veriscale.verify.results import CompareResult, ScoreResult
+from veriscale.verify.reward import Verifier
+from veriscale.verify.scale import Scale
+
+ModelLike = str | ModelBackend
+StoreLike = Store | str | os.PathLike[str] | None
+T = TypeVar("T")
+
+__all__ = ["compare", "score"]
+
+
+def _backend(model: ModelLike) -> ModelBackend:
+    if isinstance(model, str):
+        return load_backend(model)
+    if callable(getattr(model, "score", None)) and callable(getattr(model, "fingerprint", None)):
+        return model
+    raise UserError(f"model must be a model URI such as 'embedded' or a backend object, not {type(model).__name__}: "
+                    "pass e.g. model='http://127.0.0.1:8000/v1#my-model'")
+
+
+def _store(store: StoreLike) -> Store | None:
+    if store is None or isinstance(store, Store):
+        return store
+    if isinstance(store, (str, os.PathLike)):
+        return Store.open(store)
+    raise UserError(f"store must be a file path or a Store, not {type(store).__name__}: pass e.g. store='runs.sqlite3'")
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        hint = " (read the file first, e.g. Path(p).read_text())" if isinstance(value, os.PathLike) else ""
+        raise UserError(f"the {what} must be text (a str), not {type(value).__name__}: pass its text{hint}")
+    return value
+
+
+def _with_verifier(model: ModelLike, store: StoreLike, settings: dict[str, Any],
+                   verdict: Callable[[Verifier], T]) -> T:
+    """Build the Verifier, take the verdict, and close a store opened here from a path."""
+    backend = _backend(model)
+    opened = _store(store)
+    try:
+        return verdict(Verifier(backend, store=opened, **settings))
+    finally:
+        if opened is not None and opened is not store:
+            opened.close()
+
+
+def score(task: str, candidate: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",
+          scale: Scale | str = "letters", repeats: int | None = None, reasoning: bool = False,
+          discrete: bool = False, seed: int = 0, store: StoreLike = None, max_calls: int | None = None,
+          concurrency: int = 4) -> ScoreResult:
+    """Pointwise reward of ``candidate`` for ``task``, in [0, 1] (one call per criterion and repeat).
+
+        r = score("Say hi.", "hi", criteria="general")
+        r.reward, r.criteria["Correctness"]["reward"], r.usage.model_calls   # ..., ..., 3
+    """
+    task, candidate = _text(task, "task"), _text(candidate, "candidate")
+    settings = dict(scale=scale, criteria=criteria, repeats=repeats, reasoning=reasoning, discrete=discrete,
+                    seed=seed, max_calls=max_calls, concurrency=concurrency)
+    return _with_verifier(model, store, settings, lambda v: v.score(task, candidate))
+
+
+def compare(task: str, a: str, b: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",
+            scale: Scale | str = "letters", repeats: int | None = None, reasoning: bool = False,
+            discrete: bool = False, seed: int = 0, tau: float | None = None, store: StoreLike = None,
+            max_calls: int | None = None, concurrency: int = 4) -> CompareResult:
+    """Both candidates judged in one context: their rewards and P(a beats b).
+
+    ``tau`` overrides the model's calibrated temperature in P = sigmoid((R_a - R_b) / tau).
+    Repeats alternate which candidate is shown first (default K = 2, both orders)::
+
+        c = compare("Say hi.", "hi", "bye", store="runs.sqlite3")   # rerun: answered from the store
+        c.p_a_wins, c.reward_a, c.reward_b, c.criteria["Correctness"]["label_probs"]["a"]
+    """
+    task, a, b = _text(task, "task"), _text(a, "candidate A"), _text(b, "candidate B")
+    settings = dict(scale=scale, criteria=criteria, repeats=repeats, reasoning=reasoning, discrete=discrete,
+                    seed=seed, tau=tau, max_calls=max_calls, concurrency=concurrency)
+    return _with_verifier(model, store, settings, lambda v: v.compare(task, a, b))

