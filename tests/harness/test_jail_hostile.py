@@ -320,3 +320,62 @@ def test_a_task_below_a_root_only_folder_works_for_a_root_caller(tmp_path: Path)
         import shutil
 
         shutil.rmtree(private)
+
+
+class _UsageServer(http.server.BaseHTTPRequestHandler):
+    """Answers like a chat endpoint: a JSON body with usage, or server-sent events ending in usage."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path.endswith("/stream"):
+            events = (b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n'
+                      b'data: {"choices": [], "usage": {"prompt_tokens": 21, "completion_tokens": 4}}\n\ndata: [DONE]\n\n')
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events))
+            return
+        payload = json.dumps({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 3,
+                                                       "prompt_tokens_details": {"cached_tokens": 8}}}).encode()
+        self.send_response(200 if self.path.endswith("/completions") else 404)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_external_agents_calls_through_the_relay_are_recorded_in_the_store(layout: dict[str, Path],
+                                                                               tmp_path: Path) -> None:
+    from veriscale.engine.store import Store
+    from veriscale.harness.relay_record import RelayRecorder
+
+    store = Store.open(tmp_path / "store.sqlite3")
+    run = store.start_run("harness task", "m", {})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _UsageServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    recorder = RelayRecorder(store, run_id=run, model="http://127.0.0.1/v1#m", label="resolve")
+    spec = session_spec(layout, model_endpoint=server.server_address, model_tap=recorder.tap)
+    code = """
+import os, urllib.request, urllib.error
+base = os.environ["VERISCALE_MODEL_URL"]
+for path in ("/v1/chat/completions", "/v1/stream", "/v1/missing"):
+    req = urllib.request.Request(base + path, data=b'{"messages": []}', headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=10).read()
+    except urllib.error.HTTPError as exc:
+        print("status", exc.code)
+"""
+    try:
+        result = run_jailed(spec, [sys.executable, "-c", code], timeout_s=30)
+    finally:
+        server.shutdown()
+    assert "status 404" in result.stdout, result.stderr
+    time.sleep(0.2)  # the relay thread commits as the connection closes
+    calls = store.run_calls(run)
+    assert [(c["kind"], c["status"], c["label"]) for c in calls] == [("relay", "ok", "resolve")] * 2 + [("relay", "failed", "resolve")]
+    assert [(c["prompt_tokens"], c["cached_tokens"], c["completion_tokens"]) for c in calls[:2]] == [(11, 8, 3), (21, 0, 4)]
+    cost = store.run_cost(run)  # the 404 reported usage too: what the server counted is what was spent
+    assert cost["calls"] == 3 and cost["failed"] == 1 and cost["prompt_tokens"] == 11 + 21 + 11

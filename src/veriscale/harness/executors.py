@@ -243,7 +243,8 @@ class PiExecutor:
 
     name = "pi"
 
-    def __init__(self, cli_js: Path | None = None) -> None:
+    def __init__(self, cli_js: Path | None = None, store: Store | None = None) -> None:
+        self.store = store
         self.cli_js = Path(cli_js).resolve() if cli_js else find_pi()
         self.node = check_node()
         # .../node_modules/@mariozechner/pi-coding-agent/dist/cli.js -> .../node_modules
@@ -251,6 +252,14 @@ class PiExecutor:
         # a node outside the system folders (nvm, a tarball) must be visible inside the jail
         prefix = Path(self.node).parents[1]
         self.extra_visible = [] if str(prefix).startswith(("/usr", "/bin", "/lib")) or prefix == Path("/") else [prefix]
+
+    def _recorder(self, session: SessionSpec):
+        """A tap factory that records each request pi sends through the relay (None without a store)."""
+        if self.store is None:
+            return None
+        from veriscale.harness.relay_record import RelayRecorder
+
+        return RelayRecorder(self.store, run_id=session.store_run_id, model=session.model_uri, label=session.phase).tap
 
     def _models_json(self, session: SessionSpec, endpoint: _Endpoint, base_url: str) -> Path:
         config_dir = session.transcript_path.parent / f"{session.transcript_path.stem}.pi-config"
@@ -281,7 +290,8 @@ class PiExecutor:
                         readonly_extra=[*session.visible_dirs, self.node_modules, *self.extra_visible, models_json.parent],
                         model_endpoint=None if session.no_jail else (endpoint.host, endpoint.port),
                         env={"PI_OFFLINE": "1", "PI_TELEMETRY": "0", "PI_SKIP_VERSION_CHECK": "1"},
-                        no_jail=session.no_jail, limits=session.jail_limits, model_headers=_auth_headers())
+                        no_jail=session.no_jail, limits=session.jail_limits, model_headers=_auth_headers(),
+                        model_tap=self._recorder(session))
         pi_args = [str(self.cli_js), "--provider", "veriscale", "--model", endpoint.model, "--mode", "json", "-p",
                    "--session-dir", str(session.output_dir / PI_SESSION_DIR), "--no-extensions", "--no-skills",
                    "--no-context-files", "--no-prompt-templates", "--no-themes", "--offline",
@@ -372,5 +382,5 @@ def make_executor(name: str, backend: ModelBackend | None = None, store: Store |
     if name == "builtin":
         return BuiltinExecutor(backend, store)
     if name == "pi":
-        return PiExecutor()
+        return PiExecutor(store=store)
     raise UserError(f"unknown executor '{name}': use one of {', '.join(EXECUTORS)}")

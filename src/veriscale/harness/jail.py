@@ -42,7 +42,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +50,7 @@ from veriscale.errors import UserError
 from veriscale.harness.jail_capture import BoundedCapture
 from veriscale.harness.jail_harvest import HarvestReader, HarvestReport
 from veriscale.harness.jail_limits import JailLimits, ResourceBox, UidSlot
+from veriscale.harness.jail_relay import Tap
 from veriscale.harness.jail_mounts import (
     INSIDE_GID,
     INSIDE_UID,
@@ -85,7 +86,8 @@ class JailSpec:
     and ``writable_dir`` are mounted after them, so they may re-expose a path under a hidden
     folder (e.g. hide ``<task>/sessions`` but write into ``<task>/sessions/<name>``).
     ``model_headers`` are added to every request on the host side of the model relay (an API
-    key reaches the endpoint without entering the jail).
+    key reaches the endpoint without entering the jail); ``model_tap`` makes a tap per relayed
+    request (the store records an external agent's calls with one).
     """
 
     task_dir: Path
@@ -98,6 +100,7 @@ class JailSpec:
     no_jail: bool = False
     limits: JailLimits = field(default_factory=JailLimits)
     model_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    model_tap: Callable[[], Tap] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         task_dir = Path(self.task_dir).resolve()
@@ -340,6 +343,6 @@ def _model_forward(spec: JailSpec) -> Iterator[Path | None]:
     if spec.model_endpoint is None:
         yield None
         return
-    with ModelForward(spec.model_endpoint, headers=spec.model_headers,
+    with ModelForward(spec.model_endpoint, headers=spec.model_headers, tap_factory=spec.model_tap,
                       max_connections=spec.limits.relay_connections) as forward:
         yield forward.socket_path

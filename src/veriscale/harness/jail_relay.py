@@ -19,14 +19,30 @@ CHUNK_BYTES = 65536
 #: A relayed connection that moves no byte for this long is closed.
 IDLE_TIMEOUT_S = 600.0
 
-Prepare = Callable[[socket.socket, socket.socket], bool]
+class Tap:
+    """Sees a relayed connection's bytes (the host records model calls with one)."""
+
+    def request(self, data: bytes) -> None:
+        pass
+
+    def response(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
-def _pump(source: socket.socket, sink: socket.socket) -> None:
+#: ``prepare(client, upstream)`` -> False to drop the connection, True to relay it, or a Tap.
+Prepare = Callable[[socket.socket, socket.socket], "bool | Tap"]
+
+
+def _pump(source: socket.socket, sink: socket.socket, seen: Optional[Callable[[bytes], None]] = None) -> None:
     """Copy bytes from ``source`` to ``sink`` until EOF, then half-close ``sink``."""
     try:
         while data := source.recv(CHUNK_BYTES):
             sink.sendall(data)
+            if seen is not None:
+                seen(data)
     except OSError:
         pass
     finally:
@@ -36,14 +52,19 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
             pass
 
 
-def splice(left: socket.socket, right: socket.socket) -> None:
-    """Relay bytes both ways between two connected sockets until both sides finish; close them."""
-    backward = threading.Thread(target=_pump, args=(right, left), daemon=True)
+def splice(left: socket.socket, right: socket.socket, tap: Optional["Tap"] = None) -> None:
+    """Relay bytes both ways between two connected sockets until both sides finish; close them.
+
+    A ``tap`` sees the bytes going right (``request``) and left (``response``), then ``close()``.
+    """
+    backward = threading.Thread(target=_pump, args=(right, left, tap.response if tap else None), daemon=True)
     backward.start()
-    _pump(left, right)
+    _pump(left, right, tap.request if tap else None)
     backward.join()
     left.close()
     right.close()
+    if tap is not None:
+        tap.close()
 
 
 def serve_forever(listener: socket.socket, connect: Callable[[], socket.socket], *,
@@ -81,11 +102,12 @@ def _relay_client(client: socket.socket, connect: Callable[[], socket.socket],
             client.close()
             return
         upstream.settimeout(IDLE_TIMEOUT_S)
-        if prepare is not None and not prepare(client, upstream):
+        prepared = prepare(client, upstream) if prepare is not None else True
+        if prepared is False:
             client.close()
             upstream.close()
             return
-        splice(client, upstream)
+        splice(client, upstream, prepared if isinstance(prepared, Tap) else None)
     finally:
         if slots is not None:
             slots.release()

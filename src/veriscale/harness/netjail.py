@@ -26,12 +26,12 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
 from veriscale.errors import UserError
-from veriscale.harness.jail_relay import serve_forever
+from veriscale.harness.jail_relay import Tap, serve_forever
 
 Endpoint = tuple[str, int]
 
@@ -80,9 +80,10 @@ class ModelForward:
     """
 
     def __init__(self, endpoint: Endpoint, *, headers: Mapping[str, str] | None = None,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, tap_factory: Callable[[], Tap] | None = None) -> None:
         self.endpoint = check_endpoint(endpoint)
         self.headers = dict(headers or {})
+        self.tap_factory = tap_factory
         self.max_connections = max_connections
         self._folder: Path | None = None
         self._listener: socket.socket | None = None
@@ -99,7 +100,14 @@ class ModelForward:
         upstream.settimeout(None)
         return upstream
 
-    def _rewrite_head(self, client: socket.socket, upstream: socket.socket) -> bool:
+    def _prepare(self, client: socket.socket, upstream: socket.socket) -> bool | Tap:
+        """Rewrite the request head (when headers are set) and attach the recording tap."""
+        tap = self.tap_factory() if self.tap_factory else None
+        if not self._rewrite_head(client, upstream, tap):  # also: one request per connection
+            return False
+        return tap if tap is not None else True
+
+    def _rewrite_head(self, client: socket.socket, upstream: socket.socket, tap: Tap | None = None) -> bool:
         """Replace the request's auth and connection headers with the host's; False drops it."""
         try:
             data = b""
@@ -113,6 +121,8 @@ class ModelForward:
             kept = [line for line in lines[1:] if line.split(b":", 1)[0].strip().lower() not in _DROPPED_HEADERS]
             added = [f"{name}: {value}".encode("latin-1") for name, value in self.headers.items()]
             upstream.sendall(b"\r\n".join([lines[0], *kept, *added, b"Connection: close"]) + b"\r\n\r\n" + rest)
+            if tap is not None:  # what the session sent, without the host's key
+                tap.request(b"\r\n".join([lines[0], *kept]) + b"\r\n\r\n" + rest)
             return True
         except (OSError, UnicodeError):
             return False
@@ -124,7 +134,7 @@ class ModelForward:
         os.chmod(self.socket_path, 0o666)  # a session's own host uid connects (its folder stays 0700)
         listener.listen(64)
         self._listener = listener
-        prepare = self._rewrite_head if self.headers else None
+        prepare = self._prepare if (self.headers or self.tap_factory) else None
         threading.Thread(
             target=serve_forever, args=(listener, self._connect_endpoint),
             kwargs={"max_connections": self.max_connections, "prepare": prepare}, daemon=True,

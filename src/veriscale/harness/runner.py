@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from veriscale.engine.store import Store
 from veriscale.errors import UserError
 from veriscale.harness.agent import AgentLimits
 from veriscale.harness.executors import Executor, make_executor
@@ -60,6 +61,7 @@ class RunOptions:
     runs_root: Path | None = None
     skills_dirs: Sequence[Path] | None = None
     executor: str = "builtin"
+    store_path: Path | None = None  # None: the default store ($VERISCALE_STORE or the user data dir)
     jail_limits: JailLimits = field(default_factory=JailLimits)
 
     def check(self) -> None:
@@ -114,7 +116,8 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
         from veriscale.models.uri import load_backend
 
         backend = load_backend(options.model_uri)  # a bad URI stops the run before any work
-    executor = executor or make_executor(options.executor, backend)
+    store = Store.open(options.store_path)
+    executor = executor or make_executor(options.executor, backend, store)
     log = jail_aware_log(log or (lambda _line: None), options.no_jail)
     if not options.no_jail:
         from veriscale.harness.jail_limits import ResourceBox
@@ -122,21 +125,50 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
         with ResourceBox(options.jail_limits) as probe:
             log(probe.describe())
     slots = threading.BoundedSemaphore(options.concurrency)
+    # The run and each task are runs in the store: `veriscale runs list/show` shows them, their
+    # phases and every model call they made (the sessions' calls are linked to the task's run).
+    parent = store.start_run("harness run", options.model_uri, {
+        "run_id": run_id, "tasks": [str(t) for t in task_dirs], "contract": options.contract,
+        "executor": getattr(executor, "name", options.executor), "jail": "off" if options.no_jail else "on"})
 
     def one(task_dir: Path) -> dict[str, Any]:
         task_dir = Path(task_dir)
+        task_run = store.start_run("harness task", options.model_uri, {"task": str(task_dir), "run_id": run_id},
+                                   parent_id=parent)
         try:
             layout = RunLayout.for_task(task_dir, run_id, options.runs_root)
-            return run_protocol(task_dir, layout, config, executor, log=log, slots=slots)
+            outcome = run_protocol(task_dir, layout, config, executor, log=log, slots=slots, store_run_id=task_run)
         except Exception as exc:  # noqa: BLE001 - a failing task must not stop the others
             message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
             log(f"{task_dir.name}: task failed ({message})")
-            return {"task": task_dir.name, "task_dir": str(task_dir), "outcome": "error", "error": message}
+            outcome = {"task": task_dir.name, "task_dir": str(task_dir), "outcome": "error", "error": message}
+        store.finish_run(task_run, "ok" if outcome["outcome"] not in FAILED_OUTCOMES else "failed",
+                         _task_record(outcome))
+        return outcome
 
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="task") as pool:
-        outcomes = list(pool.map(one, task_dirs))
-    failed = sum(1 for o in outcomes if o["outcome"] in ("error", "no base chosen", "delivery failed"))
-    return {"run_id": run_id, "contract": options.contract, "model": options.model_uri,
-            "jail": "off" if options.no_jail else "on", "tasks": outcomes, "failed": failed,
-            "wall_s": round(time.monotonic() - started, 3)}
+    try:
+        with ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="task") as pool:
+            outcomes = list(pool.map(one, task_dirs))
+    except BaseException as exc:
+        store.finish_run(parent, "failed", {"error": f"{type(exc).__name__}: {exc}"})
+        raise
+    failed = sum(1 for o in outcomes if o["outcome"] in FAILED_OUTCOMES)
+    summary = {"run_id": run_id, "contract": options.contract, "model": options.model_uri,
+               "jail": "off" if options.no_jail else "on", "tasks": outcomes, "failed": failed,
+               "wall_s": round(time.monotonic() - started, 3), "store_run": parent}
+    store.finish_run(parent, "ok" if not failed else "failed",
+                     {**summary, "tasks": [_task_record(o) for o in outcomes]})
+    return summary
+
+
+FAILED_OUTCOMES = ("error", "no base chosen", "delivery failed")
+
+
+def _task_record(outcome: dict[str, Any]) -> dict[str, Any]:
+    """What the store keeps of a task's outcome: outcome, base, phases with their status and cost."""
+    phases = {name: {k: state.get(k) for k in ("status", "reason", "calls", "steps", "prompt_tokens",
+                                                  "completion_tokens", "wall_s", "resumed") if k in state}
+              for name, state in (outcome.get("phases") or {}).items()}
+    keep = ("task", "outcome", "base", "revisions", "error", "run_dir", "cost")
+    return {**{k: outcome[k] for k in keep if k in outcome}, "phases": phases}
