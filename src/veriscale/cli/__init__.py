@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
 
 app = typer.Typer(
@@ -11,6 +14,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+@app.callback()
+def main(
+    config: Optional[Path] = typer.Option(None, "--config", help="Config file (TOML; default: <user config dir>/veriscale/config.toml, or $VERISCALE_CONFIG)."),
+    rpm: Optional[int] = typer.Option(None, "--rpm", help="Requests a minute per model endpoint (config gateway.rpm; 0: no limit)."),
+    tpm: Optional[int] = typer.Option(None, "--tpm", help="Prompt tokens a minute per model endpoint (config gateway.tpm; 0: no limit)."),
+    deadline: Optional[float] = typer.Option(None, "--deadline", help="Seconds one model call may take (config gateway.deadline_s; 0: none)."),
+    routing: Optional[str] = typer.Option(None, "--routing", help="affinity (same prompt prefix, same endpoint) or round_robin, for several --model endpoints."),
+) -> None:
+    """Tell which run of your AI agent to trust."""
+    from veriscale.cli import settings
+    from veriscale.cli.common import user_errors
+
+    with user_errors():
+        settings.configure(config, rpm=rpm, tpm=tpm, deadline_s=deadline, routing=routing)
 
 
 def _register_all() -> None:

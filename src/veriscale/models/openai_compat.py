@@ -6,18 +6,30 @@
 With a chat template named, the score slot is prefilled client-side and read through
 ``/v1/completions``; otherwise ``/v1/chat/completions`` is asked for one token. Both logprob
 shapes are parsed. Retries with exponential backoff on 429, 5xx, timeouts and dropped
-connections; a call that still fails raises ModelCallError (recorded as failed upstream).
+connections (a ``Retry-After`` header on 429/503 sets the wait); a call that still fails raises
+ModelCallError (recorded as failed upstream). ``ascore``/``achat`` are the same calls over an
+``httpx.AsyncClient`` for the gateway's event loop; one implementation serves both.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import httpx
-from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from veriscale.errors import ModelCallError, UserError
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse
@@ -25,14 +37,38 @@ from veriscale.models.chat_template import TEMPLATES, render_chat
 from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
 
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
+#: The longest ``Retry-After`` honoured; a server asking for more gets this.
+MAX_RETRY_AFTER_S = 60.0
+T = TypeVar("T")
+Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class _Retryable(Exception):
-    pass
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def _is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (_Retryable, httpx.TimeoutException, httpx.TransportError))
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    raw = resp.headers.get("retry-after")
+    try:
+        return min(MAX_RETRY_AFTER_S, max(0.0, float(raw))) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def _drive(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (every await it makes is on a synchronous post)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a synchronous model call suspended")
 
 
 class OpenAICompatModel:
@@ -61,44 +97,87 @@ class OpenAICompatModel:
         self.display_name = f"{model or 'model'} at {self.base_url}"
         key = api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0), headers=headers,
+        self.concurrency = concurrency
+        self._headers = headers
+        self._timeout = httpx.Timeout(timeout_s, connect=10.0)
+        self._client = httpx.Client(timeout=self._timeout, headers=headers,
                                     limits=httpx.Limits(max_connections=concurrency))
+        self._aclients: dict[int, tuple[Any, httpx.AsyncClient, asyncio.Semaphore]] = {}
         self._slots = threading.BoundedSemaphore(concurrency)
         self._model_id: str | None = None
         self._label_checks: dict[tuple[str, ...], list[str]] = {}
         self._lock = threading.Lock()
 
     # -- HTTP with retries -----------------------------------------------------------------
+    def _answer(self, url: str, resp: httpx.Response) -> dict[str, Any]:
+        """The JSON body of a response, or the error it stands for (retryable or not)."""
+        if resp.status_code == 429 or resp.status_code >= 500:
+            raise _Retryable(f"HTTP {resp.status_code} from {url}", _retry_after(resp))
+        if resp.status_code >= 400:
+            detail = resp.text[:300].replace("\n", " ")
+            if any(w in detail.lower() for w in ("context", "too long", "maximum", "exceed")):
+                raise UserError(f"the prompt is longer than the context of {self.display_name} ({detail}): shorten the inputs or use a model with a longer context")
+            raise ModelCallError(f"{url} answered HTTP {resp.status_code}: {detail}")
+        try:
+            return resp.json()
+        except ValueError:
+            raise _Retryable(f"{url} answered with a body that is not JSON") from None
+
+    def _retry_policy(self) -> dict[str, Any]:
+        backoff = wait_exponential_jitter(multiplier=self.backoff_s, max=20.0)
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            after = getattr(exc, "retry_after", None)
+            return after if after is not None else backoff(state)
+
+        return {"stop": stop_after_attempt(self.max_retries + 1), "reraise": False, "wait": wait,
+                "retry": retry_if_exception(_is_retryable)}
+
+    def _failure(self, url: str, exc: RetryError) -> ModelCallError:
+        last = exc.last_attempt.exception()
+        if isinstance(last, httpx.ConnectError):
+            return ModelCallError(f"cannot reach {url} after {self.max_retries + 1} tries: is the server running?", retryable=True)
+        what = "timed out" if isinstance(last, httpx.TimeoutException) else str(last)
+        return ModelCallError(f"model call failed after {self.max_retries + 1} tries: {what}", retryable=True)
+
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
-
-        def attempt() -> dict[str, Any]:
-            with self._slots:
-                resp = self._client.post(url, json=body)
-            if resp.status_code == 429 or resp.status_code >= 500:
-                raise _Retryable(f"HTTP {resp.status_code} from {url}")
-            if resp.status_code >= 400:
-                detail = resp.text[:300].replace("\n", " ")
-                if any(w in detail.lower() for w in ("context", "too long", "maximum", "exceed")):
-                    raise UserError(f"the prompt is longer than the context of {self.display_name} ({detail}): shorten the inputs or use a model with a longer context")
-                raise ModelCallError(f"{url} answered HTTP {resp.status_code}: {detail}")
-            try:
-                return resp.json()
-            except ValueError:
-                raise _Retryable(f"{url} answered with a body that is not JSON") from None
-
         try:
-            for tries in Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=False,
-                                  wait=wait_exponential_jitter(multiplier=self.backoff_s, max=20.0),
-                                  retry=retry_if_exception(_is_retryable)):
+            for tries in Retrying(**self._retry_policy()):
                 with tries:
-                    return attempt()
+                    with self._slots:
+                        resp = self._client.post(url, json=body)
+                    return self._answer(url, resp)
         except RetryError as exc:
-            last = exc.last_attempt.exception()
-            if isinstance(last, httpx.ConnectError):
-                raise ModelCallError(f"cannot reach {url} after {self.max_retries + 1} tries: is the server running?", retryable=True) from None
-            what = "timed out" if isinstance(last, httpx.TimeoutException) else str(last)
-            raise ModelCallError(f"model call failed after {self.max_retries + 1} tries: {what}", retryable=True) from None
+            raise self._failure(url, exc) from None
+        raise AssertionError("unreachable")
+
+    async def _sync_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._post(path, body)
+
+    def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            found = self._aclients.get(id(loop))
+            if found is None or found[0] is not loop:
+                client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers,
+                                           limits=httpx.Limits(max_connections=self.concurrency))
+                found = (loop, client, asyncio.Semaphore(self.concurrency))
+                self._aclients[id(loop)] = found
+        return found[1], found[2]
+
+    async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base_url}{path}"
+        client, slots = self._async_client()
+        try:
+            async for tries in AsyncRetrying(**self._retry_policy()):
+                with tries:
+                    async with slots:
+                        resp = await client.post(url, json=body)
+                    return self._answer(url, resp)
+        except RetryError as exc:
+            raise self._failure(url, exc) from None
         raise AssertionError("unreachable")
 
     # -- identity --------------------------------------------------------------------------
@@ -165,31 +244,38 @@ class OpenAICompatModel:
         return None
 
     # -- scoring ---------------------------------------------------------------------------
-    def _generate_reasoning(self, request: ScoreRequest) -> tuple[str, int]:
+    async def _generate_reasoning(self, request: ScoreRequest, post: Post) -> tuple[str, int]:
         if self.endpoint == "completions":
             body = {"model": self.model_id(), "prompt": render_chat(self.template, request.messages, request.reasoning_prefix),
                     "max_tokens": request.max_reasoning_tokens, "temperature": request.temperature,
                     "seed": request.seed, "stop": ["Grade"]}
-            data = self._post("/completions", body)
+            data = await post("/completions", body)
             text = data["choices"][0].get("text", "")
         else:
             msgs = [{"role": m.role, "content": m.content} for m in request.messages]
             body = {"model": self.model_id(), "messages": msgs, "max_tokens": request.max_reasoning_tokens,
                     "temperature": request.temperature, "seed": request.seed, "stop": ["Grade"]}
-            data = self._post("/chat/completions", body)
+            data = await post("/chat/completions", body)
             text = data["choices"][0]["message"].get("content") or ""
         return text.strip(), int((data.get("usage") or {}).get("completion_tokens", 0))
 
     def score(self, request: ScoreRequest) -> ScoreResponse:
+        return _drive(self._score(request, self._sync_post))
+
+    async def ascore(self, request: ScoreRequest) -> ScoreResponse:
+        """:meth:`score` on the running event loop."""
+        return await self._score(request, self._apost)
+
+    async def _score(self, request: ScoreRequest, post: Post) -> ScoreResponse:
         start = time.perf_counter()
         reasoning, completion = ("", 0)
         if request.reasoning:
-            reasoning, completion = self._generate_reasoning(request)
+            reasoning, completion = await self._generate_reasoning(request, post)
         if self.endpoint == "completions":
             prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}" if request.reasoning else request.prefill
             body = {"model": self.model_id(), "prompt": render_chat(self.template, request.messages, prefill),
                     "max_tokens": 1, "temperature": 0.0, "logprobs": self.top_logprobs}
-            data = self._post("/completions", body)
+            data = await post("/completions", body)
         else:
             msgs = [{"role": m.role, "content": m.content} for m in request.messages]
             if request.reasoning:
@@ -197,7 +283,7 @@ class OpenAICompatModel:
                          {"role": "user", "content": "Now reply with the grade only."}]
             body = {"model": self.model_id(), "messages": msgs, "max_tokens": 1, "temperature": 0.0,
                     "logprobs": True, "top_logprobs": self.top_logprobs}
-            data = self._post("/chat/completions", body)
+            data = await post("/chat/completions", body)
         try:
             top = first_position_top(data)
         except NoLogprobs:
@@ -218,12 +304,21 @@ class OpenAICompatModel:
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
+        return _drive(self._chat(messages, tools, max_tokens, temperature, self._sync_post))
+
+    async def achat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                    max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
+        """:meth:`chat` on the running event loop."""
+        return await self._chat(messages, tools, max_tokens, temperature, self._apost)
+
+    async def _chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int,
+                    temperature: float, post: Post) -> ChatResponse:
         body: dict[str, Any] = {"model": self.model_id(), "messages": messages, "max_tokens": max_tokens,
                                 "temperature": temperature}
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"
-        data = self._post("/chat/completions", body)
+        data = await post("/chat/completions", body)
         try:
             choice = data["choices"][0]
             msg = choice["message"]
