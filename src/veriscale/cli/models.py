@@ -83,9 +83,8 @@ def calibrate(
         diffs, wins = [], []
         total = len(v.plan_compare(rows[0]["task"], rows[0]["a"], rows[0]["b"])[0]) * len(rows)
         with o.call_progress(total, "calibrating", not json_out) as advance:
-            v.executor.on_done = advance
             for r in rows:
-                res = v.compare(r["task"], r["a"], r["b"])
+                res = v.compare(r["task"], r["a"], r["b"], progress=advance)
                 if res.failed:
                     raise UserError("model calls failed during calibration: " + "; ".join(res.errors[:2]) + " (rerun to retry them)")
                 diffs.append(res.reward_a - res.reward_b)

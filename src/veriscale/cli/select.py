@@ -197,6 +197,7 @@ def register(app: typer.Typer) -> None:
             run_id = run_store.start_run("select", verifier.model.uri, {
                 "paths": paths, "task": task, "method": method, "k": pivots, "criteria": crits.name,
                 "budget_tokens": plan.budget_tokens, "adaptive": adaptive, "seed": seed})
+            verifier.executor.run_id = run_id  # every call (cache hits too) is linked to this run
             try:
                 with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as advance:
                     sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance())

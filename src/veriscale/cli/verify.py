@@ -45,7 +45,7 @@ def _report_problems(result: Any) -> None:
                           "labels, so this verdict is unreliable (try another --scale or a stronger --model)", highlight=False)
 
 
-def _execute(v: Verifier, command: str, args: dict[str, Any], calls: list, run: Callable[[], Any],
+def _execute(v: Verifier, command: str, args: dict[str, Any], calls: list, run: Callable[[Callable], Any],
              render: Callable[[Any], None], *, dry_run: bool, json_out: bool) -> None:
     """The flow every verdict command shares: estimate, or record a run, call with a progress
     bar, store the result, render it, and exit non-zero when the verdict failed."""
@@ -54,9 +54,9 @@ def _execute(v: Verifier, command: str, args: dict[str, Any], calls: list, run: 
         return
     store = v.executor.store
     run_id = store.start_run(command, v.model.uri, args)
+    v.executor.run_id = run_id  # every call (cache hits too) is linked to this run
     with o.call_progress(len(calls), f"{command} calls", not json_out) as advance:
-        v.executor.on_done = advance
-        result = run()
+        result = run(advance)
     payload = result.to_dict()
     store.finish_run(run_id, "failed" if result.failed else "ok", payload)
     payload["run_id"] = run_id
@@ -129,7 +129,7 @@ def register(app: typer.Typer) -> None:
                           refresh, max_calls, concurrency, dry_run=dry_run)
             calls, _ = v.plan_score(task_text, cand_text)
             _execute(v, "score", {"task": task, "candidate": candidate, "scale": scale, "criteria": criteria,
-                                  "repeats": repeats}, calls, lambda: v.score(task_text, cand_text),
+                                  "repeats": repeats}, calls, lambda advance: v.score(task_text, cand_text, progress=advance),
                      _render_score, dry_run=dry_run, json_out=json_out)
 
     @app.command()
@@ -155,5 +155,5 @@ def register(app: typer.Typer) -> None:
                           refresh, max_calls, concurrency, dry_run=dry_run)
             calls, _ = v.plan_compare(task_text, a_text, b_text)
             _execute(v, "compare", {"task": task, "a": a, "b": b, "scale": scale, "criteria": criteria,
-                                    "repeats": repeats}, calls, lambda: v.compare(task_text, a_text, b_text),
+                                    "repeats": repeats}, calls, lambda advance: v.compare(task_text, a_text, b_text, progress=advance),
                      _render_compare, dry_run=dry_run, json_out=json_out)

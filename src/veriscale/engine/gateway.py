@@ -59,6 +59,32 @@ def _blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"{getattr(fn, '__qualname__', fn)} raised StopIteration") from exc
 
 
+async def _call(backend: ModelBackend, method: str, *args: Any, **kwargs: Any) -> Any:
+    """A backend method on the loop: its native ``a<method>`` if it has one, else in a worker thread."""
+    native = getattr(backend, f"a{method}", None)
+    if native is not None:
+        return await native(*args, **kwargs)
+    return await asyncio.to_thread(_blocking, getattr(backend, method), *args, **kwargs)
+
+
+class SubCalls:
+    """What a composite backend (two-stage) gets to make its steps as gateway calls::
+
+        async def ascore_with(self, request, calls):
+            analysis = await calls.chat(self.reasoner, messages, max_tokens=256)
+            return await calls.score(self.scorer, scorer_request)
+    """
+
+    def __init__(self, gateway: "Gateway") -> None:
+        self._gateway = gateway
+
+    async def chat(self, backend: ModelBackend, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
+        return await self._gateway.sub_chat(backend, messages, **kwargs)
+
+    async def score(self, backend: ModelBackend, request: ScoreRequest, **kwargs: Any) -> ScoreResponse:
+        return await self._gateway.sub_score(backend, request, **kwargs)
+
+
 def _prompt_text(request: ScoreRequest) -> str:
     return "\n".join(m.content for m in request.messages) + request.prefill
 
@@ -123,9 +149,9 @@ class Gateway:
     # -- calling an endpoint -----------------------------------------------------------------
     async def _invoke(self, endpoint: Endpoint, method: str, tokens: int, *args: Any, **kwargs: Any) -> Any:
         backend = endpoint.backend
-        native = getattr(backend, f"a{method}", None)
+        composite = getattr(backend, "ascore_with", None) if method == "score" else None
         async with endpoint.slot(tokens=tokens):
-            work = native(*args, **kwargs) if native else asyncio.to_thread(_blocking, getattr(backend, method), *args, **kwargs)
+            work = composite(*args, SubCalls(self)) if composite else _call(backend, method, *args, **kwargs)
             if self.deadline_s is None:
                 return await work
             try:
@@ -136,13 +162,17 @@ class Gateway:
 
     def _record(self, key: str, request: dict[str, Any], *, kind: str, response: dict[str, Any] | None,
                 error: str | None, latency_s: float | None, prompt_tokens: int = 0, cached_tokens: int = 0,
-                completion_tokens: int = 0) -> None:
+                completion_tokens: int = 0, model: ModelBackend | None = None, counted: bool = True) -> None:
+        """Commit one outcome and count it (``counted=False``: a composite's own record, whose steps counted)."""
         if self.store is not None:
-            self.store.put_call(key, model=self.model.uri, fingerprint=self.fingerprint(),
+            owner = model or self.model
+            self.store.put_call(key, model=owner.uri, fingerprint=owner.fingerprint() if model else self.fingerprint(),
                                 prompt_version=self.prompt_version if kind == "score" else CHAT_KEY_VERSION,
                                 request=request, status="failed" if error else "ok", response=response,
                                 error=error, latency_s=latency_s, kind=kind, prompt_tokens=prompt_tokens,
                                 cached_tokens=cached_tokens, completion_tokens=completion_tokens)
+        if not counted:
+            return
         if error:
             self.usage.failed_calls += 1
             return
@@ -151,6 +181,48 @@ class Gateway:
         self.usage.cached_prompt_tokens += cached_tokens
         self.usage.completion_tokens += completion_tokens
         self.usage.latency_s += latency_s or 0.0
+
+    async def sub_chat(self, backend: ModelBackend, messages: list[dict[str, Any]], *, max_tokens: int = 512,
+                       temperature: float = 0.0, label: str | None = None) -> ChatResponse:
+        """A composite backend's chat step: cached under that backend's own fingerprint, recorded, linked."""
+        request = {"messages": messages, "tools": [], "max_tokens": max_tokens, "temperature": temperature, "seed": None}
+        key = call_key(backend.fingerprint(), CHAT_KEY_VERSION, request)
+        if (hit := self._cached(key)) is not None:
+            self.usage.cache_hits += 1
+            self._link(key, cache_hit=True, label=label)
+            return ChatResponse(**hit)
+        started = time.perf_counter()
+        try:
+            reply: ChatResponse = await _call(backend, "chat", messages, max_tokens=max_tokens, temperature=temperature)
+        except ModelCallError as exc:
+            self._record(key, request, kind="chat", response=None, error=str(exc), latency_s=time.perf_counter() - started,
+                         model=backend)
+            self._link(key, cache_hit=False, label=label)
+            raise
+        self._record(key, request, kind="chat", response=asdict(reply), error=None, latency_s=time.perf_counter() - started,
+                     prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, model=backend)
+        self._link(key, cache_hit=False, label=label)
+        return reply
+
+    async def sub_score(self, backend: ModelBackend, request: ScoreRequest, *, label: str | None = None) -> ScoreResponse:
+        """A composite backend's scoring step: cached under that backend's fingerprint, recorded, linked."""
+        key = call_key(backend.fingerprint(), self.prompt_version, request.to_dict())
+        if (hit := self._cached(key)) is not None:
+            self.usage.cache_hits += 1
+            self._link(key, cache_hit=True, label=label)
+            return ScoreResponse.from_dict(hit)
+        started = time.perf_counter()
+        try:
+            resp: ScoreResponse = await _call(backend, "score", request)
+        except ModelCallError as exc:
+            self._record(key, request.to_dict(), kind="score", response=None, error=str(exc),
+                         latency_s=time.perf_counter() - started, model=backend)
+            self._link(key, cache_hit=False, label=label)
+            raise
+        self._record(key, request.to_dict(), kind="score", response=resp.to_dict(), error=None, latency_s=resp.latency_s,
+                     prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens, model=backend)
+        self._link(key, cache_hit=False, label=label)
+        return resp
 
     async def _score_new(self, call: PlannedCall) -> tuple[ScoreResponse | None, str | None]:
         text = _prompt_text(call.request)
@@ -163,11 +235,13 @@ class Gateway:
                          latency_s=time.perf_counter() - started)
             self._link(call.key, cache_hit=False)
             return None, str(exc)
+        composite = hasattr(endpoint.backend, "ascore_with")
         self._record(call.key, call.request.to_dict(), kind="score", response=resp.to_dict(), error=None,
                      latency_s=resp.latency_s, prompt_tokens=resp.prompt_tokens,
                      cached_tokens=max(0, resp.prompt_tokens_total - resp.prompt_tokens) if self.pool.is_embedded else 0,
-                     completion_tokens=resp.completion_tokens)
-        self._link(call.key, cache_hit=False)
+                     completion_tokens=resp.completion_tokens, counted=not composite)
+        if not composite:  # a composite's steps are linked themselves
+            self._link(call.key, cache_hit=False)
         return resp, None
 
     # -- score calls -------------------------------------------------------------------------

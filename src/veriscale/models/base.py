@@ -100,3 +100,16 @@ class ModelBackend(Protocol):
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
         """Plain chat completion (used by the two-stage reasoner and the harness)."""
+
+
+def drive_sync(coro: Any) -> Any:
+    """Run a coroutine that never suspends (its awaits are all on synchronous work) to its result.
+
+    Lets one ``async`` implementation serve both the sync and the async API of a backend.
+    """
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a synchronous model call suspended")

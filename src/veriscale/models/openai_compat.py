@@ -17,8 +17,8 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
 from tenacity import (
@@ -32,14 +32,13 @@ from tenacity import (
 )
 
 from veriscale.errors import ModelCallError, UserError
-from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse
+from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync
 from veriscale.models.chat_template import TEMPLATES, render_chat
 from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
 
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
 #: The longest ``Retry-After`` honoured; a server asking for more gets this.
 MAX_RETRY_AFTER_S = 60.0
-T = TypeVar("T")
 Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -61,14 +60,6 @@ def _retry_after(resp: httpx.Response) -> float | None:
         return None
 
 
-def _drive(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends (every await it makes is on a synchronous post)."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise RuntimeError("a synchronous model call suspended")
 
 
 class OpenAICompatModel:
@@ -260,7 +251,7 @@ class OpenAICompatModel:
         return text.strip(), int((data.get("usage") or {}).get("completion_tokens", 0))
 
     def score(self, request: ScoreRequest) -> ScoreResponse:
-        return _drive(self._score(request, self._sync_post))
+        return drive_sync(self._score(request, self._sync_post))
 
     async def ascore(self, request: ScoreRequest) -> ScoreResponse:
         """:meth:`score` on the running event loop."""
@@ -304,7 +295,7 @@ class OpenAICompatModel:
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
-        return _drive(self._chat(messages, tools, max_tokens, temperature, self._sync_post))
+        return drive_sync(self._chat(messages, tools, max_tokens, temperature, self._sync_post))
 
     async def achat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                     max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:

@@ -27,15 +27,17 @@ class SelectionFailed(ModelCallError):
 class VerifierJudge:
     """``judge(i, j, repeat)`` and ``score(i)`` for the tournaments; counts verdicts with low label mass."""
 
-    def __init__(self, verifier: Any, pool: RenderedPool) -> None:
+    def __init__(self, verifier: Any, pool: RenderedPool, progress: Any = None) -> None:
         self.verifier = verifier
         self.pool = pool
+        self.progress = progress  # called once per finished model call
         self.verdicts = 0
         self.low_label_mass = 0  # verdicts where the model put little probability on the labels
 
     def __call__(self, i: int, j: int, repeat: int) -> PairVerdict:
         pool = self.pool
-        result = self.verifier.compare(pool.task_text, pool.texts[i], pool.texts[j], only_repeat=repeat)
+        result = self.verifier.compare(pool.task_text, pool.texts[i], pool.texts[j], only_repeat=repeat,
+                                      **self._progress())
         if result.failed or result.p_a_wins is None:
             raise SelectionFailed(
                 f"comparing {pool.candidates[i].id} with {pool.candidates[j].id} gave no verdict "
@@ -47,7 +49,7 @@ class VerifierJudge:
 
     def score(self, i: int) -> ScoreVerdict:
         pool = self.pool
-        result = self.verifier.score(pool.task_text, pool.texts[i])
+        result = self.verifier.score(pool.task_text, pool.texts[i], **self._progress())
         if result.failed or result.reward is None:
             raise SelectionFailed(
                 f"scoring {pool.candidates[i].id} gave no verdict ({'; '.join(result.errors[:3]) or 'no score'}): "
@@ -55,6 +57,9 @@ class VerifierJudge:
             )
         self._count(result)
         return ScoreVerdict(result.reward, result.criterion_rewards())
+
+    def _progress(self) -> dict[str, Any]:
+        return {"progress": self.progress} if self.progress is not None else {}
 
     def _count(self, result: Any) -> None:
         self.verdicts += 1

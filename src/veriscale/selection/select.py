@@ -158,13 +158,9 @@ def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress |
             plan=plan, adaptive=settings.adaptive, stop_reason="single candidate", notes=notes,
         )
 
-    judge = VerifierJudge(verifier, pool)
+    judge = VerifierJudge(verifier, pool, _call_counter(on_progress, plan.judgements_planned * plan.calls_per_judgement))
     before = verifier.usage.copy()
-    restore = _attach_progress(verifier, on_progress, plan.judgements_planned * plan.calls_per_judgement)
-    try:
-        result = _run_tournament(plan, judge)
-    finally:
-        restore()
+    result = _run_tournament(plan, judge)
 
     usage = verifier.usage.since(before)
     criteria_scores = criteria_means(result, names, pool.groups)
@@ -245,27 +241,18 @@ def _reason(result: TournamentResult, candidates: list[Candidate], scores: list[
     )
 
 
-def _attach_progress(verifier: Any, on_progress: Progress | None, planned: int) -> Callable[[], None]:
-    """Chain ``on_progress`` onto the executor's per-call callback; returns the undo function."""
-    executor = getattr(verifier, "executor", None)
-    if on_progress is None or executor is None:
-        return lambda: None
-    previous = executor.on_done
+def _call_counter(on_progress: Progress | None, planned: int) -> Callable[[Any], None] | None:
+    """A per-call progress callback that reports ``(calls done, calls planned)`` to ``on_progress``."""
+    if on_progress is None:
+        return None
     done = 0
 
-    def on_done(outcome: Any) -> None:
+    def advance(_outcome: Any) -> None:
         nonlocal done
         done += 1
-        if previous is not None:
-            previous(outcome)
         on_progress(done, planned)
 
-    executor.on_done = on_done
-
-    def restore() -> None:
-        executor.on_done = previous
-
-    return restore
+    return advance
 
 
 def _candidate_ref(candidate: Candidate) -> dict[str, Any]:

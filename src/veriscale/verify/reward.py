@@ -170,10 +170,11 @@ class Verifier:
             ))
         return readings
 
-    def _start(self, calls: list[PlannedCall], notes: list[str]) -> tuple[list[Reading], list[str], object]:
+    def _start(self, calls: list[PlannedCall], notes: list[str],
+               progress: Callable[[CallOutcome], None] | None = None) -> tuple[list[Reading], list[str], object]:
         self.check_labels()
         before = self.executor.usage.copy()
-        readings = self._readings(self.executor.run(calls))
+        readings = self._readings(self.executor.run(calls, progress=progress))
         errors = sorted({f"{r.criterion}: {r.error}" for r in readings if r.error})
         return readings, errors, before
 
@@ -184,10 +185,10 @@ class Verifier:
                     readings=readings, notes=notes, errors=errors,
                     usage=self.executor.usage.since(before))
 
-    def score(self, task: str, candidate: str) -> ScoreResult:
-        """Pointwise reward of one candidate."""
+    def score(self, task: str, candidate: str, *, progress: Callable[[CallOutcome], None] | None = None) -> ScoreResult:
+        """Pointwise reward of one candidate; ``progress`` is called once per finished model call."""
         calls, notes = self.plan_score(task, candidate)
-        readings, errors, before = self._start(calls, notes)
+        readings, errors, before = self._start(calls, notes, progress)
         k = len({r.repeat for r in readings})
         crits = {c.name: summarise_criterion([r for r in readings if r.criterion == c.name], self.scale.labels)
                  for c in self.criteria.items}
@@ -195,7 +196,8 @@ class Verifier:
         reward = None if errors or any(x is None for x in rewards) else mean(rewards)
         return ScoreResult(**self._base(k, notes, readings, errors, before, False), reward=reward, criteria=crits)
 
-    def compare(self, task: str, a: str, b: str, *, only_repeat: int | None = None) -> CompareResult:
+    def compare(self, task: str, a: str, b: str, *, only_repeat: int | None = None,
+                progress: Callable[[CallOutcome], None] | None = None) -> CompareResult:
         """Both candidates scored in one context; P(a beats b) from the two rewards.
 
         ``only_repeat=r`` runs just repeat r (a shown first when r is even), for tournaments
@@ -203,7 +205,7 @@ class Verifier:
         computation and come from the cache.
         """
         calls, notes = self.plan_compare(task, a, b, only_repeat)
-        readings, errors, before = self._start(calls, notes)
+        readings, errors, before = self._start(calls, notes, progress)
         k = len({r.repeat for r in readings})
         crits: dict[str, dict] = {}
         for c in self.criteria.items:
