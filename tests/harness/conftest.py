@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import jail_probe
-from veriscale.harness.materialize import materialize
+from veriscale.harness.workspace.materialize import materialize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness"
 TASK_NAMES = ("finance_workbook", "data_cleanup", "quarterly_report")

@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from veriscale.harness.jail import JailSpec, run_jailed
+from veriscale.harness.jail.sandbox import JailSpec, run_jailed
 
 ANSWER = "ANSWER-KEY-7f3a"
 ARCHIVED = "ARCHIVED-SCORE-91c2"

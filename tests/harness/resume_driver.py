@@ -19,9 +19,10 @@ from pathlib import Path
 
 from tests.support.scripted_chat import ScriptedChat, call, phase_of, say
 from veriscale.engine.store import Store
-from veriscale.harness.agent import AgentLimits
-from veriscale.harness.executors import BuiltinExecutor
-from veriscale.harness.protocol import ProtocolConfig, RunLayout, run_protocol
+from veriscale.harness.sessions.agent import AgentLimits
+from veriscale.harness.sessions.executors import BuiltinExecutor
+from veriscale.harness.protocol.layout import RunLayout
+from veriscale.harness.protocol.task_protocol import ProtocolConfig, run_protocol
 
 LEDGER = {"entries": [{"id": "R1", "claim": "report.md:year-over-year revenue growth (%)",
                        "question": "Which growth figure is right?", "checks": ["computed it"],

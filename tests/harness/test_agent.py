@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.scripted_chat import ScriptedChat, call, calls, say
-from veriscale.harness.agent import AgentLimits, AgentSession, Transcript, tool_calls_from_content
-from veriscale.harness.tools import ToolBox
+from veriscale.harness.sessions.agent import AgentLimits, AgentSession, Transcript, tool_calls_from_content
+from veriscale.harness.sessions.tools import ToolBox
 from veriscale.models.base import ChatResponse
 
 

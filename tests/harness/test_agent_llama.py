@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.llama_tools_server import MODEL_ID, tools_server_url
-from veriscale.harness.agent import AgentLimits
-from veriscale.harness.executors import BuiltinExecutor
-from veriscale.harness.protocol import ProtocolConfig, RunLayout, run_protocol
-from veriscale.harness.tools import TOOL_SCHEMAS
+from veriscale.harness.sessions.agent import AgentLimits
+from veriscale.harness.sessions.executors import BuiltinExecutor
+from veriscale.harness.protocol.layout import RunLayout
+from veriscale.harness.protocol.task_protocol import ProtocolConfig, run_protocol
+from veriscale.harness.sessions.tools import TOOL_SCHEMAS
 from veriscale.models.uri import load_backend
 
 pytestmark = pytest.mark.server
@@ -66,7 +67,7 @@ def test_a_full_run_records_every_phase_and_fails_sessions_without_a_valid_ledge
 def test_the_follow_up_request_after_a_tool_call_is_accepted(server_uri: str) -> None:
     """The conversation the agent sends after a tool call (assistant turn + tool result) must be
     valid for the server, or every second step of a session fails."""
-    from veriscale.harness.agent import assistant_tool_message
+    from veriscale.harness.sessions.agent import assistant_tool_message
 
     backend = load_backend(server_uri)
     messages = [{"role": "system", "content": "You call tools."},

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from veriscale.errors import UserError
-from veriscale.harness.claims import (
+from veriscale.harness.claims.claim_map import (
     ClaimMap,
     build_agenda,
     build_claim_map,
@@ -22,7 +22,7 @@ from veriscale.harness.claims import (
     validate,
     write_claim_map,
 )
-from veriscale.harness.claims_extract import Claim, choose_key_column, text_number_claims
+from veriscale.harness.claims.extract import Claim, choose_key_column, text_number_claims
 
 
 def _support(record, by_name: dict[str, str]) -> dict[str, set[str]]:

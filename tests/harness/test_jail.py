@@ -24,15 +24,15 @@ from tests.harness.jail_probe import (
     ANSWER, ARCHIVED, EVIDENCE, OTHER_NOTES, TASK_TEXT, failed, probe, session_spec,
 )
 from veriscale.errors import UserError
-from veriscale.harness import jail
-from veriscale.harness.jail import (
+from veriscale.harness.jail import sandbox as jail
+from veriscale.harness.jail.sandbox import (
     INSIDE_UID,
     JAIL_OFF_MESSAGE,
     JailResult,
     check_jail_available,
     run_jailed,
 )
-from veriscale.harness.jail_limits import JAIL_UID_BASE, JAIL_UID_SLOTS
+from veriscale.harness.jail.limits import JAIL_UID_BASE, JAIL_UID_SLOTS
 
 
 @pytest.fixture(scope="module", autouse=True)

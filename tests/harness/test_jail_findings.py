@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.harness.jail_probe import failed, probe, session_spec
-from veriscale.harness.delivery_gate import copy_base, keep_base_files
-from veriscale.harness.executors import PiExecutor, SessionSpec
-from veriscale.harness.jail import JailSpec, check_jail_available, run_jailed
-from veriscale.harness.ledgers import read_record
-from veriscale.harness.tools import ToolBox
+from veriscale.harness.protocol.gate import copy_base, keep_base_files
+from veriscale.harness.sessions.executors import PiExecutor, SessionSpec
+from veriscale.harness.jail.sandbox import JailSpec, check_jail_available, run_jailed
+from veriscale.harness.protocol.records import read_record
+from veriscale.harness.sessions.tools import ToolBox
 
 ARCHIVED = "ARCHIVED-SCORE-91c2"
 
@@ -170,7 +170,7 @@ def test_delivery_does_not_write_through_a_planted_out_link(layout: dict[str, Pa
 
 
 def test_scoring_reads_only_the_host_written_delivery(tmp_path: Path) -> None:
-    from veriscale.harness.score import read_run
+    from veriscale.harness.scoring.score import read_run
 
     run = tmp_path / "t1.runs" / "x"
     hostile = run / "sessions" / "adjudicate"
@@ -203,7 +203,7 @@ def test_pi_models_json_carries_no_api_key(tmp_path: Path, monkeypatch: pytest.M
                        output_dir=tmp_path / "o", transcript_path=tmp_path / "tr" / "resolve.jsonl",
                        model_uri="http://127.0.0.1:9/v1#m")
     executor = PiExecutor.__new__(PiExecutor)  # no pi needed to build its config
-    from veriscale.harness.executors import _endpoint
+    from veriscale.harness.sessions.executors import _endpoint
 
     path = executor._models_json(spec, _endpoint(spec.model_uri), "http://127.0.0.1:9/v1")
     assert secret not in path.read_text()

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from tests.harness.jail_probe import failed, probe, session_spec
-from veriscale.harness.jail import JailLimits, check_jail_available, run_jailed
-from veriscale.harness.jail_limits import MIB
-from veriscale.harness.ledgers import read_record
-from veriscale.harness.tools import ToolBox
+from veriscale.harness.jail.sandbox import JailLimits, check_jail_available, run_jailed
+from veriscale.harness.jail.limits import MIB
+from veriscale.harness.protocol.records import read_record
+from veriscale.harness.sessions.tools import ToolBox
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -302,7 +302,7 @@ print("reply", len(s.recv(100)))
 def test_a_task_below_a_root_only_folder_works_for_a_root_caller(tmp_path: Path) -> None:
     import tempfile
 
-    from veriscale.harness.jail import JailSpec
+    from veriscale.harness.jail.sandbox import JailSpec
 
     private = Path(tempfile.mkdtemp(prefix="veriscale-private-", dir="/root"))
     try:
@@ -350,7 +350,7 @@ class _UsageServer(http.server.BaseHTTPRequestHandler):
 def test_an_external_agents_calls_through_the_relay_are_recorded_in_the_store(layout: dict[str, Path],
                                                                                tmp_path: Path) -> None:
     from veriscale.engine.store import Store
-    from veriscale.harness.relay_record import RelayRecorder
+    from veriscale.harness.jail.relay_record import RelayRecorder
 
     store = Store.open(tmp_path / "store.sqlite3")
     run = store.start_run("harness task", "m", {})

@@ -1,7 +1,7 @@
 """Every jail limit, exceeded on purpose: the session is stopped or refused, the host is unharmed.
 
 Limits are set small here so each test is quick; the defaults are in
-``veriscale.harness.jail_limits.JailLimits`` and docs/HARNESS.md.
+``veriscale.harness.jail.limits.JailLimits`` and docs/HARNESS.md.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.harness.jail_probe import probe, session_spec
-from veriscale.harness.jail import JailLimits, check_jail_available, run_jailed
-from veriscale.harness.jail_limits import MIB, ResourceBox, parse_size
-from veriscale.harness.netjail import ModelForward
+from veriscale.harness.jail.sandbox import JailLimits, check_jail_available, run_jailed
+from veriscale.harness.jail.limits import MIB, ResourceBox, parse_size
+from veriscale.harness.jail.netjail import ModelForward
 from veriscale.errors import UserError
 
 

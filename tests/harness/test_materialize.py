@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from veriscale.errors import UserError
-from veriscale.harness.materialize import materialize
-from veriscale.harness.workspace import TaskWorkspace, deliverable_files
+from veriscale.harness.workspace.materialize import materialize
+from veriscale.harness.workspace.contract import TaskWorkspace, deliverable_files
 
 
 def _all_names(folder: Path) -> set[str]:

@@ -12,8 +12,8 @@ import pytest
 
 from tests.support.llama_tools_server import MODEL_ID, tools_server_url
 from veriscale.errors import UserError
-from veriscale.harness.agent import AgentLimits
-from veriscale.harness.executors import PiExecutor, SessionSpec
+from veriscale.harness.sessions.agent import AgentLimits
+from veriscale.harness.sessions.executors import PiExecutor, SessionSpec
 
 pytestmark = pytest.mark.server
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.scripted_chat import ScriptedChat, call, say
-from veriscale.harness.agent import AgentLimits
-from veriscale.harness.executors import BuiltinExecutor
-from veriscale.harness.protocol import ProtocolConfig, RunLayout, run_protocol
-from veriscale.harness.workspace import TaskWorkspace
+from veriscale.harness.sessions.agent import AgentLimits
+from veriscale.harness.sessions.executors import BuiltinExecutor
+from veriscale.harness.protocol.layout import RunLayout
+from veriscale.harness.protocol.task_protocol import ProtocolConfig, run_protocol
+from veriscale.harness.workspace.contract import TaskWorkspace
 
 
 @pytest.fixture()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from veriscale.harness.ledgers import RecordContext, check_challenger, check_finish, check_repair, check_resolver, evidence_ids
-from veriscale.harness.delivery_gate import keep_base_files
+from veriscale.harness.protocol.records import RecordContext, check_challenger, check_finish, check_repair, check_resolver, evidence_ids
+from veriscale.harness.protocol.gate import keep_base_files
 
 AGENDA = {"items": [{"key": "model.xlsx:Summary!B5", "candidates": [{"display": "0.1875"}, {"display": "0.14"}]}]}
 

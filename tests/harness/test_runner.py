@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from tests.support.scripted_chat import ScriptedChat, call, say
 from veriscale.cli import app
 from veriscale.errors import UserError
-from veriscale.harness.jail import JAIL_OFF_MESSAGE
-from veriscale.harness.runner import RunOptions, run_tasks
+from veriscale.harness.jail.sandbox import JAIL_OFF_MESSAGE
+from veriscale.harness.protocol.runner import RunOptions, run_tasks
 
 
 def _good_scripts(base: str) -> dict:
@@ -87,3 +87,21 @@ def test_cli_run_reports_a_bad_model_uri_in_one_line(two_tasks: list[Path]) -> N
     result = CliRunner().invoke(app, ["harness", "run", str(two_tasks[0]), "--model", "nonsense:x", "--no-jail"])
     assert result.exit_code == 2
     assert "unknown model URI" in result.output and "Traceback" not in result.output
+
+
+def test_a_harness_run_is_a_run_in_the_store_with_its_tasks_phases_and_calls(two_tasks: list[Path], tmp_path: Path) -> None:
+    chat = PerTaskChat({"quarterly_report": _good_scripts("r02")})
+    store = tmp_path / "store.sqlite3"
+    options = RunOptions(model_uri="scripted", contract="pick-only", no_jail=True, run_id="stored",
+                         skills_dirs=[], store_path=store)
+    summary = run_tasks(two_tasks[:1], options, backend=chat)
+    listed = CliRunner().invoke(app, ["runs", "list", "--store", str(store), "--json"])
+    assert listed.exit_code == 0, listed.output
+    (run,) = json.loads(listed.stdout)
+    assert run["id"] == summary["store_run"] and run["command"] == "harness run" and "1 task" in run["summary"]
+    shown = json.loads(CliRunner().invoke(app, ["runs", "show", str(run["id"]), "--store", str(store), "--calls"]).stdout)
+    (task,) = shown["tasks"]
+    assert task["task"].endswith("quarterly_report") and task["phases"]["resolve"]["status"] == "completed"
+    chat_calls = [c for c in shown["calls"] if c["kind"] == "chat"]
+    assert chat_calls and {c["label"] for c in chat_calls} >= {"resolve", "challenge", "adjudicate"}
+    assert task["cost"]["calls"] == len(chat_calls) == shown["cost"]["calls"]

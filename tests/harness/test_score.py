@@ -21,12 +21,12 @@ from typer.testing import CliRunner
 
 from veriscale.cli.harness import register
 from veriscale.errors import UserError
-from veriscale.harness.bootstrap import bootstrap_mean
-from veriscale.harness.score import (
+from veriscale.harness.scoring.bootstrap import bootstrap_mean
+from veriscale.harness.scoring.score import (
     GraderCommand, GraderFailure, ScoreItem, explicit_delivery, parse_grader_output, read_run,
     score_deliveries, write_report,
 )
-from veriscale.harness.skill_library import BUILTIN_SKILLS_DIR
+from veriscale.harness.skills.library import BUILTIN_SKILLS_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_GRADER = REPO / "examples" / "grader" / "grade.py"
@@ -297,7 +297,7 @@ def test_cli_refuses_ambiguous_or_incomplete_input(materialized: dict, tmp_path:
 
 def test_cli_run_id_reads_the_runner_layout_and_reports_a_task_without_delivery(
         fixture_root: Path, tmp_path: Path) -> None:
-    from veriscale.harness.materialize import materialize
+    from veriscale.harness.workspace.materialize import materialize
 
     tasks = []
     for name in ("data_cleanup", "quarterly_report"):

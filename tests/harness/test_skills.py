@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from veriscale.cli.harness import register
 from veriscale.errors import UserError
-from veriscale.harness.skill_library import (
+from veriscale.harness.skills.library import (
     BUILTIN_SKILLS_DIR, SESSION_STAGES, STAGES, all_skills, load_skills, parse_frontmatter, skill_index,
 )
 

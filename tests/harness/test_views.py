@@ -8,7 +8,7 @@ from pathlib import Path
 import docx
 import openpyxl
 
-from veriscale.harness.views import is_sidecar, render_view, sidecar_path, write_view
+from veriscale.harness.workspace.views import is_sidecar, render_view, sidecar_path, write_view
 
 
 def _minimal_pdf(text: str) -> bytes:

@@ -46,7 +46,7 @@ def materialize_command(
 
     Example: veriscale harness materialize exports/finance tasks/finance --seed 7 -x 'key_*'
     """
-    from veriscale.harness.materialize import DEFAULT_ANSWER_KEY_PATTERNS, materialize
+    from veriscale.harness.workspace.materialize import DEFAULT_ANSWER_KEY_PATTERNS, materialize
 
     with user_errors():
         patterns = list(exclude_pattern or [])
@@ -84,7 +84,7 @@ def claims_command(
 
     Example: veriscale harness claims tasks/finance --rel-tol 1e-4
     """
-    from veriscale.harness.claims import build_agenda, build_claim_map, write_claim_map
+    from veriscale.harness.claims.claim_map import build_agenda, build_claim_map, write_claim_map
 
     with user_errors():
         claim_map = build_claim_map(task_dir, rel_tol=rel_tol)
@@ -139,7 +139,7 @@ def skills_list_command(
 
     Example: veriscale harness skills list --phase resolver --file model.xlsx
     """
-    from veriscale.harness.skill_library import STAGES, all_skills, load_skills
+    from veriscale.harness.skills.library import STAGES, all_skills, load_skills
 
     with user_errors():
         if phase is None:
@@ -174,7 +174,7 @@ def skills_show_command(
     Example: veriscale harness skills show repair-workbook
     """
     from veriscale.errors import UserError
-    from veriscale.harness.skill_library import all_skills
+    from veriscale.harness.skills.library import all_skills
 
     with user_errors():
         skills = all_skills(skills_dir)
@@ -217,7 +217,8 @@ def score_command(
     Example: veriscale harness score tasks/finance --run runs/finance --grader 'python3 grade.py'
     """
     from veriscale.errors import UserError
-    from veriscale.harness.score import (
+    from veriscale.harness.protocol.layout import run_dir_for
+    from veriscale.harness.scoring.score import (
         GraderCommand, ScoreItem, explicit_delivery, read_run, score_deliveries, write_report,
     )
 
@@ -242,10 +243,7 @@ def score_command(
         else:
             items = []
             for task in task_dirs:
-                if runs is not None:
-                    folder = runs / task.name / run_id if run_id else runs / task.name
-                else:
-                    folder = task.parent / f"{task.name}.runs" / str(run_id)
+                folder = run_dir_for(task, run_id, runs)
                 try:
                     items.append(ScoreItem(task, read_run(folder)))
                 except UserError as exc:  # one task without a usable delivery is reported, not fatal
@@ -302,7 +300,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _add_run_command(sub_app: typer.Typer) -> None:
-    """``veriscale harness run``: the protocol over one or more tasks (see veriscale.harness.runner)."""
+    """``veriscale harness run``: the protocol over one or more tasks (see veriscale.harness.protocol.runner)."""
     if any(getattr(c, "name", None) == "run" for c in sub_app.registered_commands):
         return
 
@@ -329,7 +327,7 @@ def _add_run_command(sub_app: typer.Typer) -> None:
 
         Example: veriscale harness run tasks/finance --model http://127.0.0.1:8000/v1#qwen --contract pick-only
         """
-        from veriscale.harness.runner import RunOptions, run_tasks
+        from veriscale.harness.protocol.runner import RunOptions, run_tasks
 
         with user_errors():
             options = RunOptions(model_uri=model, contract=contract, concurrency=concurrency,

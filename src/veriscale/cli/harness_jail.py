@@ -26,7 +26,7 @@ RELAY = typer.Option(16, "--relay-connections", help="Model connections one sess
 
 def jail_limits(memory: str, pids: int, cpu: int, tmpfs: str, output: str, capture: str, relay: int):
     """The :class:`JailLimits` the flags describe (UserError naming a bad value)."""
-    from veriscale.harness.jail_limits import JailLimits, parse_size
+    from veriscale.harness.jail.limits import JailLimits, parse_size
 
     return JailLimits(memory_bytes=parse_size(memory), pids=pids, cpu_s=cpu, tmpfs_bytes=parse_size(tmpfs),
                       output_bytes=parse_size(output), capture_bytes=parse_size(capture), relay_connections=relay)
@@ -53,10 +53,11 @@ def register(sub_app: typer.Typer) -> None:
 
         Example: veriscale harness jail-run tasks/t1 --phase challenge -- python3 -c 'import os; print(os.getuid())'
         """
-        from veriscale.harness.jail import JAIL_OFF_MESSAGE, JailSpec, run_jailed
-        from veriscale.harness.jail_limits import ResourceBox
-        from veriscale.harness.protocol import RunLayout, protocol_phase
-        from veriscale.harness.workspace import TaskWorkspace
+        from veriscale.harness.jail.sandbox import JAIL_OFF_MESSAGE, JailSpec, run_jailed
+        from veriscale.harness.jail.limits import ResourceBox
+        from veriscale.harness.protocol.layout import RunLayout
+        from veriscale.harness.protocol.phases import protocol_phase
+        from veriscale.harness.workspace.contract import TaskWorkspace
 
         with user_errors():
             limits = jail_limits(memory, pids, cpu, tmpfs, output, capture, relay)

@@ -44,14 +44,25 @@ def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(help=
 
 
 @runs_app.command("show")
-def show_run(run_id: Annotated[int, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None) -> None:
-    """Print one run's arguments and full result as JSON. Example: veriscale runs show 3"""
+def show_run(run_id: Annotated[int, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None,
+             calls: Annotated[bool, typer.Option("--calls", help="Also list every model call the run used.")] = False) -> None:
+    """Print one run as JSON: arguments, result, cost (from its linked calls) and, for a harness
+    run, each task with its phases and cost. Example: veriscale runs show 3 --calls"""
     with user_errors():
-        rec = o.open_store(store).run(run_id)
+        st = o.open_store(store)
+        rec = st.run(run_id)
         if rec is None:
             raise UserError(f"there is no run {run_id} in the store: see `veriscale runs list` for ids")
-        emit_json({"id": rec.id, "command": rec.command, "model": rec.model, "status": rec.status,
-                   "created_at": rec.created_at, "finished_at": rec.finished_at, "args": rec.args, "result": rec.result})
+        doc = {"id": rec.id, "command": rec.command, "model": rec.model, "status": rec.status,
+               "created_at": rec.created_at, "finished_at": rec.finished_at, "args": rec.args, "result": rec.result,
+               "cost": st.run_cost(rec.id)}
+        children = st.child_runs(rec.id)
+        if children:
+            doc["tasks"] = [{"id": c.id, "task": c.args.get("task"), "status": c.status,
+                             "phases": (c.result or {}).get("phases"), "cost": st.run_cost(c.id)} for c in children]
+        if calls:
+            doc["calls"] = st.run_calls(rec.id) + [call for c in children for call in st.run_calls(c.id)]
+        emit_json(doc)
 
 
 @runs_app.command("export")

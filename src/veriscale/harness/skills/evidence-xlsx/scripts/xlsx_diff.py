@@ -42,6 +42,7 @@ def read_cells(path, sheet_filter, cell_range):
         if sheet_filter and name != sheet_filter:
             continue
         sheet = formulas[name]
+        # Same cell walk as xlsx_dump.py on purpose: each skill script is a standalone program (run by path in the jail).
         if cell_range:
             min_col, min_row, max_col, max_row = range_boundaries(cell_range)
             rows = sheet.iter_rows(min_row=min_row, max_row=max_row, min_col=min_col, max_col=max_col)

@@ -45,6 +45,7 @@ def main(argv=None):
         names = [args.sheet]
     for name in names:
         sheet, cached = formulas[name], values[name]
+        # Same cell walk as xlsx_diff.py on purpose: each skill script is a standalone program (run by path in the jail).
         if args.cell_range:
             min_col, min_row, max_col, max_row = range_boundaries(args.cell_range)
             rows = sheet.iter_rows(min_row=min_row, max_row=max_row, min_col=min_col, max_col=max_col)

@@ -1,0 +1,67 @@
+"""A short Markdown summary of a claim map: counts per class (consensus, disputed, omitted) and the top agenda items.
+
+    text = render_markdown(claim_map, build_agenda(claim_map))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veriscale.harness.claims.claim_map import ClaimMap
+
+TOP_N = 10
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(claim_map: ClaimMap, agenda: dict[str, Any], *, top: int = TOP_N) -> str:
+    """Counts per class, the top disputed claims by agenda rank, and the omissions."""
+    counts = claim_map.counts()
+    total = sum(counts.values())
+    lines = [
+        f"# Claim map: {claim_map.task}",
+        "",
+        f"{len(claim_map.rollouts)} rollouts ({', '.join(claim_map.rollouts)}), {total} claim keys: "
+        f"**{counts['consensus']} consensus**, **{counts['disputed']} disputed**, "
+        f"**{counts['omitted']} omitted**.",
+        "",
+        "- Consensus is not proof: every rollout can share one error (stale source, wrong unit). "
+        "The consensus challenger should try to falsify these.",
+        "- Disagreement is information: a disputed claim often has a correct candidate, and the "
+        "majority value is not reliably it. The resolver checks them in the agenda's order.",
+        "",
+    ]
+    items = agenda["items"][:top]
+    if items:
+        lines += [
+            f"## Top disputed claims (of {counts['disputed']}), most informative check first",
+            "",
+            "| # | claim | candidates (support: rollouts) | gain (bits) | related | check |",
+            "|---|---|---|---|---|---|",
+        ]
+        for item in items:
+            candidates = "; ".join(
+                f"{c['display']} ({c['support']}: {', '.join(c['rollouts'])})" for c in item["candidates"]
+            )
+            if item["missing_from"]:
+                candidates += f"; missing: {', '.join(item['missing_from'])}"
+            lines.append(
+                f"| {item['rank']} | `{_cell(item['key'])}` | {_cell(candidates)} | "
+                f"{item['gain_bits']:.3f} | {item['related_claims']} | {_cell(item['check'])} |"
+            )
+        lines.append("")
+    omitted = claim_map.with_status("omitted")
+    if omitted:
+        lines += [f"## Omitted claims ({len(omitted)}; first {min(top, len(omitted))})", ""]
+        for record in omitted[:top]:
+            have = record.candidates[0].rollouts
+            lines.append(
+                f"- `{_cell(record.key)}` = {_cell(record.candidates[0].display)}: "
+                f"in {', '.join(have)}; missing from {', '.join(record.missing_from)}"
+            )
+        lines.append("")
+    if claim_map.warnings:
+        lines += ["## Warnings", ""] + [f"- {w}" for w in claim_map.warnings] + [""]
+    return "\n".join(lines)

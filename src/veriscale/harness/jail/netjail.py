@@ -1,0 +1,159 @@
+"""The jail's only way out: a host-side forward from a unix socket to the model endpoint.
+
+A jailed session has its own network namespace with loopback only. The runner opens a
+:class:`ModelForward` on the host; its unix socket is bind-mounted into the jail, where
+``jail_relay.py`` listens on ``127.0.0.1:<port>`` and relays to it. Nothing else on the host
+network, loopback included, is reachable from inside::
+
+    with ModelForward(("127.0.0.1", 8000)) as forward:
+        forward.socket_path        # bind this into the jail
+    inside_model_url(("127.0.0.1", 8000))   # 'http://127.0.0.1:8000' as seen from the jail
+
+The forward is plain TCP: an HTTPS endpoint whose certificate names a host other than
+127.0.0.1 fails verification inside; point the jail at a plain-HTTP local server or proxy.
+
+At most ``max_connections`` relays are open at once (more are closed on arrival), and with
+``headers`` every request's head is rewritten on the host: the session's own ``Authorization``
+is dropped and the host's is added, so an API key never enters the jail::
+
+    ModelForward(("127.0.0.1", 8000), headers={"Authorization": "Bearer sk-..."}, max_connections=16)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+from veriscale.errors import UserError
+from veriscale.harness.jail.jail_relay import Tap, serve_forever
+
+Endpoint = tuple[str, int]
+
+#: Port the in-jail relay uses when the endpoint's own port is privileged (< 1024).
+FALLBACK_INSIDE_PORT = 8080
+#: Where the forward's socket appears inside the jail.
+INSIDE_SOCKET_PATH = "/.veriscale/model.sock"
+#: Upper bound on the time to open a connection to the model endpoint.
+CONNECT_TIMEOUT_S = 10.0
+#: Longest request head the header rewrite reads.
+MAX_HEAD_BYTES = 64 * 1024
+DEFAULT_MAX_CONNECTIONS = 16
+_DROPPED_HEADERS = (b"authorization", b"proxy-authorization", b"connection", b"keep-alive")
+
+
+def check_endpoint(endpoint: Endpoint) -> Endpoint:
+    """Return ``endpoint`` as ``(host, port)`` or raise UserError naming what is wrong with it."""
+    try:
+        host, port = endpoint
+    except (TypeError, ValueError):
+        raise UserError(
+            f"model endpoint {endpoint!r} is not a (host, port) pair: pass e.g. ('127.0.0.1', 8000)"
+        ) from None
+    if not isinstance(host, str) or not host:
+        raise UserError(f"model endpoint host {host!r} is empty: pass a host name or IP address")
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise UserError(f"model endpoint port {port!r} is not in 1..65535: pass the server's port")
+    return host, port
+
+
+def inside_port(endpoint: Endpoint) -> int:
+    """The port the session connects to inside the jail: the endpoint's own, unless privileged."""
+    port = check_endpoint(endpoint)[1]
+    return port if port >= 1024 else FALLBACK_INSIDE_PORT
+
+
+def inside_model_url(endpoint: Endpoint) -> str:
+    """Base URL (``http://127.0.0.1:<port>``) at which a jailed session reaches ``endpoint``."""
+    return f"http://127.0.0.1:{inside_port(endpoint)}"
+
+
+class ModelForward:
+    """Host-side listener on a private unix socket that relays each connection to one endpoint.
+
+    Use as a context manager; leaving it stops accepting, and removes the socket and its folder.
+    """
+
+    def __init__(self, endpoint: Endpoint, *, headers: Mapping[str, str] | None = None,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, tap_factory: Callable[[], Tap] | None = None) -> None:
+        self.endpoint = check_endpoint(endpoint)
+        self.headers = dict(headers or {})
+        self.tap_factory = tap_factory
+        self.max_connections = max_connections
+        self._folder: Path | None = None
+        self._listener: socket.socket | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        """The unix socket to bind into the jail (valid while the forward is open)."""
+        if self._folder is None:
+            raise RuntimeError("ModelForward.socket_path read before the forward was opened")
+        return self._folder / "model.sock"
+
+    def _connect_endpoint(self) -> socket.socket:
+        upstream = socket.create_connection(self.endpoint, timeout=CONNECT_TIMEOUT_S)
+        upstream.settimeout(None)
+        return upstream
+
+    def _prepare(self, client: socket.socket, upstream: socket.socket) -> bool | Tap:
+        """Rewrite the request head (when headers are set) and attach the recording tap."""
+        tap = self.tap_factory() if self.tap_factory else None
+        if not self._rewrite_head(client, upstream, tap):  # also: one request per connection
+            return False
+        return tap if tap is not None else True
+
+    def _rewrite_head(self, client: socket.socket, upstream: socket.socket, tap: Tap | None = None) -> bool:
+        """Replace the request's auth and connection headers with the host's; False drops it."""
+        try:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = client.recv(8192)
+                if not chunk or len(data) > MAX_HEAD_BYTES:
+                    return False
+                data += chunk
+            head, rest = data.split(b"\r\n\r\n", 1)
+            lines = head.split(b"\r\n")
+            kept = [line for line in lines[1:] if line.split(b":", 1)[0].strip().lower() not in _DROPPED_HEADERS]
+            added = [f"{name}: {value}".encode("latin-1") for name, value in self.headers.items()]
+            upstream.sendall(b"\r\n".join([lines[0], *kept, *added, b"Connection: close"]) + b"\r\n\r\n" + rest)
+            if tap is not None:  # what the session sent, without the host's key
+                tap.request(b"\r\n".join([lines[0], *kept]) + b"\r\n\r\n" + rest)
+            return True
+        except (OSError, UnicodeError):
+            return False
+
+    def __enter__(self) -> "ModelForward":
+        self._folder = Path(tempfile.mkdtemp(prefix="veriscale-forward-"))
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.socket_path))
+        os.chmod(self.socket_path, 0o666)  # a session's own host uid connects (its folder stays 0700)
+        listener.listen(64)
+        self._listener = listener
+        prepare = self._prepare if (self.headers or self.tap_factory) else None
+        threading.Thread(
+            target=serve_forever, args=(listener, self._connect_endpoint),
+            kwargs={"max_connections": self.max_connections, "prepare": prepare}, daemon=True,
+        ).start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+            except OSError:
+                pass
+            self._listener.close()
+            self._listener = None
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None

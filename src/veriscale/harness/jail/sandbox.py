@@ -1,0 +1,348 @@
+"""Run a verification session's command in a jail that only sees its task.
+
+The jail is bubblewrap (Debian package ``bubblewrap``) with new mount, pid, network, IPC and
+UTS namespaces, every capability dropped (bounding set included), a seccomp filter
+(:mod:`~veriscale.harness.jail.seccomp`) and limits (:mod:`~veriscale.harness.jail.limits`).
+The session never holds a host privilege: a root caller's session runs as a host uid of its own
+(``JAIL_UID_BASE`` + a free slot; bubblewrap mounts as root, then the first process inside drops
+to that uid for good), any other caller's as that caller through a user namespace (uid 1000
+inside, no further user namespaces). Inside it sees:
+
+* the task folder, read-only (``spec/``, ``workspace/``, ``rollouts/``: evidence stays intact);
+* ``writable_dir``, the session's output folder, as a size-capped tmpfs seeded with the host's
+  copy; when the command ends it is streamed back and the host rebuilds its copy from regular
+  files and folders only (:mod:`~veriscale.harness.jail.harvest`): nothing a session writes
+  ever lands on the host directly;
+* ``readonly_extra`` (skills, tools) and the system (``/usr``, ``/etc``, the Python prefix),
+  read-only; ``/etc`` entries that other users could not read are blanked (checked per run);
+  ``/proc/sys`` and ``/proc/sysrq-trigger`` are read-only;
+* fresh size-capped ``/tmp``, ``/var/tmp``, ``/run``, ``/dev/shm`` and ``$HOME``; the rest of
+  ``/`` and ``/dev`` read-only; nothing else of the host (the task's parent, the data root with
+  answer keys and archived scores, other sessions);
+* container runtime sockets and ``docker``/``podman``/``nerdctl``/``ctr`` binaries masked;
+* loopback only, plus ``model_endpoint`` forwarded to a fixed local URL (``spec.model_url()``),
+  at most ``limits.relay_connections`` connections at once, ``model_headers`` added on the host.
+
+Usage::
+
+    check_jail_available()                   # UserError when namespaces are unavailable
+    spec = JailSpec(task_dir=Path("tasks/t1"), writable_dir=Path("tasks/t1/sessions/resolve"),
+                    hidden=[Path("tasks/t1/sessions")], model_endpoint=("127.0.0.1", 8000))
+    result = run_jailed(spec, ["agent", "--base-url", spec.model_url()], timeout_s=600)
+    result.returncode, result.stdout, result.timed_out, result.limit, result.harvest
+
+``JailSpec(..., no_jail=True)`` runs the command unconfined; the caller must log
+:data:`JAIL_OFF_MESSAGE` when it does.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from veriscale.errors import UserError
+from veriscale.harness.jail.capture import BoundedCapture
+from veriscale.harness.jail.harvest import HarvestReader, HarvestReport
+from veriscale.harness.jail.limits import JailLimits, ResourceBox, UidSlot
+from veriscale.harness.jail.jail_relay import Tap
+from veriscale.harness.jail.mounts import (
+    INSIDE_GID,
+    INSIDE_UID,
+    Plan,
+    bwrap_command,
+    bwrap_path,
+    inside_home,
+    namespace_flags,
+)
+from veriscale.harness.jail.seccomp import compiled_filter, filter_fd
+from veriscale.harness.jail.netjail import Endpoint, ModelForward, check_endpoint, inside_model_url
+from veriscale.harness.workspace.contract import INPUTS_DIR, ROLLOUTS_DIR, SPEC_DIR
+
+__all__ = ["INSIDE_GID", "INSIDE_UID", "JAIL_OFF_MESSAGE", "JailLimits", "JailResult", "JailSpec",
+           "check_jail_available", "run_jailed"]
+
+JAIL_OFF_MESSAGE = (
+    "jail is off (--no-jail): the session runs with your full access to files, processes, "
+    "container runtimes and the network, so it can read answer keys and archived scores"
+)
+#: Bound on the wait for a killed session's processes to release its output pipes.
+KILL_GRACE_S = 5.0
+#: Time the host allows past the deadline for the jail to stop its session and hand back output.
+HARVEST_GRACE_S = 20.0
+_EVIDENCE_DIRS = (SPEC_DIR, INPUTS_DIR, ROLLOUTS_DIR)
+
+
+@dataclass(frozen=True)
+class JailSpec:
+    """What a jailed session sees; paths are resolved to absolute ones on construction.
+
+    ``hidden`` paths are covered with an empty folder (or empty file) inside; ``readonly_extra``
+    and ``writable_dir`` are mounted after them, so they may re-expose a path under a hidden
+    folder (e.g. hide ``<task>/sessions`` but write into ``<task>/sessions/<name>``).
+    ``model_headers`` are added to every request on the host side of the model relay (an API
+    key reaches the endpoint without entering the jail); ``model_tap`` makes a tap per relayed
+    request (the store records an external agent's calls with one).
+    """
+
+    task_dir: Path
+    writable_dir: Path
+    readonly_extra: Sequence[Path] = ()
+    hidden: Sequence[Path] = ()
+    model_endpoint: Endpoint | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    no_jail: bool = False
+    limits: JailLimits = field(default_factory=JailLimits)
+    model_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    model_tap: Callable[[], Tap] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        task_dir = Path(self.task_dir).resolve()
+        if not task_dir.is_dir():
+            raise UserError(
+                f"task folder '{self.task_dir}' does not exist: materialise the task first"
+            )
+        writable = Path(self.writable_dir).resolve()
+        _check_writable_dir(task_dir, writable)
+        extra = tuple(Path(p).resolve() for p in self.readonly_extra)
+        for original, path in zip(self.readonly_extra, extra):
+            if not path.exists():
+                raise UserError(
+                    f"read-only path '{original}' does not exist: fix the path or drop it"
+                )
+        cwd = writable if self.cwd is None else Path(self.cwd).resolve()
+        if not any(_is_within(cwd, root) for root in (task_dir, writable, *extra)):
+            raise UserError(
+                f"working folder '{self.cwd}' is not visible in the jail: pick one inside the "
+                "task, the writable folder or a read-only extra"
+            )
+        for key, value in self.env.items():
+            if not isinstance(key, str) or not isinstance(value, str) or not key or "=" in key:
+                raise UserError(
+                    f"jail environment entry {key!r}={value!r} is invalid: use str names and values"
+                )
+        object.__setattr__(self, "task_dir", task_dir)
+        object.__setattr__(self, "writable_dir", writable)
+        object.__setattr__(self, "readonly_extra", extra)
+        object.__setattr__(self, "hidden", tuple(Path(p).resolve() for p in self.hidden))
+        object.__setattr__(self, "cwd", cwd)
+        object.__setattr__(self, "env", dict(self.env))
+        object.__setattr__(self, "model_headers", dict(self.model_headers))
+        if self.model_endpoint is not None:
+            object.__setattr__(self, "model_endpoint", check_endpoint(self.model_endpoint))
+
+    def model_url(self) -> str | None:
+        """Base URL of the model endpoint as the session sees it (direct when the jail is off)."""
+        if self.model_endpoint is None:
+            return None
+        if self.no_jail:
+            host, port = self.model_endpoint
+            return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        return inside_model_url(self.model_endpoint)
+
+
+@dataclass(frozen=True)
+class JailResult:
+    """How a session's command ended, with the head and tail of what it printed.
+
+    ``limit`` names the limit that stopped it (``"time"``, ``"memory"``) or is None;
+    ``harvest`` says what came back of the output folder (None with the jail off);
+    ``host_uid`` is the host user the session ran as; ``limits_via`` what enforced the limits.
+    """
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration_s: float
+    limit: str | None = None
+    harvest: HarvestReport | None = None
+    stdout_cut_bytes: int = 0
+    stderr_cut_bytes: int = 0
+    host_uid: int | None = None
+    limits_via: str = "none"
+
+
+def _is_within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _check_writable_dir(task_dir: Path, writable: Path) -> None:
+    if _is_within(task_dir, writable):
+        raise UserError(
+            f"writable folder '{writable}' contains the task folder: give the session its own "
+            "output folder, e.g. <task>/sessions/<name>"
+        )
+    for name in _EVIDENCE_DIRS:
+        if _is_within(writable, task_dir / name):
+            raise UserError(
+                f"writable folder '{writable}' is inside the task's read-only '{name}/': "
+                "use an output folder outside it, e.g. <task>/sessions/<name>"
+            )
+
+
+# --- availability -------------------------------------------------------------------------
+
+_available = False
+
+
+def check_jail_available() -> None:
+    """Return when jailed sessions can run here; otherwise raise UserError saying how to fix it."""
+    global _available
+    if _available:
+        return
+    if not sys.platform.startswith("linux"):
+        raise UserError(
+            f"sessions can only be jailed on Linux, not {sys.platform}: run with --no-jail"
+        )
+    bwrap = bwrap_path()
+    compiled_filter()  # UserError when libseccomp is missing
+    probe = subprocess.run(
+        [bwrap, *namespace_flags(bwrap, os.geteuid() == 0), "--ro-bind", "/", "/", "--proc", "/proc", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if probe.returncode != 0:
+        reason = (probe.stderr.strip().splitlines() or ["no error text"])[-1]
+        raise UserError(
+            f"bubblewrap cannot create the jail's namespaces here ({reason}): allow user "
+            "namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu also "
+            "kernel.apparmor_restrict_unprivileged_userns=0) or run with --no-jail"
+        )
+    _available = True
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+def _inside_env(spec: JailSpec) -> dict[str, str]:
+    interpreter_bin = os.path.dirname(os.path.realpath(sys.executable))
+    env = {
+        "PATH": f"{interpreter_bin}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": inside_home(),
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "USER": "session",
+    }
+    if spec.model_endpoint is not None:
+        env["VERISCALE_MODEL_URL"] = inside_model_url(spec.model_endpoint)
+    env.update(spec.env)
+    return env
+
+
+def _check_command(argv: Sequence[str], timeout_s: float) -> None:
+    if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
+        raise UserError(
+            f"session command {argv!r} is not a non-empty list of strings: "
+            "pass e.g. ['python3', 'run.py']"
+        )
+    if not timeout_s > 0:
+        raise UserError(
+            f"session timeout {timeout_s!r} is not positive: pass the seconds the session may run"
+        )
+
+
+@dataclass
+class _Ended:
+    returncode: int
+    stdout: BoundedCapture
+    stderr: BoundedCapture
+    killed_by_host: bool
+    duration_s: float
+
+
+def _run_process_group(cmd: Sequence[str], env: Mapping[str, str], cwd: Path, timeout_s: float,
+                       cap_bytes: int, pass_fds: Sequence[int] = (), box: ResourceBox | None = None,
+                       after_start: Sequence[int] = ()) -> _Ended:
+    """Run ``cmd`` in its own process group; past ``timeout_s`` SIGKILL the group (and the cgroup)."""
+    started = time.monotonic()
+    proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(env), cwd=cwd, start_new_session=True,
+                            pass_fds=tuple(pass_fds))
+    for fd in after_start:  # the child holds its own copies now
+        os.close(fd)
+    out = BoundedCapture(proc.stdout, cap_bytes)  # type: ignore[arg-type]
+    err = BoundedCapture(proc.stderr, cap_bytes)  # type: ignore[arg-type]
+    killed = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        killed = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if box is not None:
+            box.kill_all()
+        proc.wait()
+    for capture, pipe in ((out, proc.stdout), (err, proc.stderr)):
+        if not capture.join(KILL_GRACE_S) and pipe is not None:  # a daemon escaped the group (jail off)
+            pipe.close()
+    return _Ended(proc.returncode, out, err, killed, time.monotonic() - started)
+
+
+def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailResult:
+    """Run ``argv`` in the jail ``spec`` describes (unconfined when ``spec.no_jail``)."""
+    _check_command(argv, timeout_s)
+    spec.writable_dir.mkdir(parents=True, exist_ok=True)
+    cap = spec.limits.capture_bytes
+    if spec.no_jail:
+        env = {**os.environ, **spec.env}
+        ended = _run_process_group(argv, env, spec.cwd or spec.writable_dir, timeout_s, cap)
+        return _result(ended, timed_out=ended.killed_by_host, host_uid=os.geteuid())
+    check_jail_available()
+    as_root = os.geteuid() == 0
+    with contextlib.ExitStack() as stack:
+        box = stack.enter_context(ResourceBox(spec.limits))
+        drop_to = stack.enter_context(UidSlot()).uid if as_root else None
+        forward = stack.enter_context(_model_forward(spec))
+        seccomp = filter_fd()
+        harvest_r, harvest_w = os.pipe()
+        reader = HarvestReader(harvest_r, spec.limits.output_bytes)
+        rlimits = {"CPU": spec.limits.cpu_s, "FSIZE": spec.limits.output_bytes, "CORE": 0,
+                   "NPROC": spec.limits.pids}
+        if box.kind == "rlimits":
+            rlimits["AS"] = spec.limits.memory_bytes
+        plan = Plan(seccomp_fd=seccomp, harvest_fd=harvest_w, deadline_s=timeout_s, drop_to=drop_to,
+                    rlimits=rlimits, forward_socket=forward, tmpfs_bytes=spec.limits.tmpfs_bytes,
+                    output_bytes=spec.limits.output_bytes)
+        env = _inside_env(spec)
+        cmd = bwrap_command(spec, argv, plan, env["PATH"])
+        if box.enter_files:  # join the session's cgroup before bubblewrap starts anything
+            join = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+            cmd = ["/bin/sh", "-c", join, "sh", *box.enter_files, "--", *cmd]
+        ended = _run_process_group(cmd, env, Path("/"), timeout_s + HARVEST_GRACE_S, cap,
+                                   pass_fds=(seccomp, harvest_w), box=box, after_start=(seccomp, harvest_w))
+        harvest = reader.apply(spec.writable_dir)
+        memory = box.memory_killed()
+        timed_out = ended.killed_by_host or (ended.returncode == 124 and ended.duration_s >= timeout_s - 0.5)
+        limit = "memory" if memory else ("time" if timed_out else None)
+        return _result(ended, timed_out=timed_out, limit=limit, harvest=harvest,
+                       host_uid=drop_to if as_root else os.geteuid(), limits_via=box.kind)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _result(ended: _Ended, *, timed_out: bool, limit: str | None = None, harvest: HarvestReport | None = None,
+            host_uid: int | None = None, limits_via: str = "none") -> JailResult:
+    stderr = ended.stderr.text()
+    if harvest is not None and not harvest.ok:
+        stderr += f"\n[jail: output folder not kept: {harvest.error}]"
+    return JailResult(returncode=ended.returncode, stdout=ended.stdout.text(), stderr=stderr,
+                      timed_out=timed_out, duration_s=ended.duration_s, limit=limit, harvest=harvest,
+                      stdout_cut_bytes=ended.stdout.cut_bytes, stderr_cut_bytes=ended.stderr.cut_bytes,
+                      host_uid=host_uid, limits_via=limits_via)
+
+
+@contextlib.contextmanager
+def _model_forward(spec: JailSpec) -> Iterator[Path | None]:
+    if spec.model_endpoint is None:
+        yield None
+        return
+    with ModelForward(spec.model_endpoint, headers=spec.model_headers, tap_factory=spec.model_tap,
+                      max_connections=spec.limits.relay_connections) as forward:
+        yield forward.socket_path

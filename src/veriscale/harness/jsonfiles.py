@@ -1,0 +1,43 @@
+"""JSON files the harness writes and reads: atomic writes, tolerant reads, packaged schemas.
+
+Usage::
+
+    write_json(run_dir / "outcome.json", {"outcome": "delivered"})   # tmp file, then rename
+    read_json(run_dir / "outcome.json")                              # None if missing or not JSON
+    load_schema("veriscale.harness.protocol", "finish")              # <package>/schemas/finish.schema.json
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+
+def json_text(document: Any, **options: Any) -> str:
+    """``document`` as indented UTF-8 JSON with a trailing newline (``options`` go to json.dumps)."""
+    return json.dumps(document, indent=2, ensure_ascii=False, **options) + "\n"
+
+
+def write_json(path: Path, document: Any, **options: Any) -> Path:
+    """Write ``document`` to ``path`` through a ``.tmp`` sibling and a rename; makes parents."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json_text(document, **options), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def read_json(path: Path) -> Any | None:
+    """The JSON in ``path``, or None when it is missing, unreadable or not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def load_schema(package: str, name: str) -> dict[str, Any]:
+    """The JSON schema ``<package>/schemas/<name>.schema.json`` shipped as package data."""
+    text = resources.files(package).joinpath("schemas", f"{name}.schema.json").read_text("utf-8")
+    return json.loads(text)

@@ -1,0 +1,119 @@
+"""The delivery gate: content-blind, it keeps every file of the base in the delivered bundle.
+
+A file the delivery dropped is restored from the base; every file is reported with its sha256
+and whether it changed::
+
+    report = keep_base_files(Path("rollouts/r03/deliverables"), Path("out/deliverables"))
+    report["restored"], report["changed"]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+from pathlib import Path
+from typing import Any
+
+from veriscale.harness.jsonfiles import json_text
+from veriscale.harness.protocol.layout import DELIVERABLES_SUBDIR, FINISH_FILE
+from veriscale.harness.jail.safe_fs import (
+    UnsafePath,
+    copy_plain_tree,
+    make_plain_dir,
+    open_regular_beneath,
+    remove_tree,
+    walk_entries,
+    read_bytes_beneath,
+    write_plain_file,
+)
+from veriscale.harness.workspace.views import is_sidecar
+
+#: The largest deliverable file the gate hashes or copies.
+MAX_FILE_BYTES = 1 << 30
+
+
+def sha256_file(path: Path) -> str:
+    """sha256 of a regular file, opened without following a link."""
+    digest = hashlib.sha256()
+    fd = open_regular_beneath(path.parent, path.name, max_bytes=MAX_FILE_BYTES)
+    with open(fd, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _bundle_files(folder: Path | None) -> tuple[dict[str, Path], list[str]]:
+    """Regular files of a bundle (no sidecars) by relative path, and what else it holds."""
+    if folder is None or not folder.is_dir() or folder.is_symlink():
+        return {}, []
+    files, other = {}, []
+    for rel, info in walk_entries(folder):
+        if stat.S_ISDIR(info.st_mode):
+            continue
+        if stat.S_ISREG(info.st_mode) and not is_sidecar(Path(rel.name)):
+            files[rel.as_posix()] = folder.joinpath(*rel.parts)
+        elif not stat.S_ISREG(info.st_mode):
+            other.append(rel.as_posix())
+    return files, other
+
+
+def keep_base_files(base_dir: Path | None, delivered_dir: Path) -> dict[str, Any]:
+    """Content-blind gate: restore every base file missing from ``delivered_dir``; report each file.
+
+    Anything in the delivered bundle that is not a regular file or folder (a link, a FIFO) is
+    removed. Returns ``{"files": [{"path", "status", "base_sha256", "sha256"}], "restored": [...],
+    "changed": [...], "added": [...], "removed_links": [...]}`` where status is ``unchanged``,
+    ``changed``, ``restored`` or ``added``.
+    """
+    make_plain_dir(delivered_dir)
+    delivered, removed = _bundle_files(delivered_dir)
+    for rel in removed:
+        remove_tree(delivered_dir / rel)
+    base, _ = _bundle_files(base_dir)
+    files = []
+    for rel, source in base.items():
+        base_sha = sha256_file(source)
+        target = delivered_dir / rel
+        if rel not in delivered:
+            if target.is_dir() or target.is_symlink():
+                remove_tree(target)
+            make_plain_dir(target.parent)
+            write_plain_file(target, read_bytes_beneath(source.parent, source.name, max_bytes=MAX_FILE_BYTES))
+            files.append({"path": rel, "status": "restored", "base_sha256": base_sha, "sha256": base_sha})
+            continue
+        sha = sha256_file(target)
+        files.append({"path": rel, "status": "unchanged" if sha == base_sha else "changed",
+                      "base_sha256": base_sha, "sha256": sha})
+    for rel, path in delivered.items():
+        if rel not in base:
+            files.append({"path": rel, "status": "added", "base_sha256": None, "sha256": sha256_file(path)})
+    files.sort(key=lambda f: f["path"])
+    by_status = {s: [f["path"] for f in files if f["status"] == s] for s in ("restored", "changed", "added")}
+    return {"files": files, **by_status, "removed_links": removed}
+
+
+def copy_base(base_dir: Path | None, delivered_dir: Path) -> None:
+    """Make ``delivered_dir`` an exact copy of the base deliverables (sidecars left out).
+
+    Whatever stood at ``delivered_dir`` (a folder, or a link a session planted) is removed, never
+    written through.
+    """
+    if delivered_dir.exists() or delivered_dir.is_symlink():
+        remove_tree(delivered_dir)
+    if base_dir is None:
+        make_plain_dir(delivered_dir)
+        return
+    copy_plain_tree(base_dir, delivered_dir, skip=lambda rel: is_sidecar(Path(rel.name)), max_bytes=MAX_FILE_BYTES)
+
+
+def publish_delivery(deliverables: Path, finish: dict[str, Any], dest: Path) -> Path:
+    """Write the host's delivery (what ``harness score`` reads): ``dest/finish.json`` + ``dest/deliverables/``."""
+    if dest.exists() or dest.is_symlink():
+        remove_tree(dest)
+    make_plain_dir(dest)
+    copy_plain_tree(deliverables, dest / DELIVERABLES_SUBDIR, max_bytes=MAX_FILE_BYTES)
+    write_plain_file(dest / FINISH_FILE, json_text(finish).encode())
+    return dest
+
+
+__all__ = ["UnsafePath", "copy_base", "keep_base_files", "publish_delivery", "sha256_file"]

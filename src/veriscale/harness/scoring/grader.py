@@ -1,0 +1,129 @@
+"""The grader contract and the grader command: how a delivery gets a score.
+
+Grader contract (see docs/HARNESS.md): run on the host, never in the jail, as
+``<command> --task TASK_DIR --deliverables DIR`` with ``VERISCALE_TASK_DIR``,
+``VERISCALE_TASK_NAME`` and ``VERISCALE_DELIVERABLES`` also set; it prints exactly one
+non-empty stdout line, a JSON object with ``"score"`` in [0, 1] (extra fields kept), and
+exits 0. Anything else is a grader failure. Deliverables are graded from a fresh copy with view
+sidecars and symlinks left out, so a grader cannot change the originals and a delivery cannot
+point the grader at files outside it.
+
+Usage::
+
+    grader = GraderCommand.parse("python3 examples/grader/grade.py --references refs/")
+    grade = grader.grade(Path("tasks/t1"), staged_deliverables)   # Grade(score=0.8, extra={...})
+    parse_grader_output('{"score": 1}')                          # Grade(score=1.0, extra={})
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from veriscale.errors import UserError
+from veriscale.harness.jail.safe_fs import UnsafePath, copy_plain_tree
+from veriscale.harness.workspace.views import is_sidecar
+
+DEFAULT_GRADER_TIMEOUT_S = 600.0
+GRADER_ENV_TASK_DIR = "VERISCALE_TASK_DIR"
+GRADER_ENV_TASK_NAME = "VERISCALE_TASK_NAME"
+GRADER_ENV_DELIVERABLES = "VERISCALE_DELIVERABLES"
+
+
+class GraderFailure(Exception):
+    """The grader broke its contract for one input (the message says how)."""
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One grader answer: the score and whatever else the grader printed in its JSON line."""
+
+    score: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_grader_output(stdout: str) -> Grade:
+    """Read the grader's stdout; ``GraderFailure`` unless it is one JSON line with a valid score."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise GraderFailure(f"expected exactly one JSON line on stdout, got {len(lines)} lines (send logs to stderr)")
+    try:
+        data = json.loads(lines[0])
+    except json.JSONDecodeError as exc:
+        raise GraderFailure(f"stdout is not JSON ({exc.msg}): {lines[0][:120]!r}") from None
+    if not isinstance(data, dict) or "score" not in data:
+        raise GraderFailure(f"stdout JSON has no \"score\" field: {lines[0][:120]!r}")
+    score = data.pop("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise GraderFailure(f"\"score\" must be a number, got {score!r}")
+    if not 0.0 <= float(score) <= 1.0:
+        raise GraderFailure(f"\"score\" must lie in [0, 1], got {score}")
+    return Grade(score=float(score), extra=data)
+
+
+@dataclass(frozen=True)
+class GraderCommand:
+    """A grader command line; ``grade`` appends ``--task`` and ``--deliverables`` and runs it."""
+
+    argv: tuple[str, ...]
+    timeout_s: float = DEFAULT_GRADER_TIMEOUT_S
+
+    @classmethod
+    def parse(cls, command: str, *, timeout_s: float = DEFAULT_GRADER_TIMEOUT_S) -> "GraderCommand":
+        """Split ``command`` like a shell; ``UserError`` when its program is missing or not executable."""
+        try:
+            argv = tuple(shlex.split(command))
+        except ValueError as exc:
+            raise UserError(f"grader command {command!r} cannot be split ({exc}): fix its quoting") from exc
+        if not argv:
+            raise UserError("grader command is empty: pass --grader 'python3 my_grader.py'")
+        program = argv[0]
+        if os.sep in program or (os.altsep and os.altsep in program):
+            path = Path(program)
+            if not path.is_file() or not os.access(path, os.X_OK):
+                raise UserError(
+                    f"grader program '{program}' is not an executable file: chmod +x it or run it as "
+                    f"--grader 'python3 {program} ...'"
+                )
+        elif shutil.which(program) is None:
+            raise UserError(f"grader program '{program}' is not on PATH: give its full path or install it")
+        if timeout_s <= 0:
+            raise UserError(f"grader timeout must be positive, got {timeout_s}: pass e.g. --grader-timeout 600")
+        return cls(argv=argv, timeout_s=timeout_s)
+
+    def grade(self, task_dir: Path, deliverables: Path) -> Grade:
+        """Grade a staged deliverables folder; ``GraderFailure`` on any contract breach."""
+        env = dict(os.environ)
+        env[GRADER_ENV_TASK_DIR] = str(task_dir)
+        env[GRADER_ENV_TASK_NAME] = task_dir.name
+        env[GRADER_ENV_DELIVERABLES] = str(deliverables)
+        argv = [*self.argv, "--task", str(task_dir), "--deliverables", str(deliverables)]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=self.timeout_s,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise GraderFailure(f"timed out after {self.timeout_s:g}s") from None
+        except OSError as exc:
+            raise GraderFailure(f"could not start: {exc}") from None
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+            raise GraderFailure(f"exited with status {done.returncode}: {tail[0][:200]}")
+        return parse_grader_output(done.stdout)
+
+    def __str__(self) -> str:
+        return shlex.join(self.argv)
+
+
+def stage_deliverables(source: Path, dest: Path) -> list[str]:
+    """Copy regular files of ``source`` into ``dest`` (no sidecars, no links); return skipped paths."""
+    try:
+        return copy_plain_tree(source, dest, skip=lambda rel: is_sidecar(Path(rel.name)))
+    except UnsafePath as exc:
+        raise UserError(f"deliverables folder '{source}' cannot be read safely ({exc}): rerun the delivery") from None

@@ -1,0 +1,7 @@
+"""Task workspaces: the on-disk contract of a materialised task and how one is made.
+
+``contract`` (``TaskWorkspace``, folder names such as ``ROLLOUTS_DIR``, ``archive_path``),
+``materialize`` (``materialize``: copy a source task into a blind workspace with shuffled
+rollout labels and archived scores), ``views`` (text views of xlsx/docx/pdf files written as
+sidecars) and ``safe_copy`` (link-refusing copy and bounded zip extraction).
+"""
