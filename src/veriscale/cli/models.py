@@ -10,6 +10,7 @@ from rich.table import Table
 from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, user_errors
 from veriscale.errors import ModelCallError, UserError
+from veriscale.engine.executor import CallExecutor, PlannedCall
 from veriscale.models.base import Message, ScoreRequest
 from veriscale.verify.scale import parse_scale
 
@@ -18,7 +19,7 @@ models_app = typer.Typer(help="Check model backends.", no_args_is_help=True)
 
 @models_app.command("check")
 def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or http://127.0.0.1:8000/v1#m")],
-          scale: o.ScaleOpt = "letters", json_out: o.JsonOpt = False) -> None:
+          scale: o.ScaleOpt = "letters", json_out: o.JsonOpt = False, store: o.StoreOpt = None) -> None:
     """Report logprob support, label tokenization and context size.
 
     Example: veriscale models check http://127.0.0.1:8000/v1#smollm2 --scale digits
@@ -33,14 +34,22 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
         report["labels_not_single_token"] = bad
         probe = ScoreRequest(messages=(Message("user", "Is 2 + 2 equal to 4? " + sc.instruction()),),
                              prefill="Grade:", labels=sc.labels)
+        st = o.open_store(store)
+        run_id = st.start_run("models check", backend.uri, {"scale": sc.name})
+        # the probe goes through the gateway like every call (asked afresh: a check must reach the model)
+        gateway = CallExecutor(backend, st, prompt_version="models-check", refresh=True, run_id=run_id)
         try:
-            resp = backend.score(probe)
+            (outcome,) = gateway.run([PlannedCall(probe)])
+            if outcome.error:
+                raise ModelCallError(outcome.error)
+            resp = outcome.response
             report.update(logprobs=True, label_mass=resp.label_mass, unseen_mass=resp.unseen_mass,
                           top_tokens=resp.top_tokens)
         except UserError as exc:
             report.update(logprobs=False, logprob_error=str(exc))
         except ModelCallError as exc:
             report.update(logprobs=None, logprob_error=str(exc))
+        st.finish_run(run_id, "ok" if report.get("logprobs") else "failed", report)
         if json_out:
             emit_json(report)
             return
