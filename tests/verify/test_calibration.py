@@ -44,3 +44,16 @@ def test_pairs_file_errors(tmp_path):
         cal.load_labelled_pairs(str(bad))
     with pytest.raises(UserError, match="does not exist"):
         cal.load_labelled_pairs(str(tmp_path / "nope.jsonl"))
+
+
+def test_a_tau_calibrated_under_another_prompt_version_is_not_reused(tmp_path) -> None:
+    from veriscale.engine.store import Store
+    from veriscale.verify.prompts import PROMPT_VERSION
+
+    store = Store.open(tmp_path / "s.sqlite3")
+    old_key = "tau:model-x:v1:letters:20:continuous"
+    store.set_meta(old_key, "0.5")
+    assert PROMPT_VERSION in cal.tau_key("model-x", "letters:20", False) and PROMPT_VERSION != "v1"
+    assert cal.tau_for(store, "model-x", "letters:20", False) == cal.DEFAULT_TAU
+    store.set_meta(cal.tau_key("model-x", "letters:20", False), "0.25")
+    assert cal.tau_for(store, "model-x", "letters:20", False) == 0.25

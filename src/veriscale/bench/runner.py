@@ -89,12 +89,15 @@ class Bench:
         self.concurrency = concurrency
         self.usage = Usage()
         self.renderer = Renderer(model.count_tokens)
+        self.run_id: int | None = None  # the store's run of this bench: every call is linked to it
 
     def verifier(self, settings: SelectionSettings) -> Verifier:
         """A verifier for one configuration, with what is left of ``max_calls``."""
         spent = self.usage.model_calls
         max_calls = None if self.max_calls is None else max(self.max_calls - spent, 0)
-        return settings.verifier(self.model, store=self.store, max_calls=max_calls, concurrency=self.concurrency)
+        verifier = settings.verifier(self.model, store=self.store, max_calls=max_calls, concurrency=self.concurrency)
+        verifier.executor.run_id = self.run_id
+        return verifier
 
     # -- planning ----------------------------------------------------------------------------
     def plan_pairs(self, pairs: Sequence[LabelledPair], configs: Sequence[BenchConfig]) -> BenchPlan:

@@ -177,6 +177,7 @@ def register(app: typer.Typer) -> None:
             run_id = bench.store.start_run("bench", bench.model.uri, {
                 "data": data, "kind": kind, "limit": chosen_limit, "seed": seed, "sweep": sweep,
                 "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name})
+            bench.run_id = run_id
             try:
                 with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out) as advance:
                     report.rows = bench.run(plan, on_progress=lambda done, total: advance())

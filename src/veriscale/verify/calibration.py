@@ -29,7 +29,11 @@ SPREAD_TARGET_P = 0.9
 
 
 def tau_key(fingerprint: str, scale: str, discrete: bool) -> str:
-    return f"tau:{fingerprint}:{scale}:{'discrete' if discrete else 'continuous'}"
+    """The store/shipped-table key of a τ: model, judge prompt version, scale and mode (a τ
+    measured under one prompt version is not reused under another)."""
+    from veriscale.verify.prompts import PROMPT_VERSION
+
+    return f"tau:{fingerprint}:{PROMPT_VERSION}:{scale}:{'discrete' if discrete else 'continuous'}"
 
 
 def shipped_taus() -> dict[str, float]:
