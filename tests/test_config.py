@@ -39,7 +39,7 @@ def test_a_full_file_is_read(tmp_path: Path) -> None:
 def test_no_file_means_defaults_and_the_env_var_points_at_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("veriscale.config.default_config_path", lambda: tmp_path / "absent.toml")
     monkeypatch.delenv("VERISCALE_CONFIG", raising=False)
-    assert load_config(None).path is None and load_config(None).gateway.concurrency == 8
+    assert load_config(None).path is None and load_config(None).gateway.concurrency == 4
     (tmp_path / "c.toml").write_text('model = "embedded"\n')
     monkeypatch.setenv("VERISCALE_CONFIG", str(tmp_path / "c.toml"))
     assert load_config(None).model == "embedded"

@@ -8,7 +8,7 @@ Later parts of veriscale (the server, the proxies) add their own tables to this 
     store = "~/verify/store.sqlite3"
 
     [gateway]
-    concurrency = 8                 # calls in flight per endpoint
+    concurrency = 8                 # calls in flight per endpoint (default 4)
     rpm = 600                       # requests a minute per endpoint (0: no limit)
     tpm = 0                         # prompt tokens a minute per endpoint (0: no limit)
     deadline_s = 300                # per model call (0: none)
@@ -51,7 +51,7 @@ def default_config_path() -> Path:
 class GatewaySettings:
     """How the gateway schedules calls (``[gateway]`` in the file; flags override)."""
 
-    concurrency: int = 8
+    concurrency: int = 4
     rpm: int = 0
     tpm: int = 0
     deadline_s: float = 0.0

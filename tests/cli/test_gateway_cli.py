@@ -106,3 +106,16 @@ def test_bad_global_settings_are_one_line_errors(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "routing 'random' is unknown" in bad.output and "Traceback" not in bad.output
     missing = CliRunner().invoke(app, ["--config", str(tmp_path / "none.toml"), "runs", "list"])
     assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_concurrency_comes_from_the_flag_then_the_config_file(tmp_path: Path) -> None:
+    from veriscale.cli import options as o
+    from veriscale.cli import settings
+
+    config = tmp_path / "config.toml"
+    config.write_text("[gateway]\nconcurrency = 12\n")
+    settings.configure(config)
+    try:
+        assert o.concurrency_of(None) == 12 and o.concurrency_of(3) == 3
+    finally:
+        settings.configure(None)

@@ -110,7 +110,7 @@ def register(app: typer.Typer) -> None:
         adaptive: AdaptiveOpt = True, model: o.ModelOpt = None, store: o.StoreOpt = None,
         scale: o.ScaleOpt = "letters", criteria: BenchCriteriaOpt = None, criterion: o.OnlyOpt = None, reasoning: o.ReasoningOpt = False,
         discrete: o.DiscreteOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
-        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = 4,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None,
     ) -> None:
         """Measure the verifier on labelled pairs (accuracy, ties, SNR) or pools (pass@1, oracle, selected).
 
@@ -154,8 +154,8 @@ def register(app: typer.Typer) -> None:
             settings = SelectionSettings(method=method, k=pivots, repeats=repeats, adaptive=adaptive,
                                          budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits,
                                          reasoning=reasoning, discrete=discrete)
-            bench = Bench(o.open_model(model, notice=not dry_run, concurrency=concurrency), o.open_store(store), settings,
-                          max_calls=max_calls, concurrency=concurrency)
+            bench = Bench(o.open_model(model, notice=not dry_run, concurrency=o.concurrency_of(concurrency)), o.open_store(store), settings,
+                          max_calls=max_calls, concurrency=o.concurrency_of(concurrency))
             plan = bench.plan_pairs(items, configs) if kind == "pairs" else bench.plan_pools(items, configs)
             estimate = bench.estimate(plan)
             _print_estimate(estimate, len(items), len(configs), kind)

@@ -29,7 +29,21 @@ RefreshOpt = Annotated[bool, typer.Option("--refresh", help="Ignore cached calls
 JsonOpt = Annotated[bool, typer.Option("--json", help="Write the result as JSON on stdout.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Only report the model calls and prompt tokens this would spend.")]
 MaxCallsOpt = Annotated[Optional[int], typer.Option("--max-calls", help="Refuse to make more than this many new model calls.")]
-ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", help="Parallel calls for HTTP models.")]
+ConcurrencyOpt = Annotated[Optional[int], typer.Option(
+    "--concurrency", help="Parallel calls per HTTP endpoint (default: the config file's gateway.concurrency, else 4).")]
+
+
+def concurrency_of(flag: int | None) -> int:
+    """``--concurrency``, else ``$VERISCALE_CONCURRENCY``, else the config file's, else 4."""
+    from veriscale.cli.settings import current
+    from veriscale.config import pick
+
+    value = int(pick(flag=flag, env="VERISCALE_CONCURRENCY", file=current().gateway.concurrency))
+    if value < 1:
+        from veriscale.errors import UserError
+
+        raise UserError(f"--concurrency {value} is below 1: give how many calls an endpoint may run at once")
+    return value
 
 _NOTICE_SHOWN = False
 

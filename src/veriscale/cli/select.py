@@ -166,7 +166,7 @@ def register(app: typer.Typer) -> None:
         criteria: SelectCriteriaOpt = None, criterion: o.OnlyOpt = None, repeats: SelectRepeatsOpt = None,
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: SelectSeedOpt = 0,
         refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
-        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = 4, fmt: FormatOpt = None,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None, fmt: FormatOpt = None,
     ) -> None:
         """Pick the best of N runs of one task; prints a ranking, the reason and the pick.
 
@@ -187,8 +187,8 @@ def register(app: typer.Typer) -> None:
                 min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
                 budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits, reasoning=reasoning,
                 discrete=discrete)
-            verifier = settings.verifier(o.open_model(model, notice=not dry_run, concurrency=concurrency), store=o.open_store(store),
-                                         refresh=refresh, max_calls=max_calls, concurrency=concurrency)
+            verifier = settings.verifier(o.open_model(model, notice=not dry_run, concurrency=o.concurrency_of(concurrency)), store=o.open_store(store),
+                                         refresh=refresh, max_calls=max_calls, concurrency=o.concurrency_of(concurrency))
             plan = plan_selection(task_obj, candidates, verifier=verifier, settings=settings)
             if dry_run:
                 _print_plan(plan, json_out)

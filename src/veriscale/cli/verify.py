@@ -21,9 +21,9 @@ def _verifier(model: str, store, scale: str, criteria: str, only, repeats: int, 
     crits = load_criteria(criteria)
     if only:
         crits = crits.only(only)
-    return Verifier(o.open_model(model, notice=not dry_run, concurrency=concurrency), store=o.open_store(store), scale=scale, criteria=crits,
+    return Verifier(o.open_model(model, notice=not dry_run, concurrency=o.concurrency_of(concurrency)), store=o.open_store(store), scale=scale, criteria=crits,
                     repeats=repeats, reasoning=reasoning, discrete=discrete, seed=seed,
-                    refresh=refresh, max_calls=max_calls, concurrency=concurrency)
+                    refresh=refresh, max_calls=max_calls, concurrency=o.concurrency_of(concurrency))
 
 
 def _print_estimate(est: Estimate, as_json: bool) -> None:
@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
         criteria: o.CriteriaOpt = "general", criterion: o.OnlyOpt = None, repeats: o.RepeatsOpt = None,
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: o.SeedOpt = 0,
         refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
-        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = 4,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None,
     ) -> None:
         """Score one candidate against the task (reward in [0, 1]).
 
@@ -141,7 +141,7 @@ def register(app: typer.Typer) -> None:
         criteria: o.CriteriaOpt = "general", criterion: o.OnlyOpt = None, repeats: o.RepeatsOpt = None,
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: o.SeedOpt = 0,
         refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
-        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = 4,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None,
     ) -> None:
         """Compare two candidates in one context: both rewards and P(A beats B).
 
