@@ -30,11 +30,10 @@ def configure(path: Path | None, *, rpm: int | None = None, tpm: int | None = No
     global _current
     config = load_config(path)
     base = config.gateway
-    gateway = replace(base, rpm=int(pick(flag=rpm, env="VERISCALE_RPM", file=base.rpm)),
+    gateway = replace(base,  # replace() validates the merged values again rpm=int(pick(flag=rpm, env="VERISCALE_RPM", file=base.rpm)),
                       tpm=int(pick(flag=tpm, env="VERISCALE_TPM", file=base.tpm)),
                       deadline_s=float(pick(flag=deadline_s, env="VERISCALE_DEADLINE", file=base.deadline_s)),
                       routing=str(pick(flag=routing, env="VERISCALE_ROUTING", file=base.routing)))
-    GatewaySettings(**gateway.__dict__)  # validates the merged values
     _current = CliSettings(config, gateway)
     return _current
 

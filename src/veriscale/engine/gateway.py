@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -182,47 +182,43 @@ class Gateway:
         self.usage.completion_tokens += completion_tokens
         self.usage.latency_s += latency_s or 0.0
 
+    async def _once(self, key: str, request: dict[str, Any], *, kind: str, make: Callable[[], Awaitable[Any]],
+                    owner: ModelBackend | None = None, label: str | None = None, budget: bool = False) -> Any:
+        """One cached call: a hit comes from the store; otherwise ``make()`` runs and its outcome is
+        committed, counted and linked (a failure is recorded, then raised)."""
+        if (hit := self._cached(key)) is not None:
+            self.usage.cache_hits += 1
+            self._link(key, cache_hit=True, label=label)
+            return ChatResponse(**hit) if kind == "chat" else ScoreResponse.from_dict(hit)
+        if budget:
+            self._check_budget(1)
+        started = time.perf_counter()
+        try:
+            reply = await make()
+        except ModelCallError as exc:
+            self._record(key, request, kind=kind, response=None, error=str(exc),
+                         latency_s=time.perf_counter() - started, model=owner)
+            self._link(key, cache_hit=False, label=label)
+            raise
+        self._record(key, request, kind=kind, response=asdict(reply), error=None,
+                     latency_s=getattr(reply, "latency_s", 0.0) or time.perf_counter() - started,
+                     prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, model=owner)
+        self._link(key, cache_hit=False, label=label)
+        return reply
+
     async def sub_chat(self, backend: ModelBackend, messages: list[dict[str, Any]], *, max_tokens: int = 512,
                        temperature: float = 0.0, label: str | None = None) -> ChatResponse:
         """A composite backend's chat step: cached under that backend's own fingerprint, recorded, linked."""
         request = {"messages": messages, "tools": [], "max_tokens": max_tokens, "temperature": temperature, "seed": None}
-        key = call_key(backend.fingerprint(), CHAT_KEY_VERSION, request)
-        if (hit := self._cached(key)) is not None:
-            self.usage.cache_hits += 1
-            self._link(key, cache_hit=True, label=label)
-            return ChatResponse(**hit)
-        started = time.perf_counter()
-        try:
-            reply: ChatResponse = await _call(backend, "chat", messages, max_tokens=max_tokens, temperature=temperature)
-        except ModelCallError as exc:
-            self._record(key, request, kind="chat", response=None, error=str(exc), latency_s=time.perf_counter() - started,
-                         model=backend)
-            self._link(key, cache_hit=False, label=label)
-            raise
-        self._record(key, request, kind="chat", response=asdict(reply), error=None, latency_s=time.perf_counter() - started,
-                     prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, model=backend)
-        self._link(key, cache_hit=False, label=label)
-        return reply
+        return await self._once(call_key(backend.fingerprint(), CHAT_KEY_VERSION, request), request, kind="chat",
+                                owner=backend, label=label,
+                                make=lambda: _call(backend, "chat", messages, max_tokens=max_tokens, temperature=temperature))
 
     async def sub_score(self, backend: ModelBackend, request: ScoreRequest, *, label: str | None = None) -> ScoreResponse:
         """A composite backend's scoring step: cached under that backend's fingerprint, recorded, linked."""
-        key = call_key(backend.fingerprint(), self.prompt_version, request.to_dict())
-        if (hit := self._cached(key)) is not None:
-            self.usage.cache_hits += 1
-            self._link(key, cache_hit=True, label=label)
-            return ScoreResponse.from_dict(hit)
-        started = time.perf_counter()
-        try:
-            resp: ScoreResponse = await _call(backend, "score", request)
-        except ModelCallError as exc:
-            self._record(key, request.to_dict(), kind="score", response=None, error=str(exc),
-                         latency_s=time.perf_counter() - started, model=backend)
-            self._link(key, cache_hit=False, label=label)
-            raise
-        self._record(key, request.to_dict(), kind="score", response=resp.to_dict(), error=None, latency_s=resp.latency_s,
-                     prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens, model=backend)
-        self._link(key, cache_hit=False, label=label)
-        return resp
+        return await self._once(call_key(backend.fingerprint(), self.prompt_version, request.to_dict()),
+                                request.to_dict(), kind="score", owner=backend, label=label,
+                                make=lambda: _call(backend, "score", request))
 
     async def _score_new(self, call: PlannedCall) -> tuple[ScoreResponse | None, str | None]:
         text = _prompt_text(call.request)
@@ -289,25 +285,11 @@ class Gateway:
         """One chat completion, cached by (messages, tools, parameters, seed); ModelCallError on failure."""
         request = {"messages": messages, "tools": tools or [], "max_tokens": max_tokens,
                    "temperature": temperature, "seed": seed}
-        key = call_key(self.fingerprint(), CHAT_KEY_VERSION, request)
-        hit = self._cached(key)
-        if hit is not None:
-            self.usage.cache_hits += 1
-            self._link(key, cache_hit=True, label=label)
-            return ChatResponse(**hit)
-        self._check_budget(1)
-        text = "\n".join(str(m.get("content") or "") for m in messages)
-        endpoint = self.pool.pick(text)
-        started = time.perf_counter()
-        kwargs: dict[str, Any] = {"tools": tools, "max_tokens": max_tokens, "temperature": temperature}
-        try:
-            reply: ChatResponse = await self._invoke(endpoint, "chat", self.model.count_tokens(text), list(messages), **kwargs)
-        except ModelCallError as exc:
-            self._record(key, request, kind="chat", response=None, error=str(exc), latency_s=time.perf_counter() - started)
-            self._link(key, cache_hit=False, label=label)
-            raise
-        self._record(key, request, kind="chat", response=asdict(reply), error=None,
-                     latency_s=time.perf_counter() - started, prompt_tokens=reply.prompt_tokens,
-                     completion_tokens=reply.completion_tokens)
-        self._link(key, cache_hit=False, label=label)
-        return reply
+
+        async def make() -> ChatResponse:
+            text = "\n".join(str(m.get("content") or "") for m in messages)
+            return await self._invoke(self.pool.pick(text), "chat", self.model.count_tokens(text), list(messages),
+                                      tools=tools, max_tokens=max_tokens, temperature=temperature)
+
+        return await self._once(call_key(self.fingerprint(), CHAT_KEY_VERSION, request), request, kind="chat",
+                                make=make, label=label, budget=True)

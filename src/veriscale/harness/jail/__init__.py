@@ -4,7 +4,7 @@
 command line), ``limits`` (``JailLimits``, cgroups/rlimits, per-session uids), ``seccomp``,
 ``capture`` (bounded output capture), ``harvest`` (copy a session's output back safely),
 ``netjail`` (the model endpoint forwarded into the jail), ``relay_record`` (record relayed model
-calls in the store) and ``safe_fs`` (link-refusing reads and writes beneath a folder).
+calls in the store); the link-refusing host reads and writes they use are ``harness.safe_fs``.
 ``jail_inside.py`` and ``jail_relay.py`` are standalone stdlib-only scripts run inside the
 sandbox; they must stay side by side in this folder.
 """

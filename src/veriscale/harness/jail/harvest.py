@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from veriscale.harness.jail.safe_fs import make_plain_dir, remove_tree, write_plain_file
+from veriscale.harness.safe_fs import make_plain_dir, remove_tree, write_plain_file
 
 #: tar headers cost 512 bytes a member (+ PAX records): this much on top of the output cap.
 STREAM_SLACK_BYTES = 16 << 20

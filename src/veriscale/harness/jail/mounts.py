@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from veriscale.harness.safe_fs import is_within
 from veriscale.errors import UserError
 from veriscale.harness.jail import jail_inside, jail_relay
 from veriscale.harness.jail.netjail import INSIDE_SOCKET_PATH, inside_port
@@ -116,9 +117,6 @@ def unreadable_by_others(root: str) -> tuple[list[str], list[str]]:
     return files, folders
 
 
-def _is_within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
 
 def inside_home() -> str:
     home = os.path.realpath(os.path.expanduser("~"))
@@ -129,7 +127,7 @@ def interpreter_prefixes() -> list[str]:
     """Python installs outside the system folders (pyenv, venvs), so ``python3`` works inside."""
     prefixes = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
     system = [Path(p) for p in SYSTEM_PATHS]
-    return sorted(p for p in prefixes if not any(_is_within(Path(p), s) for s in system))
+    return sorted(p for p in prefixes if not any(is_within(Path(p), s) for s in system))
 
 
 def _blank(path: str) -> list[str]:
@@ -201,7 +199,7 @@ class _Layout:
     def _covered(self, path: Path) -> bool:
         if path in self.made or path in self.mounted:
             return True
-        return any(_is_within(path, m) and path.is_dir() for m in self.mounted if m not in self.tmpfs)
+        return any(is_within(path, m) and path.is_dir() for m in self.mounted if m not in self.tmpfs)
 
     def parents(self, dest: str) -> None:
         for parent in reversed(Path(dest).parents):

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from veriscale.harness.safe_fs import is_within
 from veriscale.errors import UserError
 from veriscale.harness.jail.capture import BoundedCapture
 from veriscale.harness.jail.harvest import HarvestReader, HarvestReport
@@ -117,7 +118,7 @@ class JailSpec:
                     f"read-only path '{original}' does not exist: fix the path or drop it"
                 )
         cwd = writable if self.cwd is None else Path(self.cwd).resolve()
-        if not any(_is_within(cwd, root) for root in (task_dir, writable, *extra)):
+        if not any(is_within(cwd, root) for root in (task_dir, writable, *extra)):
             raise UserError(
                 f"working folder '{self.cwd}' is not visible in the jail: pick one inside the "
                 "task, the writable folder or a read-only extra"
@@ -169,18 +170,15 @@ class JailResult:
     limits_via: str = "none"
 
 
-def _is_within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
 
 def _check_writable_dir(task_dir: Path, writable: Path) -> None:
-    if _is_within(task_dir, writable):
+    if is_within(task_dir, writable):
         raise UserError(
             f"writable folder '{writable}' contains the task folder: give the session its own "
             "output folder, e.g. <task>/sessions/<name>"
         )
     for name in _EVIDENCE_DIRS:
-        if _is_within(writable, task_dir / name):
+        if is_within(writable, task_dir / name):
             raise UserError(
                 f"writable folder '{writable}' is inside the task's read-only '{name}/': "
                 "use an output folder outside it, e.g. <task>/sessions/<name>"

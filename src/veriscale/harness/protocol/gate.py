@@ -16,7 +16,7 @@ from typing import Any
 
 from veriscale.harness.jsonfiles import json_text
 from veriscale.harness.protocol.layout import DELIVERABLES_SUBDIR, FINISH_FILE
-from veriscale.harness.jail.safe_fs import (
+from veriscale.harness.safe_fs import (
     UnsafePath,
     copy_plain_tree,
     make_plain_dir,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from veriscale.harness.jsonfiles import load_schema as read_schema
-from veriscale.harness.jail.safe_fs import UnsafePath, read_text_beneath
+from veriscale.harness.safe_fs import UnsafePath, read_text_beneath
 
 MAX_RECORD_BYTES = 4 << 20
 RECORD_KINDS = ("resolver", "challenger", "finish", "repair")

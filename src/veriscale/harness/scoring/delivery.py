@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from veriscale.errors import UserError
-from veriscale.harness.jail.safe_fs import UnsafePath, lstat_beneath, open_dir_beneath, read_text_beneath
+from veriscale.harness.safe_fs import UnsafePath, lstat_beneath, open_dir_beneath, read_text_beneath
 from veriscale.harness.protocol.layout import DELIVERY_DIR, FINISH_FILE
 from veriscale.harness.workspace import contract as ws
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from veriscale.errors import UserError
-from veriscale.harness.jail.safe_fs import UnsafePath, copy_plain_tree
+from veriscale.harness.safe_fs import UnsafePath, copy_plain_tree
 from veriscale.harness.workspace.views import is_sidecar
 
 DEFAULT_GRADER_TIMEOUT_S = 600.0

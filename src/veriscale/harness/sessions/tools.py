@@ -29,9 +29,10 @@ from typing import Any
 
 from veriscale.errors import UserError
 from veriscale.harness.jail.sandbox import JailLimits, JailSpec, run_jailed
-from veriscale.harness.jail.safe_fs import (
+from veriscale.harness.safe_fs import (
     UnsafePath,
     describe,
+    is_within,
     lstat_beneath,
     make_plain_dir,
     open_dir_beneath,
@@ -99,9 +100,6 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 TOOL_NAMES = tuple(TOOL_SCHEMAS)
 
-
-def _within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 @dataclass
@@ -178,13 +176,10 @@ class ToolBox:
             raise ToolError(f"'{raw}' is a link: links are not followed; read the file itself")
         return root, rel
 
-    def _entry_kind(self, root: Path, rel: PurePosixPath) -> os.stat_result:
-        return lstat_beneath(root, rel)
-
     # -- tools ---------------------------------------------------------------------------------
     def _read(self, args: dict[str, Any]) -> str:
         root, rel = self._visible(args.get("path"))
-        info = self._entry_kind(root, rel)
+        info = lstat_beneath(root, rel)
         if stat.S_ISDIR(info.st_mode):
             raise ToolError(f"'{args.get('path')}' is a folder: use ls")
         if not stat.S_ISREG(info.st_mode):
@@ -215,7 +210,7 @@ class ToolBox:
 
     def _ls(self, args: dict[str, Any]) -> str:
         root, rel = self._visible(args.get("path"), default=self.task_dir)
-        info = self._entry_kind(root, rel)
+        info = lstat_beneath(root, rel)
         if not stat.S_ISDIR(info.st_mode):
             return f"{_shown(rel.name)}\t{_size_text(info)}"
         entries = []
@@ -234,9 +229,10 @@ class ToolBox:
 
     def _files_under(self, root: Path, rel: PurePosixPath) -> list[tuple[Path, PurePosixPath]]:
         """Regular files at or below ``root/rel`` as ``(root, relative path)``; links are skipped."""
-        if stat.S_ISREG(self._entry_kind(root, rel).st_mode):
+        mode = lstat_beneath(root, rel).st_mode
+        if stat.S_ISREG(mode):
             return [(root, rel)]
-        if not stat.S_ISDIR(self._entry_kind(root, rel).st_mode):
+        if not stat.S_ISDIR(mode):
             return []
         return [(root, path) for path, _ in walk_regular_files(root, rel)]
 
@@ -310,7 +306,7 @@ class ToolBox:
         path = Path(raw)
         target = (path if path.is_absolute() else self.output_dir / path)
         resolved = Path(os.path.normpath(target))
-        if not _within(resolved, self.output_dir) or resolved == self.output_dir:
+        if not is_within(resolved, self.output_dir) or resolved == self.output_dir:
             raise ToolError(f"'{raw}' is outside your output folder {self.output_dir}: write only there")
         try:
             make_plain_dir(resolved.parent)  # refuses a link anywhere on the way

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from veriscale.errors import UserError
+from veriscale.harness.safe_fs import is_within
 
 DEFAULT_MAX_EXTRACT_BYTES = 1 << 30
 
@@ -47,18 +48,11 @@ def check_name(name: str, where: str) -> None:
         )
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-    except ValueError:
-        return False
-    return True
-
 
 def ensure_inside(path: Path, root: Path) -> None:
     """Raise ``UserError`` when ``path`` (after following links) lies outside ``root``."""
     target = path.resolve()
-    if not _inside(target, root.resolve()):
+    if not is_within(target, root.resolve()):
         raise UserError(
             f"'{path}' points outside the source folder ('{target}'): "
             "replace the link with the file itself or remove it"
@@ -95,7 +89,7 @@ def copy_tree(
             entry_path = Path(entry.path)
             if entry.is_symlink():
                 target = entry_path.resolve()
-                if not _inside(target, real_root) or not target.exists():
+                if not is_within(target, real_root) or not target.exists():
                     raise UserError(
                         f"symlink '{entry_path}' points outside the source folder ('{target}'): "
                         "replace it with the file itself or remove it"
@@ -144,7 +138,7 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = DEFAULT_MAX_EXTRA
         real_dest = dest.resolve()
         for info in members:
             target = (dest / info.filename).resolve()
-            if not _inside(target, real_dest):  # belt and braces after check_name
+            if not is_within(target, real_dest):  # belt and braces after check_name
                 raise UserError(f"zip member {info.filename!r} in '{archive}' escapes its folder: remove it")
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)

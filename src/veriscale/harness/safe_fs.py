@@ -97,11 +97,16 @@ def read_text_beneath(root: Path, rel: str | os.PathLike[str], *, max_bytes: int
     return read_bytes_beneath(root, rel, max_bytes=max_bytes).decode("utf-8")
 
 
+def is_within(path: Path, root: Path) -> bool:
+    """Whether ``path`` is ``root`` or below it, compared as written (resolve both first if links matter)."""
+    return path == root or root in path.parents
+
+
 def split_under(path: Path, roots: tuple[Path, ...]) -> tuple[Path, PurePosixPath] | None:
     """``(root, relative)`` for the first of ``roots`` that lexically holds ``path``; links are not resolved."""
     normal = Path(os.path.normpath(path))
     for root in roots:
-        if normal == root or root in normal.parents:
+        if is_within(normal, root):
             return root, PurePosixPath(normal.relative_to(root).as_posix())
     return None
 
