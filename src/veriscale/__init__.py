@@ -10,7 +10,11 @@
 
 ``score``/``compare`` are one-call helpers (``veriscale.api``); ``Verifier`` keeps one model,
 scale, criteria set and store across many verdicts. ``select`` and ``Selection`` come from
-``veriscale.selection.select``, imported on first use.
+``veriscale.selection.select``, ``track`` and ``ProgressTracker`` (progress curves of a run's
+prefixes) from ``veriscale.progress``; each is imported on first use::
+
+    from veriscale import track
+    track(task, trajectory).voc                      # Value-Order Correlation of the curve
 """
 
 from __future__ import annotations
@@ -23,22 +27,26 @@ from veriscale.verify.results import CompareResult, Reading, ScoreResult
 from veriscale.verify.reward import Verifier
 
 if TYPE_CHECKING:
+    from veriscale.progress import ProgressTracker, track
     from veriscale.selection.select import Selection, select
 
 __all__ = [
     "CompareResult",
     "Reading",
     "ScoreResult",
+    "ProgressTracker",
     "Selection",
     "Verifier",
     "compare",
     "load_backend",
     "score",
     "select",
+    "track",
 ]
 __version__ = "0.1.0"
 
-_LAZY = {"select": "veriscale.selection.select", "Selection": "veriscale.selection.select"}
+_LAZY = {"select": "veriscale.selection.select", "Selection": "veriscale.selection.select",
+         "track": "veriscale.progress", "ProgressTracker": "veriscale.progress"}
 
 
 def __getattr__(name: str) -> Any:

@@ -32,7 +32,7 @@ from typing import Any
 
 import platformdirs
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -103,7 +103,7 @@ def load_config(path: Path | str | None = None) -> Config:
         if not chosen.is_file():
             return Config()
     if not chosen.is_file():
-        raise UserError(f"config file '{chosen}' does not exist: create it or drop --config / ${CONFIG_ENV}")
+        raise UserError(f"config file '{chosen}' does not exist: create it or drop {setting('config')} / ${CONFIG_ENV}")
     try:
         data = tomllib.loads(chosen.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -37,7 +37,7 @@ def test_calls_are_cached_linked_to_the_run_and_counted(tmp_path: Path) -> None:
 
 def test_the_budget_is_checked_before_spending(tmp_path: Path) -> None:
     model = ScriptedScoreModel()
-    with pytest.raises(BudgetExceeded, match="--max-calls allows 1"):
+    with pytest.raises(BudgetExceeded, match=r"\(max_calls\) allows 1"):
         CallExecutor(model, None, prompt_version="t", max_calls=1).run([PlannedCall(_request(str(i))) for i in range(3)])
     assert model.calls == []
 

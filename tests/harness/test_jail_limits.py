@@ -18,7 +18,7 @@ import pytest
 
 from tests.harness.jail_probe import probe, session_spec
 from veriscale.harness.jail.sandbox import JailLimits, check_jail_available, run_jailed
-from veriscale.harness.jail.limits import MIB, ResourceBox, parse_size
+from veriscale.harness.jail.limits import MIB, ResourceBox, expected_mechanism, parse_size
 from veriscale.harness.jail.netjail import ModelForward
 from veriscale.errors import UserError
 
@@ -44,6 +44,7 @@ def test_limits_report_what_enforces_them() -> None:
         line = box.describe()
     assert box.kind in ("cgroup v1", "cgroup v2", "rlimits")
     assert f"via {box.kind}" in line and "2048 MiB" in line and "256 processes" in line
+    assert expected_mechanism() == box.kind  # the run log's up-front line, found without a cgroup
     if os.geteuid() == 0 and Path("/sys/fs/cgroup/memory").is_dir() and os.access("/sys/fs/cgroup/memory", os.W_OK):
         assert box.kind == "cgroup v1"  # these machines: root with writable cgroup v1
 

@@ -180,7 +180,7 @@ def test_empty_pool_is_refused():
 
 def test_missing_task_is_refused_with_the_fix():
     cands, q = pool([0.1, 0.2])
-    with pytest.raises(UserError, match="--task"):
+    with pytest.raises(UserError, match=r"pass it as task$"):
         select(None, cands, verifier=ScriptedVerifierDouble(q))
 
 

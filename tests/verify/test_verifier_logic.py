@@ -78,7 +78,7 @@ def test_rerun_is_served_from_the_store(tmp_path):
 
 def test_max_calls_refuses_before_spending(tmp_path):
     model, v = make(tmp_path, max_calls=3)
-    with pytest.raises(BudgetExceeded, match="--max-calls"):
+    with pytest.raises(BudgetExceeded, match=r"call budget \(max_calls\)"):
         v.compare(TASK, "GOOD", "bad")
     assert model.calls == []
 

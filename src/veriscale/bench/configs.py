@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.selection.settings import SelectionSettings
 
 SWEEP_AXES = ("g", "k", "c", "repeats")
@@ -65,15 +65,15 @@ def parse_sweeps(specs: Sequence[str]) -> dict[str, list[int]]:
         name, sep, values = spec.partition("=")
         name = name.strip().lower()
         if not sep or name not in SWEEP_AXES:
-            raise UserError(f"--sweep '{spec}' is not AXIS=V1,V2,...: use one of {', '.join(SWEEP_AXES)}, e.g. g=2,5,20")
+            raise UserError(f"{setting('sweep')} '{spec}' is not AXIS=V1,V2,...: use one of {', '.join(SWEEP_AXES)}, e.g. g=2,5,20")
         try:
             numbers = [int(v) for v in values.split(",") if v.strip()]
         except ValueError:
-            raise UserError(f"--sweep '{spec}' has a value that is not a whole number: e.g. {name}=1,2,4") from None
+            raise UserError(f"{setting('sweep')} '{spec}' has a value that is not a whole number: e.g. {name}=1,2,4") from None
         if not numbers or any(n < 1 for n in numbers):
-            raise UserError(f"--sweep '{spec}' needs whole numbers >= 1, e.g. {name}=1,2,4")
+            raise UserError(f"{setting('sweep')} '{spec}' needs whole numbers >= 1, e.g. {name}=1,2,4")
         if name in axes:
-            raise UserError(f"--sweep names '{name}' twice: give all its values in one --sweep")
+            raise UserError(f"{setting('sweep')} names '{name}' twice: give all its values in one {setting('sweep')}")
         axes[name] = numbers
     return axes
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from veriscale.data.model import Candidate, Task
 from veriscale.data.pool import load_pool
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 LABEL_KEYS = ("reward", "resolved", "passed", "success", "label")
 PAIR_FIELDS = ("instruction", "output_1", "output_2", "label")
@@ -133,7 +133,7 @@ def load_labelled_pools(paths: Sequence[str | Path], *, min_runs: int = 2) -> li
 def sample(items: Sequence[T], limit: int | None, seed: int) -> list[T]:
     """A seeded subsample of ``limit`` items in their original order (all when None or larger)."""
     if limit is not None and limit < 0:
-        raise UserError(f"--limit {limit} is negative: give 0 (everything) or a positive number")
+        raise UserError(f"{setting('limit')} {limit} is negative: give 0 (everything) or a positive number")
     if not limit or limit >= len(items):
         return list(items)
     chosen = np.random.default_rng(seed).choice(len(items), size=limit, replace=False)

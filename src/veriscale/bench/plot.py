@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from veriscale.bench.runner import BenchReport
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (UserError naming the extra when it is missing)."""
     try:
         import matplotlib
     except ImportError:
@@ -43,7 +44,7 @@ def plot_report(report: BenchReport, path: str | Path) -> Path:
     out = Path(path)
     if out.suffix.lower() != ".png":
         raise UserError(f"plot file '{path}' should end in .png: the plot is written as PNG")
-    plt = _pyplot()
+    plt = pyplot()
     labels = [r.label for r in report.rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(labels) + 4), 4.5))
     m = [r.metrics for r in report.rows]
@@ -65,7 +66,7 @@ def plot_report(report: BenchReport, path: str | Path) -> Path:
     try:
         fig.savefig(out, dpi=110)
     except OSError as exc:
-        raise UserError(f"cannot write the plot to '{path}' ({exc.strerror}): pass a writable --plot path") from None
+        raise UserError(f"cannot write the plot to '{path}' ({exc.strerror}): give {setting('plot')} a writable path") from None
     finally:
         plt.close(fig)
     return out

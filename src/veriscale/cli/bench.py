@@ -25,14 +25,18 @@ from rich.table import Table
 from veriscale.bench.datasets import detect_kind, load_labelled_pools, load_pairs, sample
 from veriscale.bench.runner import Bench, BenchConfig, BenchEstimate, BenchReport, expand_configs, parse_sweeps
 from veriscale.cli import options as o
-from veriscale.cli.common import console, emit_json, err_console, user_errors
+from veriscale.cli.common import cli_data, console, emit_json, err_console, error_text, user_errors
+from veriscale.cli.flags import cli_text
 from veriscale.errors import UserError
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
 
 DEFAULT_LIMITS = {"pairs": 10, "pools": 2}
 
-DataArg = Annotated[str, typer.Argument(help="JSONL of labelled pairs, or labelled runs (any importable format) grouped by task.")]
+DataArg = Annotated[Optional[str], typer.Argument(help="JSONL of labelled pairs, or labelled runs (any importable format) grouped by task.")]
+ProgressOpt = Annotated[Optional[Path], typer.Option("--progress", help="Progress bench instead: labelled runs (VOC of successes vs failures) or step-labelled solutions (first-error F1).")]
+CheckpointsOpt = Annotated[Optional[str], typer.Option("--checkpoints", help="--progress on runs: score these steps (default: up to 10 evenly spaced).")]
+BenchScaleOpt = Annotated[Optional[str], typer.Option("--scale", help="letters[:G], digits[:G], yesno (default letters; --progress: digits).")]
 KindOpt = Annotated[Optional[str], typer.Option("--kind", help="pairs or pools (default: detected from the first record).")]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Items in the seeded subsample (default 10 pairs / 2 pools; 0 = all).")]
 BenchSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the subsample, the random-pick baseline and PPT.")]
@@ -97,18 +101,18 @@ def _render(report: BenchReport) -> None:
     console.print("accuracy counts ties as half; strict accuracy, margins and per-task picks are in --json",
                   style="dim", highlight=False)
     for note in report.notes:
-        console.print(f"note: {note}", style="dim", highlight=False)
+        console.print(f"note: {cli_text(note)}", style="dim", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench_command(
-        data: DataArg, kind: KindOpt = None, limit: LimitOpt = None, seed: BenchSeedOpt = 0,
+        data: DataArg = None, progress: ProgressOpt = None, checkpoints: CheckpointsOpt = None, kind: KindOpt = None, limit: LimitOpt = None, seed: BenchSeedOpt = 0,
         all_tasks: AllTasksOpt = False, sweep: SweepOpt = None, discrete_vs_continuous: DvcOpt = False,
         yes: YesOpt = False, plot: PlotOpt = None, output: OutputOpt = None, method: MethodOpt = "ppt",
         pivots: PivotsOpt = 2, repeats: BenchRepeatsOpt = None, budget_tokens: BudgetOpt = None,
         adaptive: AdaptiveOpt = True, model: o.ModelOpt = None, store: o.StoreOpt = None,
-        scale: o.ScaleOpt = "letters", criteria: BenchCriteriaOpt = None, criterion: o.OnlyOpt = None, reasoning: o.ReasoningOpt = False,
+        scale: BenchScaleOpt = None, criteria: BenchCriteriaOpt = None, criterion: o.OnlyOpt = None, reasoning: o.ReasoningOpt = False,
         discrete: o.DiscreteOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
         max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None,
     ) -> None:
@@ -117,6 +121,19 @@ def register(app: typer.Typer) -> None:
         Example: veriscale bench pairs.jsonl --limit 4 --plot bench.png   (one labelled pair or run a line)
         """
         with user_errors():
+            if (data is None) == (progress is None):
+                raise UserError("give the bench data (pairs or pools), or --progress FILE for a progress bench (not both)")
+            if progress is not None:
+                from veriscale.cli.bench_progress import bench_progress
+
+                bench_progress(progress, limit=limit, seed=seed, all_tasks=all_tasks, checkpoints=checkpoints, yes=yes,
+                               plot=plot, output=output, model=model, store=store, scale=scale, repeats=repeats,
+                               reasoning=reasoning, budget_tokens=budget_tokens, json_out=json_out, dry_run=dry_run,
+                               max_calls=max_calls, concurrency=concurrency)
+                return
+            if checkpoints is not None:
+                raise UserError("--checkpoints applies to a progress bench: add --progress FILE")
+            scale = scale or "letters"
             kind = kind or detect_kind(data)
             if kind not in DEFAULT_LIMITS:
                 raise UserError(f"--kind {kind} is unknown: use pairs or pools")
@@ -182,14 +199,14 @@ def register(app: typer.Typer) -> None:
                 with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out) as advance:
                     report.rows = bench.run(plan, on_progress=lambda done, total: advance())
             except Exception as exc:
-                bench.store.finish_run(run_id, "failed", {"error": str(exc)})
+                bench.store.finish_run(run_id, "failed", {"error": error_text(exc)})
                 raise
             payload = report.to_dict()
             bench.store.finish_run(run_id, "ok", payload)
             payload["run_id"] = run_id
             if output is not None:
                 try:
-                    output.write_text(json.dumps(payload, indent=2, default=str), "utf-8")
+                    output.write_text(json.dumps(cli_data(payload), indent=2, default=str), "utf-8")
                 except OSError as exc:
                     raise UserError(f"cannot write the report to '{output}' ({exc.strerror}): pass a writable --output") from None
             if plot is not None:

@@ -14,6 +14,7 @@ MODULES = [
     "veriscale.cli.harness",
     "veriscale.cli.select",
     "veriscale.cli.bench",
+    "veriscale.cli.track",
 ]
 
 

@@ -16,16 +16,18 @@ from typing import Any, Iterator
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from veriscale.errors import ModelCallError, UserError
+from veriscale.cli.flags import cli_text
+from veriscale.errors import ModelCallError, UserError, VeriscaleError
 
 console = Console()
 err_console = Console(stderr=True)
 
 
 def fail(message: str, code: int = 2) -> None:
-    """Print one error sentence on stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print one error sentence on stderr (settings named as flags) and exit with ``code``."""
+    err_console.print(f"[bold red]error:[/] {cli_text(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -35,13 +37,34 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except UserError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(exc.template, exc.exit_code)
     except ModelCallError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(exc.template, exc.exit_code)
     except KeyboardInterrupt:
         fail("interrupted; finished model calls are saved in the store and a rerun resumes", 130)
 
 
+def error_text(exc: BaseException) -> str:
+    """What a failed run records: veriscale's own errors keep their setting references."""
+    return exc.template if isinstance(exc, VeriscaleError) else str(exc)
+
+
+def note(text: str) -> None:
+    """Print one library note on stderr, its settings named as flags."""
+    err_console.print(f"[yellow]note:[/] {escape(cli_text(text))}", highlight=False, soft_wrap=True)
+
+
+def cli_data(payload: Any) -> Any:
+    """``payload`` with every string's setting references spelled as flags (notes, errors...)."""
+    if isinstance(payload, str):
+        return cli_text(payload)
+    if isinstance(payload, dict):
+        return {key: cli_data(value) for key, value in payload.items()}
+    if isinstance(payload, (list, tuple)):
+        return [cli_data(value) for value in payload]
+    return payload
+
+
 def emit_json(payload: Any) -> None:
-    """Write ``payload`` as JSON on stdout (for pipes)."""
-    sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Write ``payload`` as JSON on stdout (for pipes), settings in its texts named as flags."""
+    sys.stdout.write(json.dumps(cli_data(payload), indent=2, ensure_ascii=False, default=str) + "\n")

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from veriscale.cli import harness_jail
 from veriscale.cli.common import console, emit_json, err_console, user_errors
+from veriscale.cli.flags import cli_text
 
 harness_app = typer.Typer(
     name="harness",
@@ -69,7 +70,7 @@ def materialize_command(
             table.add_row(path, reason)
         console.print(table)
     for warning in report.warnings:
-        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err_console.print(f"[yellow]warning:[/] {cli_text(warning)}", highlight=False)
 
 
 @harness_app.command("claims")
@@ -108,7 +109,7 @@ def claims_command(
             table.add_row(str(item["rank"]), item["key"], candidates, f"{item['gain_bits']:.3f}", str(item["related_claims"]))
         console.print(table)
     for warning in claim_map.warnings:
-        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err_console.print(f"[yellow]warning:[/] {cli_text(warning)}", highlight=False)
 
 
 # --- skills and scoring ----------------------------------------------------------------------
@@ -266,7 +267,7 @@ def score_command(
         emit_json(payload)
     else:
         if report.preflight:
-            console.print(report.preflight, highlight=False)
+            console.print(cli_text(report.preflight), highlight=False)
         table = Table(title=f"per task ({report.mode})")
         for column in ("task", "base", "select", "revised", "base regraded", "final", "single rollout", "drift"):
             table.add_column(column)
@@ -286,7 +287,7 @@ def score_command(
         console.print(summary)
         console.print(f"results written to {written}", highlight=False)
     for warning in report.warnings:
-        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]warning:[/] {cli_text(warning)}", highlight=False, soft_wrap=True)
     if report.failures:
         raise typer.Exit(1)
 
@@ -336,7 +337,7 @@ def _add_run_command(sub_app: typer.Typer) -> None:
                                  skills_dirs=skills if skills else None, executor=executor,
                                  jail_limits=harness_jail.jail_limits(memory, pids, cpu, tmpfs, output, capture, relay))
             summary = run_tasks(task_dirs, options,
-                                log=lambda line: err_console.print(line, highlight=False, markup=False, soft_wrap=True))
+                                log=lambda line: err_console.print(cli_text(line), highlight=False, markup=False, soft_wrap=True))
         if as_json:
             emit_json(summary)
         else:

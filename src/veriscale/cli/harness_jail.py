@@ -14,6 +14,7 @@ from typing import List, Optional
 import typer
 
 from veriscale.cli.common import err_console, user_errors
+from veriscale.cli.flags import cli_text
 
 MEMORY = typer.Option("2G", "--jail-memory", help="Memory of one session (cgroup; RLIMIT_AS where no cgroup is writable).")
 PIDS = typer.Option(256, "--jail-pids", help="Processes and threads of one session.")
@@ -54,7 +55,6 @@ def register(sub_app: typer.Typer) -> None:
         Example: veriscale harness jail-run tasks/t1 --phase challenge -- python3 -c 'import os; print(os.getuid())'
         """
         from veriscale.harness.jail.sandbox import JAIL_OFF_MESSAGE, JailSpec, run_jailed
-        from veriscale.harness.jail.limits import ResourceBox
         from veriscale.harness.protocol.layout import RunLayout
         from veriscale.harness.protocol.phases import protocol_phase
         from veriscale.harness.workspace.contract import TaskWorkspace
@@ -67,9 +67,8 @@ def register(sub_app: typer.Typer) -> None:
             visible = [p for p in layout.visible_dirs(chosen, [p.resolve() for p in skills or []]) if p.exists()]
             spec = JailSpec(task_dir=task.path, writable_dir=layout.session_dir(chosen), readonly_extra=visible,
                             model_endpoint=_endpoint(endpoint), no_jail=no_jail, limits=limits)
-            with ResourceBox(limits) as probe:
-                err_console.print(JAIL_OFF_MESSAGE if no_jail else probe.describe(), highlight=False, soft_wrap=True)
             result = run_jailed(spec, list(command), timeout_s=timeout)
+        err_console.print(cli_text(JAIL_OFF_MESSAGE) if no_jail else result.limits_line, highlight=False, soft_wrap=True)
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
         if result.limit:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, user_errors
+from veriscale.cli.flags import cli_text
 from veriscale.errors import ModelCallError, UserError
 from veriscale.engine.executor import CallExecutor, PlannedCall
 from veriscale.models.base import Message, ScoreRequest
@@ -46,9 +48,9 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
             report.update(logprobs=True, label_mass=resp.label_mass, unseen_mass=resp.unseen_mass,
                           top_tokens=resp.top_tokens)
         except UserError as exc:
-            report.update(logprobs=False, logprob_error=str(exc))
+            report.update(logprobs=False, logprob_error=exc.template)
         except ModelCallError as exc:
-            report.update(logprobs=None, logprob_error=str(exc))
+            report.update(logprobs=None, logprob_error=exc.template)
         st.finish_run(run_id, "ok" if report.get("logprobs") else "failed", report)
         if json_out:
             emit_json(report)
@@ -56,7 +58,7 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
         table = Table(title=f"models check · {backend.display_name}", show_header=False)
         table.add_row("fingerprint", report["fingerprint"])
         table.add_row("context size", str(report["context_size"] or "unknown (server does not say)"))
-        table.add_row("logprobs", "yes" if report["logprobs"] else f"no: {report.get('logprob_error')}")
+        table.add_row("logprobs", "yes" if report["logprobs"] else f"no: {escape(cli_text(report.get('logprob_error') or ''))}")
         if report["logprobs"]:
             table.add_row("label mass on probe", f"{report['label_mass']:.3f} (unseen {report['unseen_mass']:.3f})")
         table.add_row(f"labels of {sc.name}", "all single tokens" if not bad else

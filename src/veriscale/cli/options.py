@@ -9,7 +9,7 @@ from typing import Annotated, Iterator, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from veriscale.cli.common import err_console
+from veriscale.cli.common import err_console, note
 from veriscale.engine.store import Store
 from veriscale.models.base import ModelBackend
 from veriscale.models.uri import URI_FORMS, load_backend
@@ -71,7 +71,7 @@ def open_model(uri: str | list[str] | None, *, notice: bool = True, concurrency:
     if notice and _uses_embedded(backend) and not _NOTICE_SHOWN:
         from veriscale.models.embedded import EMBEDDED_NOTICE
 
-        err_console.print(f"[yellow]note:[/] {EMBEDDED_NOTICE}", highlight=False, soft_wrap=True)
+        note(EMBEDDED_NOTICE)
         _NOTICE_SHOWN = True
     return backend
 

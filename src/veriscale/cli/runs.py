@@ -11,7 +11,8 @@ import typer
 from rich.table import Table
 
 from veriscale.cli import options as o
-from veriscale.cli.common import console, emit_json, user_errors
+from veriscale.cli.common import cli_data, console, emit_json, user_errors
+from veriscale.cli.flags import cli_text
 from veriscale.cli.run_summary import run_summary
 from veriscale.errors import UserError
 
@@ -39,7 +40,7 @@ def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(help=
         for col in ("id", "when", "command", "model", "status", "summary"):
             table.add_column(col)
         for r in runs:
-            table.add_row(str(r.id), _when(r.created_at), r.command, r.model or "", r.status, run_summary(r))
+            table.add_row(str(r.id), _when(r.created_at), r.command, r.model or "", r.status, cli_text(run_summary(r)))
         console.print(table)
 
 
@@ -71,8 +72,9 @@ def export_runs(out: Annotated[Optional[Path], typer.Option("--out", "-o", help=
     """Export every run as JSON Lines. Example: veriscale runs export -o runs.jsonl"""
     with user_errors():
         runs = o.open_store(store).runs()
-        lines = [json.dumps({"id": r.id, "command": r.command, "model": r.model, "status": r.status,
-                             "created_at": r.created_at, "args": r.args, "result": r.result}) for r in reversed(runs)]
+        lines = [json.dumps(cli_data({"id": r.id, "command": r.command, "model": r.model, "status": r.status,
+                                      "created_at": r.created_at, "args": r.args, "result": r.result}))
+                 for r in reversed(runs)]
         text = "\n".join(lines) + ("\n" if lines else "")
         if out is None:
             typer.echo(text, nl=False)

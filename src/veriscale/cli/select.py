@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from veriscale.cli import options as o
-from veriscale.cli.common import console, emit_json, err_console, fail, user_errors
+from veriscale.cli.common import console, emit_json, error_text, fail, note, user_errors
 from veriscale.data.importers import load_candidates
 from veriscale.data.model import Candidate, Task
 from veriscale.data.text_input import read_text_input
@@ -86,8 +86,8 @@ def _print_plan(plan: SelectionPlan, as_json: bool) -> None:
         f"{plan.comparisons_planned} comparisons, {plan.model_calls_planned} model calls{bound}; "
         f"at most {plan.prompt_tokens_upper_bound} prompt tokens before cache and prefix reuse; "
         f"render budget {plan.budget_tokens} tokens per candidate", highlight=False)
-    for note in plan.notes:
-        err_console.print(f"[cyan]note:[/] {note}", highlight=False)
+    for text in plan.notes:
+        note(text)
 
 
 def short_ids(ids: Sequence[str], width: int = ID_WIDTH) -> tuple[list[str], str]:
@@ -202,7 +202,7 @@ def register(app: typer.Typer) -> None:
                 with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as advance:
                     sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance())
             except Exception as exc:
-                run_store.finish_run(run_id, "failed", {"error": str(exc)})
+                run_store.finish_run(run_id, "failed", {"error": error_text(exc)})
                 raise
             payload = sel.to_dict()
             run_store.finish_run(run_id, "ok", payload)
@@ -211,8 +211,8 @@ def register(app: typer.Typer) -> None:
                 emit_json(payload)
             else:
                 _render(sel)
-            for note in sel.notes:
-                err_console.print(f"[cyan]note:[/] {note}", highlight=False, soft_wrap=True)
+            for text in sel.notes:
+                note(text)
             if min_confidence is not None and not sel.decided:
                 conf = "none (pointwise has no confidence)" if sel.confidence is None else f"{sel.confidence:.2f}"
                 fail(f"the pick {sel.best.id} is not decided: confidence {conf} is below --min-confidence "

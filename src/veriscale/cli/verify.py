@@ -7,7 +7,7 @@ from typing import Annotated, Any, Callable
 import typer
 from rich.table import Table
 
-from veriscale.cli.common import console, emit_json, err_console, fail, user_errors
+from veriscale.cli.common import console, emit_json, err_console, fail, note, user_errors
 from veriscale.cli import options as o
 from veriscale.data.text_input import read_text_input
 from veriscale.engine.executor import Estimate
@@ -38,8 +38,8 @@ def _print_estimate(est: Estimate, as_json: bool) -> None:
 
 
 def _report_problems(result: Any) -> None:
-    for note in result.notes:
-        err_console.print(f"[cyan]note:[/] {note}", highlight=False)
+    for text in result.notes:
+        note(text)
     if result.low_label_mass:
         err_console.print("[yellow]warning:[/] low label mass: the model put little probability on the score "
                           "labels, so this verdict is unreliable (try another --scale or a stronger --model)", highlight=False)

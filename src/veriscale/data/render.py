@@ -155,7 +155,7 @@ def _command_in_text(call: dict, text: str) -> bool:
     return bool(command.strip()) and command.strip() in text
 
 
-def _render_step(number: int, step: Step, max_tokens: int, count: TokenCounter) -> str:
+def render_step(number: int, step: Step, max_tokens: int, count: TokenCounter) -> str:
     """One step within ``max_tokens``: header, message, tool calls, observation."""
     header = f"[step {number}] {step.role}"
     # A command the message already shows (mini-swe-agent's ```bash blocks) is not repeated.
@@ -189,7 +189,7 @@ def _render_step(number: int, step: Step, max_tokens: int, count: TokenCounter) 
     return "\n".join(lines)
 
 
-def _steps_marker(first: int, last: int) -> str:
+def steps_marker(first: int, last: int) -> str:
     count = last - first + 1
     noun = "step" if count == 1 else "steps"
     span = f"step {first}" if count == 1 else f"steps {first}–{last}"
@@ -235,18 +235,18 @@ def _render_steps(steps: list[Step], budget: int, count: TokenCounter) -> str:
     n = len(steps)
     separator = count("\n\n") or 1
     step_cap = max(int(budget * STEP_SHARE), MIN_STEP_TOKENS)
-    at_cap = [_render_step(i + 1, step, step_cap, count) for i, step in enumerate(steps)]
+    at_cap = [render_step(i + 1, step, step_cap, count) for i, step in enumerate(steps)]
     costs = [count(text) + separator for text in at_cap]
     if sum(costs) <= budget:
         return "\n\n".join(_fill_all(steps, at_cap, costs, budget, step_cap, count, separator))
-    marker_tokens = count(_steps_marker(n, n * 10)) + separator
+    marker_tokens = count(steps_marker(n, n * 10)) + separator
 
     # The last steps always stay: shrink them, then keep fewer, until they fit.
     mandatory = list(range(max(0, n - LAST_STEPS_KEPT), n))
     cap = step_cap
     pieces: dict[int, str] = {}
     while True:
-        pieces = {i: at_cap[i] if cap == step_cap else _render_step(i + 1, steps[i], cap, count) for i in mandatory}
+        pieces = {i: at_cap[i] if cap == step_cap else render_step(i + 1, steps[i], cap, count) for i in mandatory}
         selected = [i in pieces for i in range(n)]
         used = sum(count(t) + separator for t in pieces.values()) + _count_gaps(selected) * marker_tokens
         if used <= budget:
@@ -280,7 +280,7 @@ def _render_steps(steps: list[Step], budget: int, count: TokenCounter) -> str:
         start = i
         while i < n and not selected[i]:
             i += 1
-        blocks.append(_steps_marker(start + 1, i))
+        blocks.append(steps_marker(start + 1, i))
     return "\n\n".join(blocks)
 
 
@@ -297,7 +297,7 @@ def _fill_all(
     full_costs = list(costs)
     long_steps = [i for i, cost in enumerate(costs) if cost >= step_cap // 2]
     for i in long_steps:
-        full_costs[i] = count(_render_step(i + 1, steps[i], budget, count)) + separator
+        full_costs[i] = count(render_step(i + 1, steps[i], budget, count)) + separator
     if sum(full_costs) == sum(costs):
         return at_cap
     low, high = step_cap, budget  # largest level with sum(min(cost, level)) <= budget
@@ -311,7 +311,7 @@ def _fill_all(
     while level > step_cap:
         rendered = list(at_cap)
         for i in long_steps:
-            rendered[i] = _render_step(i + 1, steps[i], level - separator, count)
+            rendered[i] = render_step(i + 1, steps[i], level - separator, count)
         if sum(count(t) + separator for t in rendered) <= budget:
             return rendered
         level = max(step_cap, int(level * 0.9))

@@ -25,7 +25,7 @@ from typing import Any
 from veriscale.engine.routing import Endpoint, EndpointPool
 from veriscale.engine.store import Store, call_key
 from veriscale.engine.usage import Estimate, Usage
-from veriscale.errors import BudgetExceeded, ModelCallError
+from veriscale.errors import BudgetExceeded, ModelCallError, setting, worded
 from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 
 #: Version of the chat-call cache key (messages, tools, parameters, seed).
@@ -135,8 +135,9 @@ class Gateway:
     def _check_budget(self, new_calls: int) -> None:
         if self.max_calls is not None and self.usage.model_calls + new_calls > self.max_calls:
             raise BudgetExceeded(
-                f"this needs {new_calls} new model calls but --max-calls allows "
-                f"{self.max_calls - self.usage.model_calls}: raise --max-calls, or lower --repeats/--criteria"
+                f"this needs {new_calls} new model calls but the call budget ({setting('max_calls')}) allows "
+                f"{self.max_calls - self.usage.model_calls}: raise {setting('max_calls')}, "
+                f"or lower {setting('repeats')} or {setting('criteria')}"
             )
 
     def estimate(self, calls: Sequence[PlannedCall]) -> Estimate:
@@ -158,7 +159,7 @@ class Gateway:
                 return await asyncio.wait_for(work, self.deadline_s)
             except asyncio.TimeoutError:
                 raise ModelCallError(f"model call to {backend.display_name} passed its {self.deadline_s:g} s deadline "
-                                     "(--deadline)", retryable=True) from None
+                                     f"({setting('deadline_s')})", retryable=True) from None
 
     def _record(self, key: str, request: dict[str, Any], *, kind: str, response: dict[str, Any] | None,
                 error: str | None, latency_s: float | None, prompt_tokens: int = 0, cached_tokens: int = 0,
@@ -196,7 +197,7 @@ class Gateway:
         try:
             reply = await make()
         except ModelCallError as exc:
-            self._record(key, request, kind=kind, response=None, error=str(exc),
+            self._record(key, request, kind=kind, response=None, error=worded(exc.template),
                          latency_s=time.perf_counter() - started, model=owner)
             self._link(key, cache_hit=False, label=label)
             raise
@@ -227,10 +228,10 @@ class Gateway:
         try:
             resp: ScoreResponse = await self._invoke(endpoint, "score", self.model.count_tokens(text), call.request)
         except ModelCallError as exc:
-            self._record(call.key, call.request.to_dict(), kind="score", response=None, error=str(exc),
+            self._record(call.key, call.request.to_dict(), kind="score", response=None, error=worded(exc.template),
                          latency_s=time.perf_counter() - started)
             self._link(call.key, cache_hit=False)
-            return None, str(exc)
+            return None, worded(exc.template)  # reads with Python names; the CLI names flags
         composite = hasattr(endpoint.backend, "ascore_with")
         self._record(call.key, call.request.to_dict(), kind="score", response=resp.to_dict(), error=None,
                      latency_s=resp.latency_s, prompt_tokens=resp.prompt_tokens,

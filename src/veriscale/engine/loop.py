@@ -60,3 +60,12 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         coro.close()
         raise RuntimeError("the synchronous gateway facade was called from inside an event loop: await the Gateway instead")
     return asyncio.run_coroutine_threadsafe(coro, background_loop()).result()
+
+
+async def on_gateway_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` from any event loop while it runs on the gateway loop.
+
+    A gateway's locks and limits belong to the loop it runs on, so async callers that share a
+    gateway with synchronous code (a tracker, a reward function) await it through this.
+    """
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, background_loop()))

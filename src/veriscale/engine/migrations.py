@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 BASE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -78,7 +78,7 @@ def migrate(conn: sqlite3.Connection, where: str = "the store") -> int:
     version = current_version(conn)
     if version > SCHEMA_VERSION:
         raise UserError(f"{where} has schema version {version}, newer than this veriscale knows ({SCHEMA_VERSION}): "
-                        "upgrade veriscale, or pass --store with another file")
+                        f"upgrade veriscale, or set {setting('store')} to another file")
     for target, statements in MIGRATIONS:
         if target <= version:
             continue

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.models.base import ModelBackend
 
 #: A prompt sticks to an endpoint that recently saw a prompt sharing this fraction of it.
@@ -121,9 +121,9 @@ class EndpointPool:
         self.routing = routing
         self._turn = 0
         if not backends:
-            raise UserError("no model endpoints given: pass --model at least once")
+            raise UserError(f"no model endpoints given: give {setting('model')} at least once")
         if concurrency < 1:
-            raise UserError(f"--concurrency {concurrency} is below 1: give how many calls an endpoint may run at once")
+            raise UserError(f"{setting('concurrency')} {concurrency} is below 1: give how many calls an endpoint may run at once")
         self.endpoints = [
             Endpoint(b, 1 if getattr(b, "is_embedded", False) else concurrency,
                      RateLimiter(rpm) if rpm else None, RateLimiter(tpm) if tpm else None)

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 import platformdirs
 
 from veriscale.engine.migrations import migrate
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 _RUN_COLUMNS = "id, command, model, args, status, result, created_at, finished_at, parent_id"
 
@@ -71,7 +71,7 @@ class Store:
     def open(cls, path: str | Path | None = None) -> "Store":
         p = Path(path) if path is not None else default_store_path()
         if p.exists() and p.is_dir():
-            raise UserError(f"store path '{p}' is a folder: pass --store with a file path such as {p / 'store.sqlite3'}")
+            raise UserError(f"store path '{p}' is a folder: set {setting('store')} to a file path such as {p / 'store.sqlite3'}")
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(p), check_same_thread=False, timeout=30.0, isolation_level=None)
@@ -79,9 +79,9 @@ class Store:
             conn.execute("PRAGMA synchronous=NORMAL")
             migrate(conn, f"store file '{p}'")
         except sqlite3.DatabaseError as exc:
-            raise UserError(f"store file '{p}' is not a readable veriscale store ({exc}): pass --store with another path") from None
+            raise UserError(f"store file '{p}' is not a readable veriscale store ({exc}): set {setting('store')} to another path") from None
         except OSError as exc:
-            raise UserError(f"cannot create the store at '{p}' ({exc.strerror}): pass --store with a writable path") from None
+            raise UserError(f"cannot create the store at '{p}' ({exc.strerror}): set {setting('store')} to a writable path") from None
         return cls(conn, p)
 
     def close(self) -> None:

@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse
 from veriscale.models.chat_template import detect_template, render_chat
 
-EMBEDDED_NOTICE = (
+EMBEDDED_NOTICE = worded(
     "Using the embedded SmolLM2-135M model: a small offline model for trying veriscale, "
-    "not a reliable judge. For real verification pass --model (e.g. "
-    "--model http://127.0.0.1:8000/v1#your-model or --model openai:gpt-4.1-mini)."
+    f"not a reliable judge. For real verification choose another {setting('model')} (e.g. "
+    f"{setting('model', 'http://127.0.0.1:8000/v1#your-model')} or {setting('model', 'openai:gpt-4.1-mini')})."
 )
 DEFAULT_N_CTX = 8192
 WHITESPACE_MIN_PROB = 0.01  # follow a whitespace path at the slot only when it is this likely
@@ -90,7 +90,7 @@ class EmbeddedModel:
         self.template = template or detect_template(own)
         if self.template is None:
             raise UserError(f"cannot tell the chat template of '{gguf.name}' (it is not ChatML, Llama 3 or Gemma): "
-                            "serve it with llama_cpp.server and use --model http://127.0.0.1:PORT/v1#model")
+                            f"serve it with llama_cpp.server and use {setting('model', 'http://127.0.0.1:PORT/v1#model')}")
         self._n_vocab = self._llm.n_vocab()
         self._label_ids: dict[str, list[int]] = {}
         self._vocab_text: list[str] | None = None
@@ -102,7 +102,7 @@ class EmbeddedModel:
         """The process-wide instance for this file, loaded on first use."""
         path = Path(gguf) if gguf else default_gguf_path()
         if not path.is_file():
-            raise UserError(f"model file '{path}' does not exist: pass --model embedded or an existing .gguf path")
+            raise UserError(f"model file '{path}' does not exist: use {setting('model', 'embedded')} or an existing .gguf path")
         with _LOAD_LOCK:
             key = str(path.resolve())
             if key not in _LOADED:
@@ -182,7 +182,7 @@ class EmbeddedModel:
         if len(tokens) >= limit:
             raise UserError(
                 f"the prompt is {len(tokens)} tokens, more than the embedded model's context of {limit}: "
-                "shorten the task or candidates, or use --model with a longer-context server"
+                f"shorten the task or candidates, or set {setting('model')} to a longer-context server"
             )
         return tokens
 
@@ -277,7 +277,8 @@ class EmbeddedModel:
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
         if tools:
-            raise UserError("the embedded model cannot call tools: pass --model with an OpenAI-compatible server that supports tool calls")
+            raise UserError("the embedded model cannot call tools: set "
+                            f"{setting('model')} to an OpenAI-compatible server that supports tool calls")
         msgs = [Message(m["role"], m.get("content") or "") for m in messages]
         with self._lock:
             tokens = self._tokenize_prompt(render_chat(self.template, msgs, ""))

@@ -31,7 +31,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from veriscale.errors import ModelCallError, UserError
+from veriscale.errors import ModelCallError, UserError, setting
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync
 from veriscale.models.chat_template import TEMPLATES, render_chat
 from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
@@ -182,7 +182,7 @@ class OpenAICompatModel:
                 resp.raise_for_status()
                 ids = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
             except httpx.ConnectError:
-                raise UserError(f"cannot reach the model server at {self.base_url}: start it, or fix the URL in --model") from None
+                raise UserError(f"cannot reach the model server at {self.base_url}: start it, or fix the URL in {setting('model')}") from None
             except (httpx.HTTPError, ValueError, AttributeError):
                 ids = []
             if self.requested_model:
@@ -280,7 +280,7 @@ class OpenAICompatModel:
         except NoLogprobs:
             raise UserError(
                 f"{self.display_name} returned no logprobs: use a server started with logprobs enabled, "
-                f"or two-stage scoring, e.g. --model 'twostage:{self.uri}+embedded'"
+                f"or two-stage scoring, e.g. {setting('model', f'twostage:{self.uri}+embedded')}"
             ) from None
         except MalformedLogprobs as exc:
             raise ModelCallError(f"{self.display_name} returned malformed logprobs ({exc})") from None

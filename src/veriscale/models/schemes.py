@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.models.base import ModelBackend
 from veriscale.models.registry import SCHEMES, register_backend, scheme_of
 
@@ -59,7 +59,8 @@ def http(uri: str) -> ModelBackend:
 def openai(uri: str) -> ModelBackend:
     """``openai:<model>``; needs ``$OPENAI_API_KEY``."""
     if not os.environ.get("OPENAI_API_KEY"):
-        raise UserError("openai: models need an API key: export OPENAI_API_KEY=... (or point --model at a local server)")
+        raise UserError("openai: models need an API key: export OPENAI_API_KEY=... "
+                        f"(or point {setting('model')} at a local server)")
     from veriscale.models.openai_compat import OpenAICompatModel
 
     base = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")

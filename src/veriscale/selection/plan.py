@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from veriscale.data.model import Candidate, Task
 from veriscale.data.pool import require_single_task
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting, worded
 from veriscale.selection.prompt_fit import fit_prompt
 from veriscale.selection.rendering import Renderer
 from veriscale.selection.schedules import ppt_comparison_count
@@ -116,10 +116,10 @@ def plan_selection(
     wanted = settings.repeats_wanted
     repeats = _repeats_per_comparison(method, wanted, sampled)
     if repeats < wanted:
-        notes.append(
-            f"repeats lowered from {wanted} to {repeats}: without --reasoning further judgements of a pair "
+        notes.append(worded(
+            f"repeats lowered from {wanted} to {repeats}: without {setting('reasoning')} further judgements of a pair "
             "repeat a slot order already judged"
-        )
+        ))
     max_repeats = len(distinct_repeats(max(ADAPTIVE_MAX_REPEATS_SAMPLED, repeats), pairwise=True, reasoning=sampled))
     k = None
     if method == "ppt":
@@ -147,7 +147,7 @@ def _task_and_candidates(task: Task | str | None, candidates: Sequence[Candidate
     if task is None or not task.text.strip():
         if len(candidates) > 1:
             raise UserError(
-                "the candidates do not say what their task was: pass the task (a TASK file or --task FILE)"
+                f"the candidates do not say what their task was: pass it as {setting('task')}"
             )
         task = task or Task(text="")
     return task, candidates

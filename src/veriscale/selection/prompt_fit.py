@@ -19,7 +19,7 @@ from typing import Any
 
 from veriscale.data.model import Task
 from veriscale.data.render import MIN_BUDGET_TOKENS, TokenCounter
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.selection.rendering import Renderer
 from veriscale.verify.prompts import pairwise_request, pointwise_request
 
@@ -76,11 +76,11 @@ def _resolve_budget(budget_tokens: int | None, room: int | None, embedded: bool,
         budget = default if room is None else min(default, room)
     else:
         if not isinstance(budget_tokens, int) or budget_tokens < MIN_BUDGET_TOKENS:
-            raise UserError(f"--budget-tokens {budget_tokens!r} is too small: give at least {MIN_BUDGET_TOKENS}")
+            raise UserError(f"{setting('budget_tokens')} {budget_tokens!r} is too small: give at least {MIN_BUDGET_TOKENS}")
         if room is not None and budget_tokens > room:
             where = "both candidates of a pairwise prompt" if slots == 2 else "the candidate"
             raise UserError(
-                f"--budget-tokens {budget_tokens} does not fit the model's {context}-token context with the "
+                f"{setting('budget_tokens')} {budget_tokens} does not fit the model's {context}-token context with the "
                 f"task and instructions ({where}): use at most {room}"
             )
         budget = budget_tokens

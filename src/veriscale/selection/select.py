@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 from veriscale.data.model import Candidate, Task
 from veriscale.engine.executor import Usage
+from veriscale.errors import setting, worded
 from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection
 from veriscale.selection.reason import Reason, explain
@@ -166,10 +167,10 @@ def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress |
     criteria_scores = criteria_means(result, names, pool.groups)
     calls_saved = result.judgements_saved * plan.calls_per_judgement if result.adaptive else 0
     if judge.low_label_mass:
-        notes.append(
+        notes.append(worded(
             f"{judge.low_label_mass} of {judge.verdicts} verdicts had low label mass (the model mostly "
-            "answered off the score format): treat this pick with caution, or use a stronger --model"
-        )
+            f"answered off the score format): treat this pick with caution, or use a stronger {setting('model')}"
+        ))
     if result.adaptive:
         notes.append(
             f"adaptive: stopped with '{result.stop_reason}' after {result.n_judgements} of "

@@ -20,7 +20,7 @@ from scipy.special import expit
 
 from veriscale.engine.executor import CallExecutor, CallOutcome, Estimate, PlannedCall
 from veriscale.engine.store import Store
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ModelBackend
 from veriscale.verify import calibration
 from veriscale.verify.criteria import CriteriaSet, load_criteria
@@ -55,7 +55,7 @@ class Verifier:
                  max_calls: int | None = None, concurrency: int = 4,
                  on_call: Callable[[CallOutcome], None] | None = None) -> None:
         if repeats is not None and repeats < 1:
-            raise UserError(f"--repeats {repeats} is not allowed: use 1 or more")
+            raise UserError(f"{setting('repeats')} {repeats} is not allowed: use 1 or more")
         self.model = model
         self.scale = parse_scale(scale) if isinstance(scale, str) else scale
         self.criteria = load_criteria(criteria) if isinstance(criteria, str) else criteria
@@ -87,7 +87,7 @@ class Verifier:
         if bad:
             raise UserError(
                 f"score labels {', '.join(bad)} of scale '{self.scale.name}' are not single tokens "
-                f"for {self.model.display_name}: use --scale letters (A-T) or --scale yesno"
+                f"for {self.model.display_name}: use {setting('scale', 'letters')} (A-T) or {setting('scale', 'yesno')}"
             )
         self._labels_checked = True
 
@@ -101,11 +101,11 @@ class Verifier:
         repeats = distinct_repeats(asked, pairwise=pairwise, reasoning=self.reasoning, seed=self.seed)
         notes = []
         if len(repeats) < asked:
-            notes.append(
+            notes.append(worded(
                 f"K collapsed from {asked} to {len(repeats)}: without sampled reasoning, "
                 + ("repeats beyond both slot orders" if pairwise else "a pointwise repeat")
-                + " would recompute the same thing (use --reasoning to sample each repeat anew)"
-            )
+                + f" would recompute the same thing (use {setting('reasoning')} to sample each repeat anew)"
+            ))
         return repeats, notes
 
     def plan_score(self, task: str, candidate: str) -> tuple[list[PlannedCall], list[str]]:

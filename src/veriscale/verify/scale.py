@@ -13,7 +13,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 SCALE_NAMES = ("letters", "letters:G (2..26)", "digits", "digits:G (2..9)", "yesno", "labels:BEST,...,WORST")
 
@@ -73,13 +73,14 @@ class Scale:
 
 def letters(g: int = 20) -> Scale:
     if not 2 <= g <= 26:
-        raise UserError(f"letter scale size {g} is out of range: choose G between 2 and 26 (e.g. --scale letters:20)")
+        raise UserError(f"letter scale size {g} is out of range: choose G between 2 and 26 (e.g. {setting('scale', 'letters:20')})")
     return Scale(f"letters:{g}", tuple(string.ascii_uppercase[:g]), "certainly excellent", "certainly failing")
 
 
 def digits(g: int = 9) -> Scale:
     if not 2 <= g <= 9:
-        raise UserError(f"digit scale size {g} is out of range: choose G between 2 and 9, or use --scale letters:{g} for more levels")
+        raise UserError(f"digit scale size {g} is out of range: choose G between 2 and 9, "
+                        f"or use {setting('scale', f'letters:{g}')} for more levels")
     labels = tuple(str(d) for d in range(g, 0, -1))  # best first
     return Scale(f"digits:{g}", labels, "certainly excellent", "certainly failing")
 
@@ -91,7 +92,8 @@ def yesno() -> Scale:
 def custom(labels: list[str]) -> Scale:
     labels = [lab.strip() for lab in labels]
     if len(labels) < 2 or any(not lab for lab in labels) or len(set(labels)) != len(labels):
-        raise UserError("a labels: scale needs two or more distinct, non-empty labels, best first: e.g. --scale labels:good,ok,bad")
+        raise UserError("a labels: scale needs two or more distinct, non-empty labels, best first: "
+                        f"e.g. {setting('scale', 'labels:good,ok,bad')}")
     return Scale("labels:" + ",".join(labels), tuple(labels), f"'{labels[0]}' (best)", f"'{labels[-1]}' (worst)")
 
 

@@ -25,6 +25,7 @@ from veriscale.data.importers import (
     inspect_log,
     mini_swe_agent,
     openai_messages,
+    step_solutions,
     swe_agent,
     swebench_predictions,
     text,
@@ -49,6 +50,7 @@ RECORD_IMPORTERS: list[ModuleType] = [
     mini_swe_agent,
     inspect_log,
     swebench_predictions,
+    step_solutions,
     openai_messages,
 ]
 FILE_IMPORTERS: list[ModuleType] = [inspect_log, diff, text]

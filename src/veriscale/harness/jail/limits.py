@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 GIB, MIB = 1 << 30, 1 << 20
 #: Host user ids given to sessions when veriscale runs as root: base + a slot free at the time.
@@ -53,7 +53,7 @@ class JailLimits:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise UserError(f"jail limit {name}={value!r} is not a positive whole number: give e.g. 256")
         if self.tmpfs_bytes < MIB or self.output_bytes < MIB:
-            raise UserError("jail tmpfs and output sizes must be at least 1M: give e.g. --jail-output 256M")
+            raise UserError(f"jail tmpfs and output sizes must be at least 1M: give e.g. {setting('jail_output', '256M')}")
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -212,15 +212,38 @@ class ResourceBox:
         self._cleanup()
 
     def describe(self) -> str:
-        """One line naming what enforces each limit, e.g. for ``jail-run`` and the run log."""
-        lim = self.limits
-        memory = "cgroup" if self.kind != "rlimits" else "RLIMIT_AS (address space)"
-        pids = "cgroup" if self.kind != "rlimits" else "RLIMIT_NPROC"
-        return (f"jail limits via {self.kind}: memory {lim.memory_bytes // MIB} MiB ({memory}), "
-                f"{lim.pids} processes ({pids}), CPU {lim.cpu_s} s per process, output folder "
-                f"{lim.output_bytes // MIB} MiB, scratch tmpfs {lim.tmpfs_bytes // MIB} MiB each, "
-                f"captured output {lim.capture_bytes // MIB} MiB per stream, "
-                f"{lim.relay_connections} model connections")
+        """One line naming what enforces each limit in this box."""
+        return describe_limits(self.limits, self.kind)
+
+
+def expected_mechanism() -> str:
+    """What a :class:`ResourceBox` made now would use, found without creating anything.
+
+    ``'cgroup v1'`` or ``'cgroup v2'`` when this process may create a child cgroup with memory and
+    pids limits, else ``'rlimits'``. Each session's :class:`JailResult` says what it really got.
+    """
+    with contextlib.suppress(OSError):
+        v1 = _v1_dirs()
+        if v1 and all(d.is_dir() and os.access(d, os.W_OK) for d in v1.values()):
+            return "cgroup v1"
+    with contextlib.suppress(OSError):
+        v2 = _v2_dir()
+        if v2 and os.access(v2, os.W_OK):
+            delegated = (v2 / "cgroup.subtree_control").read_text().split()
+            if "memory" in delegated and "pids" in delegated:
+                return "cgroup v2"
+    return "rlimits"
+
+
+def describe_limits(limits: JailLimits, kind: str) -> str:
+    """One line naming what enforces each limit, e.g. for ``jail-run`` and the run log."""
+    memory = "cgroup" if kind != "rlimits" else "RLIMIT_AS (address space)"
+    pids = "cgroup" if kind != "rlimits" else "RLIMIT_NPROC"
+    return (f"jail limits via {kind}: memory {limits.memory_bytes // MIB} MiB ({memory}), "
+            f"{limits.pids} processes ({pids}), CPU {limits.cpu_s} s per process, output folder "
+            f"{limits.output_bytes // MIB} MiB, scratch tmpfs {limits.tmpfs_bytes // MIB} MiB each, "
+            f"captured output {limits.capture_bytes // MIB} MiB per stream, "
+            f"{limits.relay_connections} model connections")
 
 
 # --- a host uid per session (root callers) ------------------------------------------------

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from veriscale.harness.safe_fs import is_within
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.harness.jail import jail_inside, jail_relay
 from veriscale.harness.jail.netjail import INSIDE_SOCKET_PATH, inside_port
 
@@ -74,7 +74,7 @@ def bwrap_path() -> str:
     if path is None:
         raise UserError(
             "bubblewrap ('bwrap') is not installed, so sessions cannot be jailed: install it "
-            "(Debian/Ubuntu: apt-get install bubblewrap) or run with --no-jail"
+            f"(Debian/Ubuntu: apt-get install bubblewrap) or run with the jail off ({setting('no_jail')})"
         )
     return path
 

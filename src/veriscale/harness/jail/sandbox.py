@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from veriscale.harness.safe_fs import is_within
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting, worded
 from veriscale.harness.jail.capture import BoundedCapture
 from veriscale.harness.jail.harvest import HarvestReader, HarvestReport
 from veriscale.harness.jail.limits import JailLimits, ResourceBox, UidSlot
@@ -68,8 +68,8 @@ from veriscale.harness.workspace.contract import INPUTS_DIR, ROLLOUTS_DIR, SPEC_
 __all__ = ["INSIDE_GID", "INSIDE_UID", "JAIL_OFF_MESSAGE", "JailLimits", "JailResult", "JailSpec",
            "check_jail_available", "run_jailed"]
 
-JAIL_OFF_MESSAGE = (
-    "jail is off (--no-jail): the session runs with your full access to files, processes, "
+JAIL_OFF_MESSAGE = worded(
+    f"jail is off ({setting('no_jail')}): the session runs with your full access to files, processes, "
     "container runtimes and the network, so it can read answer keys and archived scores"
 )
 #: Bound on the wait for a killed session's processes to release its output pipes.
@@ -154,7 +154,9 @@ class JailResult:
 
     ``limit`` names the limit that stopped it (``"time"``, ``"memory"``) or is None;
     ``harvest`` says what came back of the output folder (None with the jail off);
-    ``host_uid`` is the host user the session ran as; ``limits_via`` what enforced the limits.
+    ``host_uid`` is the host user the session ran as; ``limits_via`` what enforced the limits
+    (``'cgroup v1'``, ``'cgroup v2'``, ``'rlimits'``; ``'none'`` with the jail off) and
+    ``limits_line`` the sentence saying so for each limit.
     """
 
     returncode: int
@@ -168,6 +170,7 @@ class JailResult:
     stderr_cut_bytes: int = 0
     host_uid: int | None = None
     limits_via: str = "none"
+    limits_line: str = ""
 
 
 
@@ -197,7 +200,7 @@ def check_jail_available() -> None:
         return
     if not sys.platform.startswith("linux"):
         raise UserError(
-            f"sessions can only be jailed on Linux, not {sys.platform}: run with --no-jail"
+            f"sessions can only be jailed on Linux, not {sys.platform}: run with the jail off ({setting('no_jail')})"
         )
     bwrap = bwrap_path()
     compiled_filter()  # UserError when libseccomp is missing
@@ -212,7 +215,7 @@ def check_jail_available() -> None:
         raise UserError(
             f"bubblewrap cannot create the jail's namespaces here ({reason}): allow user "
             "namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu also "
-            "kernel.apparmor_restrict_unprivileged_userns=0) or run with --no-jail"
+            f"kernel.apparmor_restrict_unprivileged_userns=0) or run with the jail off ({setting('no_jail')})"
         )
     _available = True
 
@@ -321,19 +324,20 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
         timed_out = ended.killed_by_host or (ended.returncode == 124 and ended.duration_s >= timeout_s - 0.5)
         limit = "memory" if memory else ("time" if timed_out else None)
         return _result(ended, timed_out=timed_out, limit=limit, harvest=harvest,
-                       host_uid=drop_to if as_root else os.geteuid(), limits_via=box.kind)
+                       host_uid=drop_to if as_root else os.geteuid(), limits_via=box.kind,
+                       limits_line=box.describe())
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _result(ended: _Ended, *, timed_out: bool, limit: str | None = None, harvest: HarvestReport | None = None,
-            host_uid: int | None = None, limits_via: str = "none") -> JailResult:
+            host_uid: int | None = None, limits_via: str = "none", limits_line: str = "") -> JailResult:
     stderr = ended.stderr.text()
     if harvest is not None and not harvest.ok:
         stderr += f"\n[jail: output folder not kept: {harvest.error}]"
     return JailResult(returncode=ended.returncode, stdout=ended.stdout.text(), stderr=stderr,
                       timed_out=timed_out, duration_s=ended.duration_s, limit=limit, harvest=harvest,
                       stdout_cut_bytes=ended.stdout.cut_bytes, stderr_cut_bytes=ended.stderr.cut_bytes,
-                      host_uid=host_uid, limits_via=limits_via)
+                      host_uid=host_uid, limits_via=limits_via, limits_line=limits_line)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ import functools
 import os
 import tempfile
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 DENIED = (
     "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
@@ -51,7 +51,7 @@ def _library():
         pyseccomp.SyscallFilter(pyseccomp.ALLOW)
     except (OSError, AttributeError, RuntimeError) as exc:
         raise UserError(f"the jail's syscall filter needs libseccomp ({exc}): install it "
-                        "(Debian/Ubuntu: apt-get install libseccomp2) or run with --no-jail") from None
+                        f"(Debian/Ubuntu: apt-get install libseccomp2) or run with the jail off ({setting('no_jail')})") from None
     return pyseccomp
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from veriscale.engine.store import Store
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting, worded
 from veriscale.harness.sessions.agent import AgentLimits
 from veriscale.harness.sessions.executors import Executor, make_executor
 from veriscale.harness.jail.sandbox import JAIL_OFF_MESSAGE, JailLimits, check_jail_available
@@ -69,14 +69,14 @@ class RunOptions:
         if self.contract not in CONTRACTS:
             raise UserError(f"unknown contract '{self.contract}': use one of {', '.join(CONTRACTS)}")
         if self.concurrency < 1:
-            raise UserError(f"--concurrency {self.concurrency} is below 1: give how many sessions may run at once")
+            raise UserError(f"session concurrency {self.concurrency} ({setting('concurrency')}) is below 1: give how many sessions may run at once")
         if not self.phase_timeout_s > 0:
-            raise UserError(f"--phase-timeout {self.phase_timeout_s} is not positive: give seconds per phase")
+            raise UserError(f"phase timeout {self.phase_timeout_s} ({setting('phase_timeout_s')}) is not positive: give seconds per phase")
         if self.run_id is not None and (not self.run_id or "/" in self.run_id or self.run_id.startswith(".")):
             raise UserError(f"run id '{self.run_id}' is not a plain folder name: use letters, digits, '-' or '_'")
         for folder in self.skills_dirs or ():
             if not Path(folder).is_dir():
-                raise UserError(f"skills folder '{folder}' does not exist: fix the path or drop --skills")
+                raise UserError(f"skills folder '{folder}' does not exist: fix the path or drop it from {setting('skills_dirs')}")
 
     def protocol_config(self) -> ProtocolConfig:
         limits = AgentLimits(max_steps=self.max_steps, max_tokens=self.max_tokens,
@@ -92,7 +92,7 @@ def jail_aware_log(sink: Callable[[str], None], no_jail: bool) -> Callable[[str]
     lock = threading.Lock()
 
     def log(line: str) -> None:
-        text = f"[{JAIL_OFF_MESSAGE}] {line}" if no_jail else line
+        text = worded(f"[{JAIL_OFF_MESSAGE.template}] {line}") if no_jail else line
         with lock:
             sink(text)
 
@@ -121,10 +121,9 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
     executor = executor or make_executor(options.executor, backend, store)
     log = jail_aware_log(log or (lambda _line: None), options.no_jail)
     if not options.no_jail:
-        from veriscale.harness.jail.limits import ResourceBox
+        from veriscale.harness.jail.limits import describe_limits, expected_mechanism
 
-        with ResourceBox(options.jail_limits) as probe:
-            log(probe.describe())
+        log(describe_limits(options.jail_limits, expected_mechanism()))
     slots = threading.BoundedSemaphore(options.concurrency)
     # The run and each task are runs in the store: `veriscale runs list/show` shows them, their
     # phases and every model call they made (the sessions' calls are linked to the task's run).

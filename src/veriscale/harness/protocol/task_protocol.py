@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, VeriscaleError, worded
 from veriscale.fence import DATA_RULE, fence
 from veriscale.harness.sessions.agent import AgentLimits
 from veriscale.harness.protocol.gate import copy_base, keep_base_files, publish_delivery
@@ -189,7 +189,7 @@ class _Protocol:
             try:
                 return self.executor.run_session(spec)
             except UserError as exc:
-                return SessionResult(phase=phase, executor=self.executor.name, status="failed", reason=str(exc))
+                return SessionResult(phase=phase, executor=self.executor.name, status="failed", reason=worded(exc.template))
 
     def fresh(self, phase: str) -> None:
         """Clear what an unfinished earlier attempt of ``phase`` left."""
@@ -294,7 +294,7 @@ class _Protocol:
         started = time.monotonic()
         self.layout.root.mkdir(parents=True, exist_ok=True)
         if self.config.no_jail:
-            self.log(f"{self.task.name}: {JAIL_OFF_MESSAGE}")
+            self.log(worded(f"{self.task.name}: {JAIL_OFF_MESSAGE.template}"))
         self.build_claims()
         pending = []
         for phase in ("resolve", "challenge"):
@@ -342,7 +342,7 @@ class _Protocol:
             fn()
         except Exception as exc:  # noqa: BLE001 - one failing phase must not stop the protocol
             phase = name if name in PHASES else "deliver"
-            state = {"phase": phase, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+            state = {"phase": phase, "status": "failed", "reason": worded(f"{type(exc).__name__}: {exc.template if isinstance(exc, VeriscaleError) else exc}")}
             self.phases[phase] = state
             write_json(self.layout.phase_file(phase), state)
             self.log(f"{self.task.name}: {phase} failed ({state['reason']})")

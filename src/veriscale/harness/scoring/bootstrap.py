@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def bootstrap_mean(
 ) -> Estimate | None:
     """Mean of ``values`` with a seeded percentile-bootstrap interval; ``None`` when empty."""
     if n_resamples < 1:
-        raise UserError(f"bootstrap resamples must be at least 1, got {n_resamples}: pass e.g. --bootstrap 2000")
+        raise UserError(f"bootstrap resamples must be at least 1, got {n_resamples}: set {setting('n_resamples')} to e.g. 2000")
     if not 0 < confidence < 1:
         raise UserError(f"confidence must be between 0 and 1, got {confidence}: pass e.g. 0.95")
     data = np.asarray(list(values), dtype=float)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.harness.safe_fs import UnsafePath, lstat_beneath, open_dir_beneath, read_text_beneath
 from veriscale.harness.protocol.layout import DELIVERY_DIR, FINISH_FILE
 from veriscale.harness.workspace import contract as ws
@@ -42,7 +42,8 @@ def _read_finish(folder: Path) -> dict[str, Any]:
     try:
         data = json.loads(read_text_beneath(folder, FINISH_FILE, max_bytes=4 << 20))
     except (UnsafePath, OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"finish file '{path}' is not readable JSON ({exc}): rerun the delivery or pass --delivered and --base") from None
+        raise UserError(f"finish file '{path}' is not readable JSON ({exc}): rerun the delivery or give "
+                        f"{setting('delivered')} and {setting('base')}") from None
     if not isinstance(data, dict) or not isinstance(data.get("base"), str):
         raise UserError(f"finish file '{path}' needs a string \"base\" (a rollout label like r03, or \"none\")")
     for key in ("revisions", "unresolved"):
@@ -66,13 +67,13 @@ def read_run(run_dir: Path) -> Delivery:
         os.close(open_dir_beneath(run_dir, DELIVERY_DIR))
     except (UnsafePath, OSError):
         raise UserError(f"run folder '{run_dir}' holds no {DELIVERY_DIR}/ folder (written by the host when "
-                        "delivery ends): finish the delivery or pass --delivered DIR --base rNN") from None
+                        f"delivery ends): finish the delivery or pass {setting('delivered', 'DIR')} and {setting('base', 'rNN')}") from None
     data = _read_finish(folder)
     try:
         os.close(open_dir_beneath(folder, ws.DELIVERABLES_DIR))
     except (UnsafePath, OSError):
         raise UserError(f"delivery folder '{folder}' has no {ws.DELIVERABLES_DIR}/ folder: "
-                        "rerun the delivery or pass --delivered DIR --base rNN") from None
+                        f"rerun the delivery or pass {setting('delivered', 'DIR')} and {setting('base', 'rNN')}") from None
     return Delivery(deliverables=folder / ws.DELIVERABLES_DIR, base=_base_label(data["base"]),
                     revisions=tuple(data.get("revisions", [])),
                     unresolved=tuple(data.get("unresolved", [])), finish_file=folder / FINISH_FILE)
@@ -98,7 +99,7 @@ def read_archive(task_dir: Path, archive_dir: Path | None = None) -> dict[str, A
     """The archive ``materialize`` wrote for ``task_dir``: ``{"scores": {label: score}, "label_map": ...}``."""
     path = ws.archive_path(Path(task_dir), archive_dir)
     if not path.is_file():
-        raise UserError(f"archive '{path}' does not exist: pass --archive-dir where materialize wrote <task>.scores.json")
+        raise UserError(f"archive '{path}' does not exist: set {setting('archive_dir')} to where materialize wrote <task>.scores.json")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

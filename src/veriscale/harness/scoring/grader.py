@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.harness.safe_fs import UnsafePath, copy_plain_tree
 from veriscale.harness.workspace.views import is_sidecar
 
@@ -83,19 +83,20 @@ class GraderCommand:
         except ValueError as exc:
             raise UserError(f"grader command {command!r} cannot be split ({exc}): fix its quoting") from exc
         if not argv:
-            raise UserError("grader command is empty: pass --grader 'python3 my_grader.py'")
+            raise UserError(f"grader command is empty: give {setting('grader')} a command such as 'python3 my_grader.py'")
         program = argv[0]
         if os.sep in program or (os.altsep and os.altsep in program):
             path = Path(program)
             if not path.is_file() or not os.access(path, os.X_OK):
                 raise UserError(
-                    f"grader program '{program}' is not an executable file: chmod +x it or run it as "
-                    f"--grader 'python3 {program} ...'"
+                    f"grader program '{program}' is not an executable file: chmod +x it or run it through its "
+                    f"interpreter ({setting('grader')} 'python3 {program} ...')"
                 )
         elif shutil.which(program) is None:
             raise UserError(f"grader program '{program}' is not on PATH: give its full path or install it")
         if timeout_s <= 0:
-            raise UserError(f"grader timeout must be positive, got {timeout_s}: pass e.g. --grader-timeout 600")
+            raise UserError(f"grader timeout must be positive, got {timeout_s}: set {setting('grader_timeout_s')} "
+                            "to the seconds one grader call may take, e.g. 600")
         return cls(argv=argv, timeout_s=timeout_s)
 
     def grade(self, task_dir: Path, deliverables: Path) -> Grade:

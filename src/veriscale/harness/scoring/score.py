@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.harness.jsonfiles import write_json
 from veriscale.harness.scoring.bootstrap import Estimate, bootstrap_mean
 from veriscale.harness.scoring.delivery import (  # noqa: F401 - re-exported for callers of score
@@ -140,7 +140,7 @@ def score_task(item: ScoreItem, *, grader: GraderCommand | None, select_only: bo
     if delivery.base is not None and delivery.base not in labels:
         raise UserError(
             f"base '{delivery.base}' of task '{task.name}' is not one of its rollouts ({', '.join(sorted(labels))}): "
-            "fix finish.json or --base"
+            f"fix finish.json or {setting('base')}"
         )
     archived = _archived_scores(read_archive(task.path, archive_dir), task.path)
     pool = [v for k, v in archived.items() if k in labels and v is not None]
@@ -235,12 +235,13 @@ def score_deliveries(
     if not items:
         raise UserError("nothing to score: give at least one task folder")
     if tolerance < 0:
-        raise UserError(f"drift tolerance must be non-negative, got {tolerance}: pass e.g. --tolerance 0.05")
+        raise UserError(f"drift tolerance must be non-negative, got {tolerance}: set {setting('tolerance')} to e.g. 0.05")
     warnings: list[str] = []
     checked: str | None = None
     if not select_only:
         if grader is None:
-            raise UserError("re-grade scoring needs a grader: pass --grader CMD, or --select-only to use archived scores")
+            raise UserError(f"re-grade scoring needs a grader: give {setting('grader')}, "
+                            f"or use {setting('select_only')} to score with the archived scores")
         if run_preflight:
             checked = preflight(grader, items[0], archive_dir)
     tasks = [score_task(item, grader=None if select_only else grader, select_only=select_only,

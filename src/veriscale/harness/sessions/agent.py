@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from veriscale.errors import ModelCallError, UserError
+from veriscale.errors import ModelCallError, UserError, worded
 from veriscale.harness.sessions.result import SessionOutcome
 from veriscale.harness.sessions.tools import ToolBox
 from veriscale.models.base import ChatResponse, ModelBackend
@@ -284,7 +284,7 @@ class AgentSession:
                                         max_tokens=limits.max_tokens_per_call, temperature=limits.temperature)
             except ModelCallError as exc:
                 self.transcript.write("note", text=f"model call failed: {exc}")
-                return finish("failed", f"model call failed: {exc}")
+                return finish("failed", worded(f"model call failed: {exc.template}"))
             except TimeoutError:
                 self.transcript.write("note", text="time limit reached while waiting for the model")
                 return limit_end(f"time limit ({limits.wall_clock_s:g} s) during a model call")

@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 from veriscale.engine.executor import CallExecutor
 from veriscale.engine.gateway import CHAT_KEY_VERSION
 from veriscale.engine.store import Store
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.harness.sessions.agent import AgentLimits, AgentSession, RecordCheck, Transcript, nudge_text
 from veriscale.harness.jail.sandbox import JailLimits, JailSpec, run_jailed
 from veriscale.harness.jail.netjail import inside_model_url
@@ -197,7 +197,7 @@ class _Endpoint:
 def _endpoint(uri: str) -> _Endpoint:
     if not uri.startswith(("http://", "https://")):
         raise UserError(f"the pi executor needs an OpenAI-compatible server URI such as http://127.0.0.1:8000/v1#model, "
-                        f"not '{uri}': start a server (python -m llama_cpp.server, vllm serve) and point --model at it")
+                        f"not '{uri}': start a server (python -m llama_cpp.server, vllm serve) and point {setting('model')} at it")
     parts = urlsplit(uri)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     model = parts.fragment
@@ -251,7 +251,7 @@ class PiExecutor:
         endpoint = _endpoint(session.model_uri)
         if not session.no_jail and endpoint.scheme == "https":
             raise UserError(f"the jail forwards plain TCP, so pi cannot reach the HTTPS endpoint {session.model_uri} "
-                            "from inside it: use a local plain-HTTP server or proxy, or run with --no-jail")
+                            f"from inside it: use a local plain-HTTP server or proxy, or turn the jail off ({setting('no_jail')})")
         if session.no_jail:
             base_url = f"{endpoint.scheme}://{endpoint.host}:{endpoint.port}{endpoint.path}"
         else:

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.harness.workspace import contract as ws
 from veriscale.harness.jsonfiles import write_json
 from veriscale.harness.workspace.safe_copy import DEFAULT_MAX_EXTRACT_BYTES, copy_tree, ensure_inside, extract_zip
@@ -116,7 +116,7 @@ def _find_task_file(source: Path, task_file: Path | None) -> Path:
             return source / candidate
     raise UserError(
         f"source '{source}' has no task description (looked for {', '.join(TASK_FILE_CANDIDATES)}): "
-        "add task.md or pass --task-file"
+        f"add task.md or give {setting('task_file')}"
     )
 
 

@@ -1,0 +1,64 @@
+"""The command line's words for library settings: ``max_calls`` is ``--max-calls`` here.
+
+Library messages name settings with :func:`veriscale.errors.setting`; everything the CLI prints
+(errors, notes, warnings) goes through :func:`cli_text`, which spells them as flags::
+
+    cli_text(str_with_setting_refs)   # '... raise --max-calls, or lower --repeats'
+"""
+
+from __future__ import annotations
+
+from veriscale.errors import phrase
+
+# setting name -> flag; a value given with the setting follows the flag (``--scale letters:20``).
+FLAG_FOR: dict[str, str] = {
+    "max_calls": "--max-calls",
+    "deadline_s": "--deadline",
+    "concurrency": "--concurrency",
+    "model": "--model",
+    "store": "--store",
+    "config": "--config",
+    "repeats": "--repeats",
+    "criteria": "--criteria",
+    "scale": "--scale",
+    "reasoning": "--reasoning",
+    "budget_tokens": "--budget-tokens",
+    "task": "--task",
+    "limit": "--limit",
+    "sweep": "--sweep",
+    "plot": "--plot",
+    "no_jail": "--no-jail",
+    "jail_output": "--jail-output",
+    "phase_timeout_s": "--phase-timeout",
+    "skills": "--skills",
+    "skills_dirs": "--skills",
+    "task_file": "--task-file",
+    "grader": "--grader",
+    "grader_timeout_s": "--grader-timeout",
+    "tolerance": "--tolerance",
+    "bootstrap": "--bootstrap",
+    "n_resamples": "--bootstrap",
+    "select_only": "--select-only",
+    "delivered": "--delivered",
+    "base": "--base",
+    "archive_dir": "--archive-dir",
+    "all_tasks": "--all-tasks",
+    "output": "--output",
+    "checkpoints": "--checkpoints",
+    "every": "--every",
+    "stall_window": "--stall-window",
+    "regression_drop": "--regression-drop",
+    "done_threshold": "--done-threshold",
+    "step_tokens": "--step-tokens",
+}
+
+
+def flag_for(name: str, value: str | None) -> str:
+    """``--flag`` (or ``--flag value``) for a setting; an unmapped name is printed as it is."""
+    flag = FLAG_FOR.get(name, name)
+    return flag if value is None else f"{flag} {value}"
+
+
+def cli_text(text: str) -> str:
+    """``text`` (a template or a :class:`~veriscale.errors.Worded`) with its settings spelled as flags."""
+    return phrase(getattr(text, "template", text), flag_for)

@@ -1,0 +1,193 @@
+"""``veriscale track``: a trajectory's progress curve, its VOC and events; ``--follow`` a live run.
+
+    veriscale track run.json                          # every step; curve, VOC, events
+    veriscale track ok.json failed.json --plot both.png   # several runs, one plot, mean VOC by outcome
+    veriscale track trials.jsonl.gz --id t3 --every 5 --plot curve.png
+    veriscale track --follow steps.jsonl --task task.md   # a running agent's steps, as they come
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from veriscale.cli import options as o
+from veriscale.cli.common import console, emit_json, err_console, fail, note, user_errors
+from veriscale.errors import UserError, setting
+from veriscale.progress.curve import ProgressCurve
+from veriscale.progress.events import (DEFAULT_DONE_THRESHOLD, DEFAULT_REGRESSION_DROP, DEFAULT_STALL_WINDOW,
+                                       EventWatch)
+from veriscale.progress.judge import ProgressJudge
+from veriscale.progress.prompt import DEFAULT_PROGRESS_SCALE
+
+CheckpointsOpt = Annotated[Optional[str], typer.Option("--checkpoints", help="Score only these steps, e.g. 5,10,20.")]
+EveryOpt = Annotated[Optional[int], typer.Option("--every", help="Score every N-th step (and the last).")]
+StallOpt = Annotated[int, typer.Option("--stall-window", help="Stall: no gain over this many checkpoints.")]
+DropOpt = Annotated[float, typer.Option("--regression-drop", help="Regression: a fall of more than this below the best so far (0-1).")]
+DoneOpt = Annotated[float, typer.Option("--done-threshold", help="Likely done: progress at or above this (0-1).")]
+StepTokensOpt = Annotated[Optional[int], typer.Option("--step-tokens", help="Token budget of one rendered step (default 160 embedded, 500 servers).")]
+BudgetOpt = Annotated[Optional[int], typer.Option("--budget-tokens", help="Token budget of the shown steps (default: what the context leaves).")]
+
+
+def judge_from(model, store, scale, repeats, reasoning, discrete, seed, refresh, max_calls, concurrency,
+               budget_tokens, step_tokens) -> ProgressJudge:
+    c = o.concurrency_of(concurrency)
+    return ProgressJudge(o.open_model(model, concurrency=c), store=o.open_store(store), scale=scale, repeats=repeats,
+                         reasoning=reasoning, discrete=discrete, seed=seed, refresh=refresh, max_calls=max_calls,
+                         concurrency=c, budget_tokens=budget_tokens, step_tokens=step_tokens)
+
+
+def render_curve(curve: ProgressCurve) -> None:
+    """The curve as a sparkline, a table of checkpoints, VOC, events and cost."""
+    name = curve.trajectory_id or "trajectory"
+    outcome = "" if curve.outcome is None else f" · outcome {curve.outcome}"
+    console.print(f"[bold]{name}[/]{outcome} · {len(curve.points)} checkpoints of {curve.n_steps} steps", highlight=False)
+    console.print(f"  progress {curve.sparkline()}  {_pct(curve.points[0].value)} → {_pct(curve.points[-1].value)}",
+                  highlight=False)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("step", "progress", "label mass", "tokens processed"):
+        table.add_column(col, justify="right")
+    for p in curve.points:
+        table.add_row(str(p.step), "failed" if p.value is None else _pct(p.value), f"{p.label_mass:.2f}",
+                      str(p.prompt_tokens) + (" (re-rendered)" if p.rerendered else ""))
+    console.print(table)
+    voc = "n/a" if curve.voc is None else f"{curve.voc:.3f}"
+    console.print(f"  VOC (Spearman of step and progress): [bold]{voc}[/]", highlight=False)
+    for event in curve.events:
+        console.print(f"  [yellow]{event.kind}[/] {event.message}", highlight=False)
+    console.print(f"  {curve.prompt_tokens} prompt tokens processed of {curve.prompt_tokens_total} sent "
+                  f"({curve.rerenders} re-render(s))", style="dim", highlight=False)
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.0f}%"
+
+
+def _load(trajectories: list[Path], task_file: Optional[Path], only_id: Optional[str]):
+    from veriscale.data.importers import load_candidates
+    from veriscale.data.text_input import read_text_input
+
+    cands = []
+    for path in trajectories:
+        found = [c for c in load_candidates([str(path)]) if c.trajectory is not None and c.trajectory.steps]
+        if not found:
+            raise UserError(f"'{path}' holds no run with steps: progress is scored on a trajectory's steps")
+        cands += found
+    if only_id is not None:
+        cands = [c for c in cands if c.id == only_id]
+        if not cands:
+            raise UserError(f"no run with id '{only_id}' in the files given: leave out --id to track every run")
+    task = read_text_input(str(task_file)) if task_file else None
+    return cands, task
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def track(
+        trajectory: Annotated[Optional[list[Path]], typer.Argument(help="Runs in any importer format (a file may hold many trajectories).")] = None,
+        task_file: Annotated[Optional[Path], typer.Option("--task", help="Task file (default: the task the run names).")] = None,
+        only_id: Annotated[Optional[str], typer.Option("--id", help="Track only the run with this id.")] = None,
+        checkpoints: CheckpointsOpt = None, every: EveryOpt = None,
+        follow: Annotated[Optional[Path], typer.Option("--follow", help="Tail this JSONL file of step objects as an agent writes it.")] = None,
+        idle_timeout: Annotated[Optional[float], typer.Option("--idle-timeout", help="With --follow: stop after this many seconds without a new line.")] = None,
+        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the curve(s) as JSON here (--follow default: FILE.progress.json).")] = None,
+        plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the curve(s) as a PNG plot.")] = None,
+        strict: Annotated[bool, typer.Option("--strict", help="With --follow: stop at a malformed line instead of skipping it.")] = False,
+        stall_window: StallOpt = DEFAULT_STALL_WINDOW, regression_drop: DropOpt = DEFAULT_REGRESSION_DROP,
+        done_threshold: DoneOpt = DEFAULT_DONE_THRESHOLD,
+        model: o.ModelOpt = None, store: o.StoreOpt = None,
+        scale: Annotated[str, typer.Option("--scale", help="Progress scale: digits[:G] (default digits: 9 = 100 % done, 1 = none), letters:G (A = 100 %), yesno.")] = DEFAULT_PROGRESS_SCALE,
+        repeats: o.RepeatsOpt = None, reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False,
+        seed: o.SeedOpt = 0, refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None,
+        budget_tokens: BudgetOpt = None, step_tokens: StepTokensOpt = None,
+    ) -> None:
+        """Score a trajectory's prefixes: progress curve, Value-Order Correlation and events.
+
+        Example: veriscale track run.json --every 5 --plot curve.png
+        """
+        with user_errors():
+            watch_args = dict(stall_window=stall_window, regression_drop=regression_drop, done_threshold=done_threshold)
+            EventWatch(**watch_args)  # bad thresholds stop here, before any model loads
+            if (not trajectory) == (follow is None):
+                raise UserError("give a TRAJECTORY file to track, or --follow FILE for a running agent (not both)")
+            judge_args = (model, store, scale, repeats, reasoning, discrete, seed, refresh, max_calls, concurrency,
+                          budget_tokens, step_tokens)
+            if follow is not None:
+                from veriscale.cli.track_follow import follow_run
+
+                if checkpoints or every:
+                    raise UserError(f"{setting('checkpoints')} and {setting('every')} apply to a finished trajectory; "
+                                    "a followed run is scored at every step")
+                follow_run(follow, task_file, judge_from(*judge_args), watch_args,
+                           output or follow.with_name(follow.name + ".progress.json"), plot, idle_timeout, strict,
+                           json_out)
+                return
+            _track_files(trajectory, task_file, only_id, checkpoints, every, judge_args, watch_args, output, plot, json_out)
+
+
+def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every, judge_args, watch_args,
+                 output, plot, json_out: bool) -> None:
+    from veriscale.progress.checkpoints import parse_checkpoints, resolve_checkpoints
+    from veriscale.progress.track import track as track_curve
+
+    cands, task = _load(trajectory, task_file, only_id)
+    wanted = parse_checkpoints(checkpoints) if checkpoints else None
+    plans = [(c, resolve_checkpoints(len(c.trajectory.steps), wanted, every)) for c in cands]
+    judge = judge_from(*judge_args)
+    store = judge.executor.store
+    run_id = store.start_run("track", judge.model.uri, {"trajectory": [str(t) for t in trajectory], "runs": len(cands),
+                                                       "checkpoints": checkpoints, "every": every})
+    judge.executor.run_id = run_id
+    total = sum(len(points) for _, points in plans) * len(judge.repeats)
+    curves: list[ProgressCurve] = []
+    with o.call_progress(total, "progress calls", not json_out) as advance:
+        for cand, chosen in plans:
+            curves.append(track_curve(task, cand, chosen, judge=judge, watch=EventWatch(**watch_args), progress=advance))
+    payload = _payload(curves)
+    store.finish_run(run_id, "failed" if any(c.failed for c in curves) else "ok", payload)
+    _emit(curves, payload, run_id, output, plot, json_out)
+
+
+def _payload(curves: list[ProgressCurve]) -> dict[str, Any]:
+    from veriscale.progress.voc import voc_by_outcome
+
+    labelled = [(c.voc, bool(c.outcome)) for c in curves if c.outcome is not None]
+    return {"curves": [c.to_dict() for c in curves], "voc_by_outcome": voc_by_outcome(labelled) if labelled else None}
+
+
+def _emit(curves: list[ProgressCurve], payload: dict[str, Any], run_id: int, output, plot, json_out: bool) -> None:
+    import json
+
+    payload["run_id"] = run_id
+    if output is not None:
+        try:
+            output.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write the curve to '{output}' ({exc.strerror}): give {setting('output')} a writable path") from None
+    if plot is not None:
+        from veriscale.progress.plot import plot_curves
+
+        plot_curves(curves, plot)
+    if json_out:
+        emit_json(payload)
+    else:
+        for curve in curves:
+            render_curve(curve)
+        by = payload.get("voc_by_outcome")
+        if by and len(curves) > 1:
+            for name, group in by.items():
+                if group["n"]:
+                    console.print(f"mean VOC of {name} runs: {group['mean_voc']:.3f} (n={group['n']})", highlight=False)
+        if output is not None:
+            console.print(f"curve written to {output}", style="dim", highlight=False)
+        if plot is not None:
+            console.print(f"plot written to {plot}", style="dim", highlight=False)
+    for curve in curves:
+        for text in curve.notes:
+            note(f"{curve.trajectory_id}: {text}" if curve.trajectory_id and len(curves) > 1 else text)
+    if any(c.failed for c in curves):
+        fail("some checkpoints have no score because their model calls failed (rerun to retry only those calls)", 3)

@@ -1,0 +1,106 @@
+"""``veriscale track --follow FILE``: score a running agent's steps as it appends them.
+
+One step object per JSONL line (``veriscale.progress.records``); a partial line is waited for.
+Each step prints its progress and any event at once. It stops on a ``{"done": true}`` line,
+after ``--idle-timeout`` seconds without a new line, or on Ctrl-C; each way the curve so far is
+written to the output file and recorded as a run in the store.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from veriscale.cli.common import console, emit_json, err_console, fail, note
+from veriscale.cli.flags import cli_text
+from veriscale.errors import UserError, setting
+from veriscale.progress.events import EventWatch
+from veriscale.progress.follow import IdleTimeout, follow_lines
+from veriscale.progress.judge import ProgressJudge
+from veriscale.progress.records import RecordError, is_done, step_from_record, task_of
+from veriscale.progress.tracker import ProgressTracker
+
+
+def follow_run(path: Path, task_file: Optional[Path], judge: ProgressJudge, watch_args: dict[str, Any],
+               output: Path, plot: Optional[Path], idle_timeout: Optional[float], strict: bool, json_out: bool) -> None:
+    from veriscale.data.text_input import read_text_input
+
+    task = read_text_input(str(task_file)) if task_file else None
+    store = judge.executor.store
+    run_id = store.start_run("track --follow", judge.model.uri, {"follow": str(path), "task_file": str(task_file)})
+    judge.executor.run_id = run_id
+    tracker: ProgressTracker | None = None
+    ended = "interrupted"
+    try:
+        for number, line in follow_lines(path, idle_timeout=idle_timeout, on_wait=lambda msg: note(msg)):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                _bad_line(path, number, f"not JSON ({exc.msg})", strict)
+                continue
+            if is_done(record):
+                ended = "done"
+                break
+            if task_of(record) is not None:
+                if tracker is None and task is None:
+                    task = task_of(record)
+                continue
+            try:
+                step = step_from_record(record)
+            except RecordError as exc:
+                _bad_line(path, number, str(exc), strict)
+                continue
+            if tracker is None:
+                if task is None:
+                    raise UserError(f"'{path}' gives no task before its first step: pass {setting('task')} FILE "
+                                    'or write {"task": "..."} as the first line')
+                tracker = ProgressTracker(task, judge=judge, watch=EventWatch(**watch_args))
+            point = tracker.update(step)
+            if not json_out:
+                value = "failed" if point.value is None else f"{100 * point.value:3.0f}%"
+                console.print(f"step {point.step:>4}  {value}  {tracker.curve.sparkline()[-40:]}", highlight=False)
+            for event in tracker.new_events:
+                err_console.print(f"[yellow]{event.kind}:[/] {event.message}", highlight=False, soft_wrap=True)
+    except IdleTimeout:
+        ended = "idle"
+        note(f"no new line in '{path}' for {idle_timeout:g} s: stopped following")
+    except KeyboardInterrupt:
+        ended = "interrupted"
+    _finish(tracker, store, run_id, ended, output, plot, json_out)
+
+
+def _bad_line(path: Path, number: int, why: str, strict: bool) -> None:
+    message = f"line {number} of '{path}' is not a step object ({why})"
+    if strict:
+        raise UserError(message + ": fix the writer, or drop --strict to skip such lines")
+    err_console.print(f"[yellow]warning:[/] {cli_text(message)}; skipped it", highlight=False, soft_wrap=True)
+
+
+def _finish(tracker: ProgressTracker | None, store, run_id: int, ended: str, output: Path,
+            plot: Optional[Path], json_out: bool) -> None:
+    if tracker is None or not tracker.curve.points:
+        store.finish_run(run_id, "failed", {"ended": ended, "error": "no step arrived"})
+        fail(f"no step arrived before the run ended ({ended}): nothing to score", 2)
+    curve = tracker.curve
+    payload = {"ended": ended, "curves": [curve.to_dict()], "run_id": run_id}
+    store.finish_run(run_id, "failed" if curve.failed else "ok", payload)
+    try:
+        output.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write the curve to '{output}' ({exc.strerror}): pass a writable --output", 2)
+    if plot is not None:
+        from veriscale.progress.plot import plot_curves
+
+        plot_curves([curve], plot)
+    if json_out:
+        emit_json(payload)
+    else:
+        from veriscale.cli.track import render_curve
+
+        render_curve(curve)
+        console.print(f"followed run ended ({ended}); curve so far written to {output}", highlight=False)
+    if ended == "interrupted":
+        raise SystemExit(130)

@@ -1,0 +1,171 @@
+"""The progress judge: one model, scale and repeat count; turns step logs into scored points.
+
+Every call goes through the gateway (``veriscale.engine``): cached, counted, linked to the run.
+Offline tracking (:func:`veriscale.progress.track.track`) and the live tracker share it::
+
+    judge = ProgressJudge(load_backend("embedded"), store=Store.open())
+    log = judge.new_log(task_text)
+    log.append(step)
+    point = judge.score_now(task_text, log)        # the prefix that ends at the newest step
+
+Budgets: each step is rendered within ``step_tokens`` and the shown steps within the room the
+model's context leaves after the instructions and task (at most ``budget_tokens`` when given).
+The embedded model gets small defaults so a CPU can follow a run as it happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from veriscale.data.render import MIN_BUDGET_TOKENS, estimate_tokens, truncate_middle
+from veriscale.engine.executor import CallExecutor, CallOutcome, PlannedCall
+from veriscale.engine.loop import on_gateway_loop
+from veriscale.engine.store import Store
+from veriscale.errors import UserError, setting, worded
+from veriscale.models.base import ModelBackend
+from veriscale.progress.curve import ProgressPoint
+from veriscale.progress.prompt import (DEFAULT_PROGRESS_SCALE, PROGRESS_PROMPT_VERSION, SYSTEM, head_text,
+                                       progress_request, progress_scale, question_text)
+from veriscale.progress.steps import StepLog
+from veriscale.verify.repeats import distinct_repeats
+from veriscale.verify.scale import Scale
+
+EMBEDDED_STEP_TOKENS, SERVER_STEP_TOKENS = 160, 500
+EMBEDDED_STEPS_BUDGET, SERVER_STEPS_BUDGET = 3000, 12000
+TASK_SHARE = 0.25  # the task takes at most this share of the context
+RESERVE_TOKENS = 64  # chat template and prefill
+
+
+@dataclass(frozen=True)
+class _Tag:
+    step: int
+    repeat: int
+    rerendered: bool
+
+
+class ProgressJudge:
+    """Scores trajectory prefixes on a progress scale; see the module docstring."""
+
+    def __init__(self, model: ModelBackend, *, store: Store | None = None,
+                 scale: Scale | str = DEFAULT_PROGRESS_SCALE, repeats: int | None = None,
+                 reasoning: bool = False, discrete: bool = False, seed: int = 0,
+                 budget_tokens: int | None = None, step_tokens: int | None = None,
+                 max_calls: int | None = None, concurrency: int = 4, refresh: bool = False) -> None:
+        if repeats is not None and (not isinstance(repeats, int) or repeats < 1):
+            raise UserError(f"repeats {repeats!r} ({setting('repeats')}) is not allowed: use 1 or more")
+        self.model = model
+        self.scale = progress_scale(scale)
+        self.reasoning, self.discrete, self.seed = reasoning, discrete, seed
+        self.repeats = distinct_repeats(repeats or 1, pairwise=False, reasoning=reasoning, seed=seed)
+        self.notes: list[str] = []
+        if repeats and len(self.repeats) < repeats:
+            self.notes.append(worded(f"K collapsed from {repeats} to {len(self.repeats)}: without sampled reasoning a "
+                                     f"repeat would recompute the same thing (use {setting('reasoning')} to sample anew)"))
+        embedded = bool(getattr(model, "is_embedded", False))
+        self.step_tokens = step_tokens or (EMBEDDED_STEP_TOKENS if embedded else SERVER_STEP_TOKENS)
+        if self.step_tokens < MIN_BUDGET_TOKENS:
+            raise UserError(f"step budget {self.step_tokens} ({setting('step_tokens')}) is too small: "
+                            f"give at least {MIN_BUDGET_TOKENS} tokens per step")
+        self.budget_tokens = budget_tokens
+        self._default_steps_budget = EMBEDDED_STEPS_BUDGET if embedded else SERVER_STEPS_BUDGET
+        self.executor = CallExecutor(model, store, prompt_version=PROGRESS_PROMPT_VERSION, refresh=refresh,
+                                     max_calls=max_calls, concurrency=concurrency)
+        self._labels_checked = False
+
+    @property
+    def usage(self):
+        return self.executor.usage
+
+    def count_tokens(self, text: str) -> int:
+        counter = getattr(self.model, "count_tokens", None)
+        return counter(text) if callable(counter) else estimate_tokens(text)
+
+    def check_labels(self) -> None:
+        if self._labels_checked:
+            return
+        bad = self.model.single_token_labels(self.scale.labels)
+        if bad:
+            raise UserError(f"progress labels {', '.join(bad)} of scale '{self.scale.name}' are not single tokens "
+                            f"for {self.model.display_name}: use {setting('scale', 'digits')} or {setting('scale', 'letters:11')}")
+        self._labels_checked = True
+
+    # -- layout ------------------------------------------------------------------------------
+    def fit_task(self, task: str) -> str:
+        """The task as the prompt shows it: whole, or its middle elided to a quarter of the context."""
+        if not isinstance(task, str) or not task.strip():
+            raise UserError("the task is empty: give the text the agent was asked to do")
+        context = self._context()
+        return truncate_middle(task.strip(), int(context * TASK_SHARE), self.count_tokens) if context else task.strip()
+
+    def _context(self) -> int | None:
+        size = getattr(self.model, "context_size", None)
+        return size() if callable(size) else None
+
+    def new_log(self, task_text: str) -> StepLog:
+        """An empty step log whose budget is what the context leaves after ``task_text``."""
+        fixed = self.count_tokens("\n".join([SYSTEM, head_text(task_text, self.scale, reasoning=self.reasoning),
+                                             question_text(self.scale), "Progress:"])) + RESERVE_TOKENS
+        if self.reasoning:
+            fixed += 256 + 8
+        context = self._context()
+        room = context - fixed if context else None
+        budget = self.budget_tokens or (self._default_steps_budget if room is None else min(self._default_steps_budget, room))
+        if self.budget_tokens is not None and room is not None and self.budget_tokens > room:
+            raise UserError(f"{setting('budget_tokens')} {self.budget_tokens} does not fit the model's {context}-token "
+                            f"context with the instructions and task: use at most {room}")
+        if budget < 2 * self.step_tokens:
+            raise UserError(f"the steps get {max(budget, 0)} tokens but one step may take {self.step_tokens}: lower "
+                            f"{setting('step_tokens')}, shorten the task or use a model with a longer context")
+        return StepLog(count_tokens=self.count_tokens, budget_tokens=budget, step_tokens=self.step_tokens)
+
+    # -- scoring -----------------------------------------------------------------------------
+    def calls_now(self, task_text: str, log: StepLog, *, rerendered: bool = False) -> list[PlannedCall]:
+        """The calls that score the prefix ending at the log's newest step (one per repeat)."""
+        parts = log.parts()
+        return [PlannedCall(progress_request(task_text, parts, self.scale, reasoning=self.reasoning, seed=rep.seed),
+                            _Tag(len(log), rep.index, rerendered)) for rep in self.repeats]
+
+    def run(self, calls: Sequence[PlannedCall], progress=None) -> list[ProgressPoint]:
+        """Answer ``calls`` (in order: the embedded model reuses each prefix) and group them into points."""
+        self.check_labels()
+        return self.points(self.executor.run(calls, progress=progress))
+
+    async def arun(self, calls: Sequence[PlannedCall]) -> list[ProgressPoint]:
+        """:meth:`run` for async callers (the gateway runs on its own loop; this awaits it)."""
+        await asyncio.to_thread(self.check_labels)
+        return self.points(await on_gateway_loop(self.executor.gateway.run(calls)))
+
+    def points(self, outcomes: Sequence[CallOutcome]) -> list[ProgressPoint]:
+        by_step: dict[int, list[CallOutcome]] = {}
+        for outcome in outcomes:
+            by_step.setdefault(outcome.call.tag.step, []).append(outcome)
+        return [self._point(step, group) for step, group in by_step.items()]
+
+    def _point(self, step: int, outcomes: list[CallOutcome]) -> ProgressPoint:
+        point = ProgressPoint(step=step, value=None, repeats=len(outcomes),
+                              rerendered=any(o.call.tag.rerendered for o in outcomes))
+        values, probs, masses = [], [], []
+        for o in outcomes:
+            resp = o.response
+            point.cache_hits += int(o.cache_hit)
+            if resp is None:
+                point.error = o.error or "the model call failed"
+                continue
+            point.prompt_tokens += 0 if o.cache_hit else resp.prompt_tokens
+            point.prompt_tokens_total += resp.prompt_tokens_total
+            point.completion_tokens += resp.completion_tokens
+            point.latency_s += resp.latency_s
+            if resp.label_mass <= 0:
+                point.error = "no probability on any progress label (the model answered off-format)"
+                continue
+            values.append(self.scale.argmax_value(resp.label_probs) if self.discrete
+                          else self.scale.expectation(resp.label_probs))
+            probs.append(resp.label_probs)
+            masses.append(resp.label_mass)
+        if point.error is None and values:
+            point.value = sum(values) / len(values)
+            point.label_probs = {lab: sum(p.get(lab, 0.0) for p in probs) / len(probs) for lab in self.scale.labels}
+            point.label_mass = sum(masses) / len(masses)
+        return point

@@ -1,0 +1,54 @@
+"""The step object a running agent writes, one JSON object per line, for ``track --follow``.
+
+    {"task": "Make the tests in tests/ pass"}                     # optional, first line only
+    {"role": "agent", "text": "I will run the tests.", "tool_calls": [{"name": "bash", "arguments": {"command": "pytest"}}]}
+    {"role": "tool", "observation": "2 failed, 10 passed", "exit_code": 1}
+    {"done": true}                                                 # the run ended: stop following
+
+``role`` is one of agent, tool, environment, user, system (default agent); every other field
+is optional. :func:`step_from_record` checks a parsed line and names what is wrong with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veriscale.data.model import Step
+
+ROLES = ("agent", "tool", "environment", "user", "system")
+
+
+class RecordError(ValueError):
+    """A line that is not a step object; the message names the problem."""
+
+
+def step_from_record(record: Any) -> Step:
+    """The :class:`Step` a parsed JSON line describes (RecordError when it is not one)."""
+    if not isinstance(record, dict):
+        raise RecordError(f"a step must be a JSON object, not {type(record).__name__}")
+    role = record.get("role", "agent")
+    if role not in ROLES:
+        raise RecordError(f"role {role!r} is not one of {', '.join(ROLES)}")
+    text, observation = record.get("text", ""), record.get("observation", "")
+    if not isinstance(text, str) or not isinstance(observation, str):
+        raise RecordError("text and observation must be strings")
+    calls = record.get("tool_calls", [])
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        raise RecordError("tool_calls must be a list of objects")
+    code = record.get("exit_code")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        raise RecordError("exit_code must be a whole number or null")
+    if not (text.strip() or observation.strip() or calls):
+        raise RecordError("the step is empty: give text, tool_calls or an observation")
+    return Step(role=role, text=text, tool_calls=calls, observation=observation, exit_code=code)
+
+
+def is_done(record: Any) -> bool:
+    return isinstance(record, dict) and record.get("done") is True
+
+
+def task_of(record: Any) -> str | None:
+    """The task text of a ``{"task": ...}`` line, else None."""
+    if isinstance(record, dict) and set(record) == {"task"} and isinstance(record["task"], str):
+        return record["task"]
+    return None

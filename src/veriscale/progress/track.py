@@ -1,0 +1,128 @@
+"""Offline progress tracking: score a finished trajectory's prefixes and return the curve.
+
+    from veriscale import track
+    curve = track("Make the tests pass", trajectory)                  # every step, embedded model
+    curve = track(task, trajectory, checkpoints=[5, 10, 20], model="http://127.0.0.1:8000/v1#m")
+    curve.values(), curve.voc, [e.kind for e in curve.events]
+
+    plan = plan_track(task, trajectory, judge)       # the calls, before any is sent
+    judge.executor.estimate(plan.calls)              # what they would cost
+    curve = run_track(plan, judge)
+
+Checkpoint t sees steps 1..t only (``veriscale.progress.steps``). All checkpoints' calls go to
+the gateway as one plan in step order, so the embedded model's KV cache and a server's prefix
+cache carry each prefix to the next checkpoint: the cost grows with the steps, not with
+T x prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from veriscale.data.model import Candidate, Step, Task, Trajectory
+from veriscale.engine.executor import CallOutcome, PlannedCall
+from veriscale.errors import UserError
+from veriscale.progress.checkpoints import resolve_checkpoints
+from veriscale.progress.curve import ProgressCurve
+from veriscale.progress.events import EventWatch
+from veriscale.progress.judge import ProgressJudge
+
+TrajectoryLike = Trajectory | Candidate | Sequence[Step]
+
+
+def steps_of(trajectory: TrajectoryLike) -> list[Step]:
+    """The steps of a Trajectory, a Candidate with one, or a list of Steps."""
+    if isinstance(trajectory, Candidate):
+        if trajectory.trajectory is None:
+            raise UserError(f"run '{trajectory.id}' has no trajectory (only a final answer): progress needs its steps")
+        return list(trajectory.trajectory.steps)
+    if isinstance(trajectory, Trajectory):
+        return list(trajectory.steps)
+    steps = list(trajectory)
+    if not all(isinstance(s, Step) for s in steps):
+        raise UserError("the trajectory must be a Trajectory, a Candidate or a list of Step objects")
+    return steps
+
+
+def task_text_of(task: str | Task | None, trajectory: TrajectoryLike) -> str:
+    if isinstance(task, Task):
+        return task.text
+    if isinstance(task, str):
+        return task
+    if isinstance(trajectory, Candidate) and trajectory.task is not None:
+        return trajectory.task.text
+    raise UserError("the task is not given and the run does not say what it was: pass the task text")
+
+
+@dataclass
+class TrackPlan:
+    """The calls that score one trajectory's checkpoints, made before any is sent."""
+
+    trajectory: TrajectoryLike
+    task_text: str
+    checkpoints: list[int]
+    calls: list[PlannedCall]
+    n_steps: int
+    rerenders: int
+
+
+def plan_track(task: str | Task | None, trajectory: TrajectoryLike, judge: ProgressJudge,
+               checkpoints: Sequence[int] | None = None, every: int | None = None) -> TrackPlan:
+    """Render the checkpoints' prompts (causally, step by step) into calls; nothing is sent."""
+    steps = steps_of(trajectory)
+    chosen = resolve_checkpoints(len(steps), checkpoints, every)
+    task_text = judge.fit_task(task_text_of(task, trajectory))
+    log = judge.new_log(task_text)
+    wanted, calls = set(chosen), []
+    rerendered = False
+    for step in steps[: chosen[-1]]:
+        rerendered = log.append(step) or rerendered
+        if len(log) in wanted:
+            calls += judge.calls_now(task_text, log, rerendered=rerendered)
+            rerendered = False
+    return TrackPlan(trajectory, task_text, chosen, calls, len(steps), log.rerenders)
+
+
+def run_track(plan: TrackPlan, judge: ProgressJudge, *, watch: EventWatch | None = None,
+              progress: Callable[[CallOutcome], None] | None = None) -> ProgressCurve:
+    """Send a plan's calls (in step order) and make the curve, its events and notes."""
+    points = judge.run(plan.calls, progress=progress)
+    watch = watch or EventWatch()
+    events = [event for point in points for event in watch.push(point.step, point.value)]
+    curve = ProgressCurve(task=plan.task_text, model=judge.model.uri, scale=judge.scale.name, points=points,
+                          events=events, n_steps=plan.n_steps, rerenders=plan.rerenders, notes=list(judge.notes))
+    if isinstance(plan.trajectory, Candidate):
+        curve.trajectory_id, curve.outcome = plan.trajectory.id, _outcome(plan.trajectory)
+    if curve.voc_note:
+        curve.notes.append(curve.voc_note)
+    failed = [p for p in points if p.error]
+    if failed:
+        curve.notes.append(f"{len(failed)} checkpoint(s) failed and have no score: {failed[0].error}")
+    return curve
+
+
+def track(task: str | Task | None, trajectory: TrajectoryLike, checkpoints: Sequence[int] | None = None,
+          repeats: int | None = None, *, every: int | None = None, model: Any = "embedded",
+          judge: ProgressJudge | None = None, watch: EventWatch | None = None,
+          progress: Callable[[CallOutcome], None] | None = None, **judge_options: Any) -> ProgressCurve:
+    """The progress curve of ``trajectory``'s prefixes (see the module docstring).
+
+    ``judge_options`` go to :class:`ProgressJudge` (``store``, ``scale``, ``reasoning``, ...)
+    when no ``judge`` is given; ``model`` is a URI or a backend object.
+    """
+    if judge is None:
+        from veriscale.api import _backend
+
+        judge = ProgressJudge(_backend(model), repeats=repeats, **judge_options)
+    elif repeats is not None:
+        raise UserError("give repeats to the ProgressJudge you pass, not to track() as well")
+    return run_track(plan_track(task, trajectory, judge, checkpoints, every), judge, watch=watch, progress=progress)
+
+
+def _outcome(candidate: Candidate) -> Any:
+    for key in ("reward", "resolved", "success", "score", "first_error"):
+        if key in candidate.labels:
+            return candidate.labels[key]
+    return None
