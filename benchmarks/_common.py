@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -49,3 +50,33 @@ def llama_server(gguf: str, n_ctx: int = 8192) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+EVAL_LINE = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+
+
+def start_verbose_server(log: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    """A ``llama_cpp.server`` of the embedded GGUF whose verbose log (the tokens each request
+    really evaluated) goes to ``log``; returns the process and its /v1 URL."""
+    from veriscale.models.embedded import default_gguf_path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()),
+                             "--logits_all", "true", "--n_ctx", "8192", "--verbose", "true", *extra,
+                             "--host", "127.0.0.1", "--port", str(port), "--model_alias", "smollm2"],
+                            stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(240):
+        try:
+            if httpx.get(url + "/models", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    raise RuntimeError("llama_cpp.server did not start")
+
+
+def evaluated_counts(log: Path) -> list[int]:
+    """Prompt tokens each request evaluated, in order, from a verbose server log."""
+    return [int(n) for n in EVAL_LINE.findall(log.read_text(errors="replace"))]

@@ -15,47 +15,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
-from _common import dev_pairs
+from _common import dev_pairs, evaluated_counts, start_verbose_server
 
 from veriscale.engine.executor import CallExecutor
 from veriscale.engine.routing import EndpointPool
-from veriscale.models.embedded import default_gguf_path
 from veriscale.models.openai_compat import OpenAICompatModel
 from veriscale.verify.prompts import PROMPT_VERSION
 from veriscale.verify.reward import Verifier
 
-EVAL_LINE = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
-
-
 def _start(log: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()),
-                             "--logits_all", "true", "--n_ctx", "8192", "--n_threads", "1", "--verbose", "true",
-                             "--host", "127.0.0.1", "--port", str(port), "--model_alias", "smollm2"],
-                            stdout=subprocess.DEVNULL, stderr=log.open("w"))
-    url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(240):
-        try:
-            if httpx.get(url + "/models", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    raise RuntimeError("llama_cpp.server did not start")
+    return start_verbose_server(log, "--n_threads", "1")
 
 
 def _evaluated(log: Path) -> int:
-    return sum(int(m.group(1)) for m in EVAL_LINE.finditer(log.read_text(errors="replace")))
+    return sum(evaluated_counts(log))
 
 
 def run(routing: str, pairs: list[dict], tmp: Path) -> dict:

@@ -18,9 +18,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import re
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,18 +25,17 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from _common import DATA
+from _common import DATA, evaluated_counts, start_verbose_server
 
 from veriscale.data.importers.atif import load as load_atif
 from veriscale.engine.executor import CallExecutor
 from veriscale.models.base import Message, ScoreRequest
-from veriscale.models.embedded import EmbeddedModel, default_gguf_path
+from veriscale.models.embedded import EmbeddedModel
 from veriscale.models.openai_compat import OpenAICompatModel
 from veriscale.progress.judge import ProgressJudge
 from veriscale.progress.prompt import PROGRESS_PROMPT_VERSION
 from veriscale.progress.track import plan_track
 
-EVAL_LINE = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
 TASK = "Work in the repository you are given until its test suite passes; do not change the tests."
 STEP_TOKENS, BUDGET = 60, 6000  # 40 steps fit without elision, so the layouts are comparable
 UNRELATED = ScoreRequest(messages=(Message("user", "Say yes."),), prefill="", labels=("Yes", "No"))
@@ -79,27 +75,9 @@ def embedded_rows(steps, sizes) -> list[dict]:
     return rows
 
 
-def _server(log: Path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()),
-                             "--logits_all", "true", "--n_ctx", "8192", "--verbose", "true", "--host", "127.0.0.1",
-                             "--port", str(port), "--model_alias", "smollm2"], stdout=subprocess.DEVNULL,
-                            stderr=log.open("w"))
-    url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(240):
-        try:
-            if httpx.get(url + "/models", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    raise RuntimeError("llama_cpp.server did not start")
-
-
 def server_rows(steps, sizes, tmp: Path) -> list[dict]:
     log = tmp / "server.log"
-    proc, url = _server(log)
+    proc, url = start_verbose_server(log)
     rows = []
     try:
         model = OpenAICompatModel(url, model="smollm2", concurrency=1)
@@ -108,7 +86,7 @@ def server_rows(steps, sizes, tmp: Path) -> list[dict]:
             for t, plan in by_t.items():
                 counted = []
                 for call in plan.calls:
-                    before = len(EVAL_LINE.findall(log.read_text(errors="replace")))
+                    before = len(evaluated_counts(log))
                     if not reuse:  # another user's request in between: no shared prefix is left
                         httpx.post(url + "/completions", json={"model": "smollm2", "prompt": f"unrelated {t} {before}",
                                                                 "max_tokens": 1}, timeout=120)
@@ -116,7 +94,7 @@ def server_rows(steps, sizes, tmp: Path) -> list[dict]:
                     executor = CallExecutor(model, None, prompt_version=PROGRESS_PROMPT_VERSION, concurrency=1)
                     assert executor.run([call])[0].response is not None
                     time.sleep(0.05)
-                    evals = [int(n) for n in EVAL_LINE.findall(log.read_text(errors="replace"))]
+                    evals = evaluated_counts(log)
                     counted.append(sum(evals[before:]))
                 rows.append({"backend": "llama.cpp server", "reuse": reuse, "T": t, "checkpoints": len(plan.calls),
                              "prompt_tokens_processed": sum(counted)})

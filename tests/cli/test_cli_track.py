@@ -39,10 +39,13 @@ def test_bad_checkpoints_and_inputs_are_one_sentence(tmp_path: Path) -> None:
     assert_one_line_error(cli("track", traj, "--checkpoints", "a,b"), "--checkpoints")
     assert_one_line_error(cli("track", traj, "--regression-drop", "3"), "--regression-drop")
     assert_one_line_error(cli("track"), "--follow")
-    empty = tmp_path / "empty.json"
-    empty.write_text(json.dumps({"trajectory": {"steps": []}, "task": "x"}))
-    proc = cli("track", str(empty))
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(json.dumps({"problem": "Add 2 and 2.", "steps": [], "label": -1}) + "\n")
+    assert_one_line_error(cli("track", str(empty)), "has no steps")
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(json.dumps({"id": f"s{i}", "problem": "p", "steps": ["a"], "label": -1}) + "\n"
+                            for i in range(21)))
+    assert_one_line_error(cli("track", str(many)), "21 runs", "--id", "--yes")
 
 
 def _write(path: Path, text: str) -> None:

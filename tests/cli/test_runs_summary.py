@@ -121,3 +121,25 @@ def test_the_table_prints_the_summary(scripted_scheme, files, monkeypatch):
     assert table.exit_code == 0, table.output
     row = next(line for line in table.stdout.splitlines() if " score " in line)
     assert f"reward {reward:.3f}" in row and "scripted:test-double" in row
+
+
+def test_track_and_progress_bench_runs_show_voc_and_f1(tmp_path, files):
+    from tests.support.scripted_progress import ScriptedProgressModel
+
+    saved = dict(SCHEMES)
+    register_backend(("scripted-progress",), lambda uri: ScriptedProgressModel(), forms=("scripted-progress",))
+    try:
+        solutions = tmp_path / "solutions.jsonl"
+        solutions.write_text("".join(json.dumps({"id": f"s{i}", "problem": "Add 2 and 2, then double it.",
+                                                 "steps": ["UP 4", "UP 8" if i % 2 else "DOWN 6", "UP done"],
+                                                 "label": -1 if i % 2 else 1}) + "\n" for i in range(4)))
+        tracked = invoke("track", str(solutions), "--id", "s1", "--model", "scripted-progress", "--store", files["store"])
+        assert tracked.exit_code == 0, tracked.output
+        benched = invoke("bench", "--progress", str(solutions), "--model", "scripted-progress", "--store", files["store"])
+        assert benched.exit_code == 0, benched.output
+    finally:
+        SCHEMES.clear()
+        SCHEMES.update(saved)
+    runs = {r["command"]: r["summary"] for r in listed(files["store"])}
+    assert runs["track"] == "3 checkpoints, VOC 1.000"
+    assert runs["bench --progress"] == "4 solutions, first-error F1 1.000"

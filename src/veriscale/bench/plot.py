@@ -26,6 +26,26 @@ def pyplot():
     return plt
 
 
+def png_path(path: str | Path) -> Path:
+    """``path`` as a Path, refused unless it ends in .png."""
+    out = Path(path)
+    if out.suffix.lower() != ".png":
+        raise UserError(f"plot file '{path}' should end in .png: the plot is written as PNG")
+    return out
+
+
+def save_figure(plt, fig, out: Path) -> Path:
+    """Lay out ``fig``, write it to ``out`` (UserError naming the path if it cannot) and close it."""
+    fig.tight_layout()
+    try:
+        fig.savefig(out, dpi=110)
+    except OSError as exc:
+        raise UserError(f"cannot write the plot to '{out}' ({exc.strerror}): give {setting('plot')} a writable path") from None
+    finally:
+        plt.close(fig)
+    return out
+
+
 def _bars(ax, labels: list[str], series: dict[str, list[float | None]], ylabel: str) -> None:
     width = 0.8 / max(len(series), 1)
     for s, (name, values) in enumerate(series.items()):
@@ -41,9 +61,7 @@ def plot_report(report: BenchReport, path: str | Path) -> Path:
     """Write the report's plot as a PNG at ``path`` and return the path."""
     if not report.rows:
         raise UserError("the bench report has no rows to plot: run at least one configuration")
-    out = Path(path)
-    if out.suffix.lower() != ".png":
-        raise UserError(f"plot file '{path}' should end in .png: the plot is written as PNG")
+    out = png_path(path)
     plt = pyplot()
     labels = [r.label for r in report.rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(labels) + 4), 4.5))
@@ -62,11 +80,4 @@ def plot_report(report: BenchReport, path: str | Path) -> Path:
         _bars(right, labels, {"model calls per task": per_task}, "calls")
     fig.suptitle(f"veriscale bench · {report.kind} · {Path(report.data).name} · {report.model} · n={len(report.items)}",
                  fontsize=10)
-    fig.tight_layout()
-    try:
-        fig.savefig(out, dpi=110)
-    except OSError as exc:
-        raise UserError(f"cannot write the plot to '{path}' ({exc.strerror}): give {setting('plot')} a writable path") from None
-    finally:
-        plt.close(fig)
-    return out
+    return save_figure(plt, fig, out)

@@ -14,8 +14,6 @@ Calls are cached in the store: an interrupted bench resumes where it stopped.
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -25,7 +23,8 @@ from rich.table import Table
 from veriscale.bench.datasets import detect_kind, load_labelled_pools, load_pairs, sample
 from veriscale.bench.runner import Bench, BenchConfig, BenchEstimate, BenchReport, expand_configs, parse_sweeps
 from veriscale.cli import options as o
-from veriscale.cli.common import cli_data, console, emit_json, err_console, error_text, user_errors
+from veriscale.cli.common import (confirm_cost, console, emit_json, err_console, finish_with, recorded_failure,
+                                  user_errors)
 from veriscale.cli.flags import cli_text
 from veriscale.errors import UserError
 from veriscale.selection.settings import METHODS, SelectionSettings
@@ -61,15 +60,6 @@ def _print_estimate(est: BenchEstimate, n_items: int, n_configs: int, kind: str)
     err_console.print(
         f"bench plan: {n_items} {kind} × {n_configs} configuration(s): {what}{est.model_calls} new model calls"
         f"{cached}, {what}{est.prompt_tokens} prompt tokens before prefix reuse{approx}", highlight=False)
-
-
-def _confirm(reason: str, yes: bool) -> None:
-    if yes:
-        return
-    if sys.stdin.isatty():
-        typer.confirm(f"{reason}: proceed?", abort=True, err=True)
-        return
-    raise UserError(f"{reason}: pass --yes to run it (the cost estimate is above)")
 
 
 def _fmt(value, digits: int = 3) -> str:
@@ -190,25 +180,15 @@ def register(app: typer.Typer) -> None:
             if all_tasks:
                 beyond.append("tasks without disagreement")
             if beyond:
-                _confirm("this goes beyond the default subsample: " + ", ".join(beyond), yes)
+                confirm_cost("this goes beyond the default subsample: " + ", ".join(beyond), yes)
             run_id = bench.store.start_run("bench", bench.model.uri, {
                 "data": data, "kind": kind, "limit": chosen_limit, "seed": seed, "sweep": sweep,
                 "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name})
             bench.run_id = run_id
-            try:
-                with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out) as advance:
-                    report.rows = bench.run(plan, on_progress=lambda done, total: advance())
-            except Exception as exc:
-                bench.store.finish_run(run_id, "failed", {"error": error_text(exc)})
-                raise
-            payload = report.to_dict()
-            bench.store.finish_run(run_id, "ok", payload)
-            payload["run_id"] = run_id
-            if output is not None:
-                try:
-                    output.write_text(json.dumps(cli_data(payload), indent=2, default=str), "utf-8")
-                except OSError as exc:
-                    raise UserError(f"cannot write the report to '{output}' ({exc.strerror}): pass a writable --output") from None
+            with recorded_failure(bench.store, run_id), \
+                    o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out) as advance:
+                report.rows = bench.run(plan, on_progress=lambda done, total: advance())
+            payload = finish_with(bench.store, run_id, report.to_dict(), output)
             if plot is not None:
                 from veriscale.bench.plot import plot_report
 

@@ -9,7 +9,6 @@ above the default or 0, ``--all-tasks``) asks first or needs ``--yes``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -17,19 +16,17 @@ from rich.table import Table
 
 from veriscale.bench.progress import DEFAULT_LIMITS, load_progress_data, plan_progress, run_progress
 from veriscale.cli import options as o
-from veriscale.cli.common import cli_data, console, emit_json, err_console, error_text, note
-from veriscale.errors import UserError
+from veriscale.cli.common import confirm_cost, console, emit_json, err_console, finish_with, note, recorded_failure
 from veriscale.progress.judge import ProgressJudge
 from veriscale.progress.prompt import DEFAULT_PROGRESS_SCALE
 
-SEED_REFERENCE = "seed reference (frontier verifier, Terminal-Bench): success 0.848, failure 0.769"
+SEED_REFERENCE = "published reference (frontier verifier, Terminal-Bench): success 0.848, failure 0.769"
 
 
 def bench_progress(path: Path, *, limit: Optional[int], seed: int, all_tasks: bool, checkpoints: Optional[str],
                    yes: bool, plot: Optional[Path], output: Optional[Path], model, store, scale: Optional[str],
                    repeats: Optional[int], reasoning: bool, budget_tokens: Optional[int], json_out: bool,
                    dry_run: bool, max_calls: Optional[int], concurrency: Optional[int]) -> None:
-    from veriscale.cli.bench import _confirm
     from veriscale.progress.checkpoints import parse_checkpoints
 
     data = load_progress_data(path, limit, seed, all_tasks)
@@ -52,24 +49,14 @@ def bench_progress(path: Path, *, limit: Optional[int], seed: int, all_tasks: bo
         return
     default = DEFAULT_LIMITS[data.kind]
     if (limit is not None and (limit == 0 or limit > default)) or all_tasks:
-        _confirm(f"this goes beyond the default subsample ({default} {'tasks' if data.kind == 'voc' else 'solutions'})", yes)
+        confirm_cost(f"this goes beyond the default subsample ({default} {'tasks' if data.kind == 'voc' else 'solutions'})", yes)
     run_id = judge.executor.store.start_run("bench --progress", judge.model.uri, {
         "data": str(path), "kind": data.kind, "limit": limit, "seed": seed, "checkpoints": checkpoints})
     judge.executor.run_id = run_id
-    try:
-        with o.call_progress(len(calls), f"progress bench ({data.kind})", not json_out) as advance:
-            report = run_progress(judge, data, plans, on_call=advance)
-    except Exception as exc:
-        judge.executor.store.finish_run(run_id, "failed", {"error": error_text(exc)})
-        raise
-    payload = report.to_dict()
-    judge.executor.store.finish_run(run_id, "ok", payload)
-    payload["run_id"] = run_id
-    if output is not None:
-        try:
-            output.write_text(json.dumps(cli_data(payload), indent=2, default=str), "utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot write the report to '{output}' ({exc.strerror}): pass a writable --output") from None
+    with recorded_failure(judge.executor.store, run_id), \
+            o.call_progress(len(calls), f"progress bench ({data.kind})", not json_out) as advance:
+        report = run_progress(judge, data, plans, on_call=advance)
+    payload = finish_with(judge.executor.store, run_id, report.to_dict(), output)
     if plot is not None:
         from veriscale.progress.plot import plot_bench_rows
 

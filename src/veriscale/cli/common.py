@@ -68,3 +68,40 @@ def cli_data(payload: Any) -> Any:
 def emit_json(payload: Any) -> None:
     """Write ``payload`` as JSON on stdout (for pipes), settings in its texts named as flags."""
     sys.stdout.write(json.dumps(cli_data(payload), indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def write_json_file(path, payload: Any, what: str = "report") -> None:
+    """Write ``payload`` (settings named as flags) as JSON at ``path``; one sentence if it cannot."""
+    try:
+        path.write_text(json.dumps(cli_data(payload), indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write the {what} to '{path}' ({exc.strerror}): pass a writable --output", 2)
+
+
+@contextlib.contextmanager
+def recorded_failure(store: Any, run_id: int) -> Iterator[None]:
+    """Mark the store's run ``run_id`` failed, with the error, when the body raises."""
+    try:
+        yield
+    except Exception as exc:
+        store.finish_run(run_id, "failed", {"error": error_text(exc)})
+        raise
+
+
+def finish_with(store: Any, run_id: int, payload: dict[str, Any], output: Any = None, status: str = "ok") -> dict[str, Any]:
+    """Record the run's result, write it to ``output`` if given; returns the payload with its run id."""
+    store.finish_run(run_id, status, payload)
+    payload = {**payload, "run_id": run_id}
+    if output is not None:
+        write_json_file(output, payload)
+    return payload
+
+
+def confirm_cost(reason: str, yes: bool) -> None:
+    """Go on when ``yes``; else ask on a terminal, or stop with one sentence naming ``--yes``."""
+    if yes:
+        return
+    if sys.stdin.isatty():
+        typer.confirm(f"{reason}: proceed?", abort=True, err=True)
+        return
+    raise UserError(f"{reason}: pass --yes to run it (the cost estimate is above)")

@@ -10,6 +10,8 @@ What each command stores as its run's result:
 - ``select``: ``Selection.to_dict()``, with ``best.id`` and ``confidence``;
 - ``bench``: the report, with ``n_items``, ``kind`` and one row per configuration;
 - ``harness run``: a ``tasks`` list of ``{"outcome": ...}``;
+- ``track`` / ``track --follow``: ``curves``, each with ``voc`` and its points;
+- ``bench --progress``: the report, with ``kind``, ``n_items`` and ``metrics``;
 - any command that failed before a verdict: ``{"error": "..."}``.
 """
 
@@ -77,7 +79,30 @@ def _outcomes(result: dict[str, Any]) -> str:
     return f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}: {listed}" if tasks else "no tasks"
 
 
+def _track(result: dict[str, Any]) -> str:
+    curves = [c for c in result.get("curves") or [] if isinstance(c, dict)]
+    if len(curves) != 1:
+        return f"{len(curves)} curves"
+    curve, voc = curves[0], curves[0].get("voc")
+    ended = f", ended {result['ended']}" if result.get("ended") else ""
+    return (f"{len(curve.get('points') or [])} checkpoints, VOC "
+            + ("n/a" if voc is None else f"{voc:.3f}") + ended)
+
+
+def _bench_progress(result: dict[str, Any]) -> str:
+    metrics = (result.get("metrics") or {}).get("continuous") or {}
+    if result.get("kind") == "first_error":
+        f1 = metrics.get("first_error_f1")
+        return f"{result.get('n_items')} solutions, first-error F1 " + ("n/a" if f1 is None else f"{f1:.3f}")
+    by = metrics.get("voc_by_outcome") or {}
+    parts = [f"{name} {g['mean_voc']:.3f}" for name, g in by.items() if g.get("mean_voc") is not None]
+    return f"{result.get('n_items')} runs, mean VOC " + (", ".join(parts) or "n/a")
+
+
 SUMMARISERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "track": _track,
+    "track --follow": _track,
+    "bench --progress": _bench_progress,
     "score": _score,
     "compare": _compare,
     "select": _select,

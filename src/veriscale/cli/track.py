@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from veriscale.cli import options as o
-from veriscale.cli.common import console, emit_json, err_console, fail, note, user_errors
+from veriscale.cli.common import confirm_cost, console, emit_json, fail, finish_with, note, user_errors
 from veriscale.errors import UserError, setting
 from veriscale.progress.curve import ProgressCurve
 from veriscale.progress.events import (DEFAULT_DONE_THRESHOLD, DEFAULT_REGRESSION_DROP, DEFAULT_STALL_WINDOW,
@@ -23,6 +23,7 @@ from veriscale.progress.events import (DEFAULT_DONE_THRESHOLD, DEFAULT_REGRESSIO
 from veriscale.progress.judge import ProgressJudge
 from veriscale.progress.prompt import DEFAULT_PROGRESS_SCALE
 
+MANY_RUNS = 20  # tracking more runs than this at once asks first
 CheckpointsOpt = Annotated[Optional[str], typer.Option("--checkpoints", help="Score only these steps, e.g. 5,10,20.")]
 EveryOpt = Annotated[Optional[int], typer.Option("--every", help="Score every N-th step (and the last).")]
 StallOpt = Annotated[int, typer.Option("--stall-window", help="Stall: no gain over this many checkpoints.")]
@@ -96,6 +97,7 @@ def register(app: typer.Typer) -> None:
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the curve(s) as JSON here (--follow default: FILE.progress.json).")] = None,
         plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the curve(s) as a PNG plot.")] = None,
         strict: Annotated[bool, typer.Option("--strict", help="With --follow: stop at a malformed line instead of skipping it.")] = False,
+        yes: Annotated[bool, typer.Option("--yes", "-y", help=f"Track more than {MANY_RUNS} runs without asking.")] = False,
         stall_window: StallOpt = DEFAULT_STALL_WINDOW, regression_drop: DropOpt = DEFAULT_REGRESSION_DROP,
         done_threshold: DoneOpt = DEFAULT_DONE_THRESHOLD,
         model: o.ModelOpt = None, store: o.StoreOpt = None,
@@ -126,15 +128,18 @@ def register(app: typer.Typer) -> None:
                            output or follow.with_name(follow.name + ".progress.json"), plot, idle_timeout, strict,
                            json_out)
                 return
-            _track_files(trajectory, task_file, only_id, checkpoints, every, judge_args, watch_args, output, plot, json_out)
+            _track_files(trajectory, task_file, only_id, checkpoints, every, judge_args, watch_args, output, plot, json_out, yes)
 
 
 def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every, judge_args, watch_args,
-                 output, plot, json_out: bool) -> None:
+                 output, plot, json_out: bool, yes: bool) -> None:
     from veriscale.progress.checkpoints import parse_checkpoints, resolve_checkpoints
     from veriscale.progress.track import track as track_curve
 
     cands, task = _load(trajectory, task_file, only_id)
+    if len(cands) > MANY_RUNS:
+    
+        confirm_cost(f"the files hold {len(cands)} runs to track (pick one with --id)", yes)
     wanted = parse_checkpoints(checkpoints) if checkpoints else None
     plans = [(c, resolve_checkpoints(len(c.trajectory.steps), wanted, every)) for c in cands]
     judge = judge_from(*judge_args)
@@ -147,9 +152,8 @@ def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every,
     with o.call_progress(total, "progress calls", not json_out) as advance:
         for cand, chosen in plans:
             curves.append(track_curve(task, cand, chosen, judge=judge, watch=EventWatch(**watch_args), progress=advance))
-    payload = _payload(curves)
-    store.finish_run(run_id, "failed" if any(c.failed for c in curves) else "ok", payload)
-    _emit(curves, payload, run_id, output, plot, json_out)
+    payload = finish_with(store, run_id, _payload(curves), output, "failed" if any(c.failed for c in curves) else "ok")
+    _emit(curves, payload, output, plot, json_out)
 
 
 def _payload(curves: list[ProgressCurve]) -> dict[str, Any]:
@@ -159,15 +163,7 @@ def _payload(curves: list[ProgressCurve]) -> dict[str, Any]:
     return {"curves": [c.to_dict() for c in curves], "voc_by_outcome": voc_by_outcome(labelled) if labelled else None}
 
 
-def _emit(curves: list[ProgressCurve], payload: dict[str, Any], run_id: int, output, plot, json_out: bool) -> None:
-    import json
-
-    payload["run_id"] = run_id
-    if output is not None:
-        try:
-            output.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot write the curve to '{output}' ({exc.strerror}): give {setting('output')} a writable path") from None
+def _emit(curves: list[ProgressCurve], payload: dict[str, Any], output, plot, json_out: bool) -> None:
     if plot is not None:
         from veriscale.progress.plot import plot_curves
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from veriscale.cli.common import console, emit_json, err_console, fail, note
+from veriscale.cli.common import console, emit_json, err_console, fail, finish_with, note
 from veriscale.cli.flags import cli_text
 from veriscale.errors import UserError, setting
 from veriscale.progress.events import EventWatch
@@ -85,12 +85,8 @@ def _finish(tracker: ProgressTracker | None, store, run_id: int, ended: str, out
         store.finish_run(run_id, "failed", {"ended": ended, "error": "no step arrived"})
         fail(f"no step arrived before the run ended ({ended}): nothing to score", 2)
     curve = tracker.curve
-    payload = {"ended": ended, "curves": [curve.to_dict()], "run_id": run_id}
-    store.finish_run(run_id, "failed" if curve.failed else "ok", payload)
-    try:
-        output.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
-    except OSError as exc:
-        fail(f"cannot write the curve to '{output}' ({exc.strerror}): pass a writable --output", 2)
+    payload = finish_with(store, run_id, {"ended": ended, "curves": [curve.to_dict()]}, output,
+                          "failed" if curve.failed else "ok")
     if plot is not None:
         from veriscale.progress.plot import plot_curves
 

@@ -11,18 +11,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from veriscale.bench.plot import pyplot
-from veriscale.errors import UserError, setting
+from veriscale.bench.plot import png_path, pyplot, save_figure
+from veriscale.errors import UserError
 from veriscale.progress.curve import ProgressCurve
 
 _MARKERS = {"regression": "v", "stall": "s", "likely_done": "*"}
 
 
+def _axes(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("step")
+    ax.set_ylabel("progress (%)")
+    ax.set_ylim(-2, 102)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+
+
 def plot_curves(curves: Sequence[ProgressCurve], path: str | Path, title: str = "") -> Path:
     """Write the curves' plot at ``path`` (a .png) and return the path."""
-    out = Path(path)
-    if out.suffix.lower() != ".png":
-        raise UserError(f"plot file '{path}' should end in .png: the plot is written as PNG")
+    out = png_path(path)
     if not any(p.value is not None for c in curves for p in c.points):
         raise UserError("there is no scored checkpoint to plot: every checkpoint's model call failed")
     plt = pyplot()
@@ -37,46 +45,24 @@ def plot_curves(curves: Sequence[ProgressCurve], path: str | Path, title: str = 
         for event in curve.events:
             ax.plot([event.step], [100 * event.value], _MARKERS.get(event.kind, "o"), color=line.get_color(),
                     markersize=9, markeredgecolor="black")
-    ax.set_xlabel("step")
-    ax.set_ylabel("progress (%)")
-    ax.set_ylim(-2, 102)
-    ax.grid(alpha=0.3)
+    _axes(ax)
     ax.legend(fontsize=8, loc="lower right")
     models = sorted({c.model for c in curves})
     ax.set_title(title or f"veriscale track · {', '.join(models)} · {curves[0].scale}", fontsize=10)
-    fig.tight_layout()
-    try:
-        fig.savefig(out, dpi=110)
-    except OSError as exc:
-        raise UserError(f"cannot write the plot to '{path}' ({exc.strerror}): give {setting('plot')} a writable path") from None
-    finally:
-        plt.close(fig)
-    return out
+    return save_figure(plt, fig, out)
 
 
 def plot_bench_rows(report, path: str | Path) -> Path:
     """A progress bench's curves: one thin line per run, green when it succeeded, red when it failed
     (first-error data: green for correct solutions)."""
-    out = Path(path)
-    if out.suffix.lower() != ".png":
-        raise UserError(f"plot file '{path}' should end in .png: the plot is written as PNG")
+    out = png_path(path)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.2))
     for row in report.rows:
         good = (row["outcome"] == -1) if report.kind == "first_error" else bool(row["outcome"])
         pts = [(s, 100 * v) for s, v in zip(row["steps"], row["continuous"]) if v is not None]
         ax.plot([s for s, _ in pts], [v for _, v in pts], color="tab:green" if good else "tab:red", alpha=0.5, linewidth=1)
-    ax.set_xlabel("step")
-    ax.set_ylabel("progress (%)")
-    ax.set_ylim(-2, 102)
-    ax.grid(alpha=0.3)
+    _axes(ax)
     ax.set_title(f"veriscale bench --progress · {report.kind} · {report.model} · n={report.n_items} "
                  "(green: success / correct, red: failure / wrong)", fontsize=9)
-    fig.tight_layout()
-    try:
-        fig.savefig(out, dpi=110)
-    except OSError as exc:
-        raise UserError(f"cannot write the plot to '{path}' ({exc.strerror}): give {setting('plot')} a writable path") from None
-    finally:
-        plt.close(fig)
-    return out
+    return save_figure(plt, fig, out)

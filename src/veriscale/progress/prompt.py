@@ -7,7 +7,7 @@ caches re-process just the new step and the question::
 
     scale = progress_scale("digits")              # 9 = 100 % done ... 1 = 0 %; any G: letters:11, digits:5
     req = progress_request(task_text, ["[step 1] agent\\nls", "[step 2] agent\\nmake"], scale)
-    req.prefill                                     # 'Progress:' -- the score slot follows it
+    req.prefill                                     # 'Progress: ' -- the score slot follows it
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from veriscale.fence import DATA_RULE, fence
 from veriscale.models.base import Message, ScoreRequest
 from veriscale.verify.scale import Scale, parse_scale
 
-PROGRESS_PROMPT_VERSION = "progress-v1"
+PROGRESS_PROMPT_VERSION = "progress-v1"  # the prompt layout and words; part of every cache key
 DEFAULT_PROGRESS_SCALE = "digits"  # 9 = 100 % done ... 1 = 0 %: small models put more mass on digits after "Progress:"
 
 SYSTEM = (
@@ -67,6 +67,16 @@ def question_text(scale: Scale) -> str:
     return f"## Question\nFrom these steps alone, how much of the task is done? ({scale.hint()})"
 
 
+def prefill_for(scale: Scale) -> str:
+    """'Progress:' and, for digit labels, the space before them.
+
+    Tokenizers split ' 7' into a space and a digit (letters keep ' A' as one token), so for
+    digits the slot must come after the space: there the next token is the label itself, for a
+    server's top logprobs as for the in-process model.
+    """
+    return "Progress: " if scale.labels[0].isdigit() else "Progress:"
+
+
 def progress_request(task: str, step_texts: list[str], scale: Scale, *, reasoning: bool = False,
                      seed: int | None = None, temperature: float = 0.7) -> ScoreRequest:
     """The score request of one checkpoint; ``step_texts`` are the parts shown, in order.
@@ -76,7 +86,7 @@ def progress_request(task: str, step_texts: list[str], scale: Scale, *, reasonin
     user = "\n\n".join([head_text(task, scale, reasoning=reasoning), *step_texts, question_text(scale)])
     return ScoreRequest(
         messages=(Message("system", SYSTEM), Message("user", user)),
-        prefill="Progress:",
+        prefill=prefill_for(scale),
         labels=scale.labels,
         reasoning=reasoning,
         temperature=temperature if reasoning else 0.0,

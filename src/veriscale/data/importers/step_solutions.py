@@ -34,6 +34,8 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
     steps = [s for s in obj["steps"] if isinstance(s, str)]
     if len(steps) != len(obj["steps"]):
         raise UserError(f"{source or 'record'} has steps that are not text: each step must be a string")
+    if not steps:
+        raise UserError(f"{source or 'record'} has no steps: a step-by-step solution needs at least one step")
     label = obj["label"]
     if not -1 <= label < len(steps):
         raise UserError(f"{source or 'record'} has label {label} but {len(steps)} steps: use -1 or a step index")

@@ -80,6 +80,7 @@ def load_rows(path, key, ignore_case):
 
 
 def main(argv=None):
+    # A standalone program run by path in the jail: its own argument parsing, nothing shared.
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="two or more .csv or .json files")
     parser.add_argument("--key", help="column that identifies a row (tables)")

@@ -66,6 +66,7 @@ def same(a, b, tol):
 
 
 def main(argv=None):
+    # A standalone program run by path in the jail: its own argument parsing, nothing shared.
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("books", nargs="+", help="two or more workbooks")
     parser.add_argument("--sheet", help="only this sheet")
