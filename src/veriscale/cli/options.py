@@ -15,7 +15,7 @@ from veriscale.models.base import ModelBackend
 from veriscale.models.uri import URI_FORMS, load_backend
 
 ModelOpt = Annotated[Optional[list[str]], typer.Option(
-    "--model", "-m", help=f"Model URI ({URI_FORMS}) or a [models.NAME] of the config file; repeat it for several "
+    "--model", "-m", help=f"Model URI ({URI_FORMS}) or a model name from the config file (a \\[models.NAME] table); repeat it for several "
     "endpoints of one model (load-balanced). Default: the config file's model, else embedded.")]
 StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="SQLite store (default: per-user data dir, or $VERISCALE_STORE).")]
 ScaleOpt = Annotated[str, typer.Option("--scale", help="letters[:G] (A best, default G=20), digits[:G], yesno.")]
