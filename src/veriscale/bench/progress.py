@@ -100,7 +100,8 @@ def load_progress_data(path: str | Path, limit: int | None = None, seed: int = 0
         groups = eligible or groups
     chosen_groups = sample(groups, DEFAULT_LIMITS["voc"] if limit is None else (limit or None), seed)
     items = [c for g in chosen_groups for c in g]
-    notes.append(f"subsample: {len(chosen_groups)} tasks ({len(items)} runs) of {len(by_task)} with seed {seed}")
+    n = len(chosen_groups)
+    notes.append(f"subsample: {n} task{'s' if n != 1 else ''} ({len(items)} runs) of {len(by_task)} with seed {seed}")
     return ProgressData("voc", str(path), items, len(by_task), notes)
 
 
