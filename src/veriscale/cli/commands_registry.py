@@ -15,6 +15,7 @@ MODULES = [
     "veriscale.cli.select",
     "veriscale.cli.bench",
     "veriscale.cli.track",
+    "veriscale.cli.serve_reward",
 ]
 
 

@@ -1,0 +1,66 @@
+"""``veriscale serve-reward``: a remote reward model for OpenRLHF's ``--remote_rm_url``.
+
+    app = create_reward_app(RewardService(GroupRewarder(verifier)), token="s3cret")
+    # POST /get_reward  {"query": [...], "prompts": [...], "labels": [...]}
+    #   -> {"rewards": [...], "scores": [...], "extra_logs": {...}}
+
+Bad requests get HTTP 400 (413 for a body over ``max_body_bytes``, 401 without the token) and a
+JSON ``{"error": "<one sentence>"}``. Requests are answered concurrently: each batch runs in a
+worker thread and its model calls share the verifier's gateway (cache, concurrency, budget).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from veriscale.errors import UserError
+from veriscale.rewards.service import RewardService
+
+DEFAULT_MAX_BODY_BYTES = 8 << 20
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def create_reward_app(service: RewardService, *, token: str | None = None,
+                      max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """The FastAPI app answering ``POST /get_reward`` (and ``GET /health``)."""
+    app = FastAPI(title="veriscale reward server")
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/get_reward")
+    async def get_reward(request: Request) -> JSONResponse:
+        if token is not None:
+            given = request.headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                return _error(401, "missing or wrong token: send 'Authorization: Bearer <token>'")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_body_bytes:
+                return _error(413, f"request body over {max_body_bytes} bytes: send smaller batches")
+        try:
+            data: Any = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "the body is not JSON: send {\"query\": [...], \"prompts\": [...]}")
+        if not isinstance(data, dict) or "query" not in data:
+            return _error(400, "the body has no 'query': send {\"query\": [...], \"prompts\": [...]}")
+        if "prompts" not in data:
+            return _error(400, "the body has no 'prompts': send the prompt of each query")
+        try:
+            batch = await asyncio.to_thread(service.rewards, data["query"], data["prompts"])
+        except UserError as exc:
+            return _error(400, str(exc))
+        return JSONResponse(batch.to_openrlhf())
+
+    return app
