@@ -10,6 +10,7 @@ import pytest
 from tests.support.scripted_progress import ScriptedProgressModel
 from veriscale.bench.progress import (f1_score, first_error_metrics, load_progress_data, plan_progress,
                                       predict_first_error, run_progress, spaced_checkpoints)
+from veriscale.data.model import Candidate
 from veriscale.errors import UserError
 from veriscale.progress.judge import ProgressJudge
 
@@ -87,3 +88,17 @@ def test_bad_progress_data_is_named(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"problem": "p", "steps": ["a"], "label": 4}) + "\n")
     with pytest.raises(UserError, match="label 4 but 1 steps"):
         load_progress_data(bad)
+
+
+def test_voc_bench_reads_outcomes_under_every_label_key() -> None:
+    from veriscale.bench.progress import ProgressData
+    from veriscale.data.model import Step, Task, Trajectory
+
+    def run(ident: str, texts: list[str], passed: bool) -> Candidate:
+        return Candidate(id=ident, trajectory=Trajectory([Step(role="agent", text=t) for t in texts]),
+                         task=Task("t", id="t"), labels={"passed": passed})
+
+    data = ProgressData("voc", "mem", [run("a", ["UP", "UP", "UP"], True), run("b", ["UP", "DOWN", "x"], False)], 1)
+    judge = ProgressJudge(ScriptedProgressModel())
+    by = run_progress(judge, data, plan_progress(judge, data)).metrics["continuous"]["voc_by_outcome"]
+    assert by["success"]["mean_voc"] == pytest.approx(1.0) and by["failure"]["n"] == 1

@@ -137,7 +137,8 @@ def run_progress(judge: ProgressJudge, data: ProgressData, plans: Sequence[Track
     rows = [{"id": c.trajectory_id, "outcome": c.outcome, "steps": c.steps(), "continuous": s_c, "discrete": s_d}
             for c, s_c, s_d in zip(curves, series["continuous"], series["discrete"])]
     if data.kind == "voc":
-        metrics = {name: _voc_metrics(curves, values) for name, values in series.items()}
+        succeeded = [run_label(cand) > 0.5 for cand in data.items]
+        metrics = {name: _voc_metrics(curves, values, succeeded) for name, values in series.items()}
         for row, curve in zip(rows, curves):
             row["voc"] = {name: value_order_correlation(v, curve.steps()) for name, v in
                           (("continuous", row["continuous"]), ("discrete", row["discrete"]))}
@@ -152,13 +153,10 @@ def run_progress(judge: ProgressJudge, data: ProgressData, plans: Sequence[Track
                           judge.usage.since(before).to_dict())
 
 
-def _voc_metrics(curves: list[ProgressCurve], values: list[list[float | None]]) -> dict[str, Any]:
-    vocs = [(value_order_correlation(v, c.steps()), bool(run_label_value(c.outcome) > 0.5)) for c, v in zip(curves, values)]
+def _voc_metrics(curves: list[ProgressCurve], values: list[list[float | None]],
+                 succeeded: list[bool]) -> dict[str, Any]:
+    vocs = [(value_order_correlation(v, c.steps()), ok) for c, v, ok in zip(curves, values, succeeded)]
     return {"voc_by_outcome": voc_by_outcome(vocs)}
-
-
-def run_label_value(outcome: Any) -> float:
-    return float(outcome) if not isinstance(outcome, bool) else (1.0 if outcome else 0.0)
 
 
 def predict_first_error(values: Sequence[float | None], rule: str, threshold: float) -> int:
