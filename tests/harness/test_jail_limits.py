@@ -18,7 +18,8 @@ import pytest
 
 from tests.harness.jail_probe import probe, session_spec
 from veriscale.harness.jail.sandbox import JailLimits, check_jail_available, run_jailed
-from veriscale.harness.jail.limits import MIB, ResourceBox, expected_mechanism, parse_size
+from veriscale.harness.jail.limits import MIB, ResourceBox, expected_mechanism
+from veriscale.sizes import parse_size
 from veriscale.harness.jail.netjail import ModelForward
 from veriscale.errors import UserError
 

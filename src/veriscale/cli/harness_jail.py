@@ -27,7 +27,8 @@ RELAY = typer.Option(16, "--relay-connections", help="Model connections one sess
 
 def jail_limits(memory: str, pids: int, cpu: int, tmpfs: str, output: str, capture: str, relay: int):
     """The :class:`JailLimits` the flags describe (UserError naming a bad value)."""
-    from veriscale.harness.jail.limits import JailLimits, parse_size
+    from veriscale.harness.jail.limits import JailLimits
+    from veriscale.sizes import parse_size
 
     return JailLimits(memory_bytes=parse_size(memory), pids=pids, cpu_s=cpu, tmpfs_bytes=parse_size(tmpfs),
                       output_bytes=parse_size(output), capture_bytes=parse_size(capture), relay_connections=relay)

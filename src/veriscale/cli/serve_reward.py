@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         Example: veriscale serve-reward --port 5000 --model http://127.0.0.1:8000/v1#judge
         """
         with user_errors():
-            from veriscale.harness.jail.limits import parse_size
+            from veriscale.sizes import parse_size
 
             token = token or os.environ.get(TOKEN_ENV) or None
             if not is_loopback(host) and not token:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from veriscale.errors import UserError, setting
+
 DEFAULT_STALL_WINDOW = 5
 DEFAULT_REGRESSION_DROP = 0.15
 DEFAULT_DONE_THRESHOLD = 0.9
@@ -51,8 +53,6 @@ class EventWatch:
     _done: bool = False
 
     def __post_init__(self) -> None:
-        from veriscale.errors import UserError, setting
-
         if not isinstance(self.stall_window, int) or self.stall_window < 1:
             raise UserError(f"stall window {self.stall_window!r} ({setting('stall_window')}) must be a whole number of checkpoints, 1 or more")
         if not 0 < self.regression_drop <= 1:

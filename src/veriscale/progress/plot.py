@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from veriscale.bench.plot import png_path, pyplot, save_figure
+from veriscale.plotting import png_path, pyplot, save_figure
 from veriscale.errors import UserError
 from veriscale.progress.curve import ProgressCurve
 

@@ -46,6 +46,14 @@ class AdaptiveStop:
             )
 
 
+def play_all(rounds: Sequence[Sequence[Pair]], ledger: JudgeLedger, repeats: int) -> None:
+    """Judge every pair of every round ``repeats`` times (the schedule without stopping early)."""
+    for pairs in rounds:
+        for a, b in pairs:
+            for _ in range(repeats):
+                ledger.judge_pair(a, b)
+
+
 def play_adaptively(
     rounds: Sequence[Sequence[Pair]], ledger: JudgeLedger, stop: AdaptiveStop, refit: Refit
 ) -> tuple[BradleyTerryFit, str, int]:

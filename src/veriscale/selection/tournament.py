@@ -47,7 +47,7 @@ from typing import Callable, Hashable, Sequence
 import numpy as np
 
 from veriscale.errors import UserError
-from veriscale.selection.adaptive import AdaptiveStop, play_adaptively
+from veriscale.selection.adaptive import AdaptiveStop, play_adaptively, play_all
 from veriscale.selection.aggregate import TournamentResult, bradley_terry_result, pointwise_result
 from veriscale.selection.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
 from veriscale.selection.groups import group_candidates
@@ -101,10 +101,7 @@ def round_robin(
     elif adaptive:
         fit, stop, _ = play_adaptively(rounds, ledger, stop_rule, refit)
     else:
-        for pairs in rounds:
-            for a, b in pairs:
-                for _ in range(repeats):
-                    ledger.judge_pair(a, b)
+        play_all(rounds, ledger, repeats)
     return bradley_terry_result(
         "round_robin", grouped, ledger, fit or refit(), n_comparisons=len(ledger.judged_pairs()),
         planned=n * (n - 1) // 2 * repeats, adaptive=adaptive, stop=stop, tie_tolerance=tie_tolerance,
@@ -164,10 +161,7 @@ def ppt(
     if adaptive:
         fit, stop, played = play_adaptively(rounds, ledger, stop_rule, refit)
     else:
-        for meetings in rounds:
-            for a, b in meetings:
-                for _ in range(per_meeting):
-                    ledger.judge_pair(a, b)
+        play_all(rounds, ledger, per_meeting)
         fit, played = refit(), len(rounds)
     return bradley_terry_result(
         "ppt", grouped, ledger, fit, n_comparisons=n + sum(len(r) for r in rounds[:played]),

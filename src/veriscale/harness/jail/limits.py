@@ -7,7 +7,7 @@ from rlimits (``RLIMIT_AS`` stands in for memory and counts reserved address spa
 (``RLIMIT_CPU``, per process) and the largest file (``RLIMIT_FSIZE`` = the output cap) are
 rlimits in both cases. Sizes of the scratch tmpfs and of the output folder are tmpfs sizes::
 
-    limits = JailLimits(memory_bytes=parse_size("1G"), pids=128)
+    limits = JailLimits(memory_bytes=parse_size("1G"), pids=128)   # parse_size: veriscale.sizes
     with ResourceBox(limits) as box:
         box.kind             # 'cgroup v1', 'cgroup v2' or 'rlimits'
         box.enter_files      # cgroup.procs files the session's first process joins
@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from veriscale.errors import UserError, setting
+from veriscale.sizes import GIB, MIB
 
-GIB, MIB = 1 << 30, 1 << 20
 #: Host user ids given to sessions when veriscale runs as root: base + a slot free at the time.
 JAIL_UID_BASE = int(os.environ.get("VERISCALE_JAIL_UID_BASE", "1900000000"))
 JAIL_UID_SLOTS = 10_000
@@ -57,15 +57,6 @@ class JailLimits:
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
-
-
-def parse_size(text: str) -> int:
-    """``'512M'`` -> 536870912; plain numbers are bytes; K, M, G, T suffixes are powers of 1024."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", str(text), re.IGNORECASE)
-    if not match:
-        raise UserError(f"size {text!r} is not a size: give bytes or a number with K, M or G (e.g. 512M)")
-    factor = 1024 ** " KMGT".index(match.group(2).upper() or " ")
-    return int(float(match.group(1)) * factor)
 
 
 # --- cgroups ------------------------------------------------------------------------------
