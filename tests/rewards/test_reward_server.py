@@ -13,7 +13,7 @@ import pytest
 import uvicorn
 
 from tests.rewards.test_group_and_shaping import GradedModel
-from veriscale.rewards import GroupRewarder
+from veriscale.rewards import BatchRewarder
 from veriscale.rewards.server import create_reward_app
 from veriscale.rewards.service import RewardService
 from veriscale.verify.reward import Verifier
@@ -27,7 +27,7 @@ def server():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     verifier = Verifier(GradedModel(), scale="letters:5")
-    app = create_reward_app(RewardService(GroupRewarder(verifier)), token="s3cret", max_body_bytes=4096)
+    app = create_reward_app(RewardService(BatchRewarder(verifier)), token="s3cret", max_body_bytes=4096)
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()

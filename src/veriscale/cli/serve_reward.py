@@ -60,14 +60,14 @@ def register(app: typer.Typer) -> None:
                 from veriscale.rewards.server import create_reward_app
             except ImportError:
                 raise UserError("serve-reward needs FastAPI and uvicorn: pip install 'veriscale[server]'") from None
-            from veriscale.rewards.group import GroupRewarder
+            from veriscale.rewards.batch import BatchRewarder
             from veriscale.rewards.service import RewardService
             from veriscale.verify.reward import Verifier
 
             c = o.concurrency_of(concurrency)
             verifier = Verifier(o.open_model(model, concurrency=c), store=o.open_store(store), scale=scale,
                                 criteria=criteria, repeats=repeats, max_calls=max_calls, concurrency=c)
-            app_ = create_reward_app(RewardService(GroupRewarder(verifier)), token=token, max_body_bytes=limit)
+            app_ = create_reward_app(RewardService(BatchRewarder(verifier)), token=token, max_body_bytes=limit)
             err_console.print(f"reward server on http://{host}:{port}/get_reward"
                               + (" (token required)" if token else ""), highlight=False)
         uvicorn.run(app_, host=host, port=port, log_level="warning")

@@ -24,6 +24,7 @@ import numpy as np
 from scipy.special import expit
 
 from veriscale.data.model import Candidate, Task
+from veriscale.engine.usage import Usage
 from veriscale.selection.select import Selection, SelectionFailed, SelectionSettings, select
 from veriscale.verify.reward import Verifier
 
@@ -39,6 +40,13 @@ class GroupResult:
     rewards: list[float | None]
     errors: list[str] = field(default_factory=list)
     selection: Selection | None = None
+    #: each member's mean reward per criterion over its judgements ({} where it has no reward)
+    criteria: list[dict[str, float | None]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)  # what this group's judgements cost
+
+    def __post_init__(self) -> None:
+        if not self.criteria:
+            self.criteria = [{} for _ in self.rewards]
 
 
 def bradley_terry_rewards(strengths: Sequence[float]) -> list[float]:
@@ -68,16 +76,21 @@ class GroupRewarder:
         if len(present) == 1:
             only = self.verifier.score(task, completions[present[0]])
             rewards[present[0]] = only.reward
-            return GroupResult(rewards, errors + list(only.errors))
+            result = GroupResult(rewards, errors + list(only.errors), usage=only.usage)
+            if only.reward is not None:
+                result.criteria[present[0]] = {name: c["reward"] for name, c in only.criteria.items()}
+            return result
         candidates = [Candidate(id=f"completion-{i}", text=completions[i]) for i in present]
         try:
             sel = select(Task(task), candidates, verifier=self.verifier, settings=self.settings)
         except SelectionFailed as exc:
             return GroupResult(rewards, errors + [str(exc)])
         strengths = sel.tournament.strengths if sel.tournament is not None else [0.0] * len(present)
-        for index, reward in zip(present, bradley_terry_rewards(strengths)):
+        result = GroupResult(rewards, errors, sel, usage=sel.usage)
+        for local, (index, reward) in enumerate(zip(present, bradley_terry_rewards(strengths))):
             rewards[index] = reward
-        return GroupResult(rewards, errors, sel)
+            result.criteria[index] = dict(sel.criteria_scores[local])
+        return result
 
     def rewards(self, task: str, completions: Sequence[str | None]) -> list[float | None]:
         return self.group(task, completions).rewards

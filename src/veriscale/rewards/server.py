@@ -1,6 +1,6 @@
 """``veriscale serve-reward``: a remote reward model for OpenRLHF's ``--remote_rm_url``.
 
-    app = create_reward_app(RewardService(GroupRewarder(verifier)), token="s3cret")
+    app = create_reward_app(RewardService(BatchRewarder(verifier)), token="s3cret")
     # POST /get_reward  {"query": [...], "prompts": [...], "labels": [...]}
     #   -> {"rewards": [...], "scores": [...], "extra_logs": {...}}
 

@@ -1,0 +1,105 @@
+"""One reward per (prompt, response) pair of a trainer's batch: the core every adapter calls.
+
+    rewarder = BatchRewarder(Verifier(load_backend("embedded")))           # mode="group"
+    batch = rewarder.rewards(["Q: 2+2?", "Q: 2+2?", "Q: 3+3?"], ["4", "5", "6"])
+    batch.rewards      # [0.7, 0.3, 0.8]: the first two ranked against each other, None on failure
+    batch.criteria     # [{"Correctness": 0.8, ...}, ...] per-criterion scores of each response
+    batch.usage        # model calls, cache hits, tokens this batch cost
+    await rewarder.arewards(prompts, responses)                            # from async code
+
+``mode="group"`` (the default) rewards the responses to identical prompts against each other
+(:mod:`veriscale.rewards.group`): an all-wrong group still ranks the less wrong higher.
+``mode="pointwise"`` scores each response alone with the verifier's expected label value, in
+[0, 1]. Either way a response that is missing, empty or could not be verified gets None, and
+``errors`` says why: a failed verification is never a score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from veriscale.engine.usage import Usage
+from veriscale.errors import UserError
+from veriscale.rewards.group import GROUP_SETTINGS, GroupRewarder, groups_by_prompt
+from veriscale.selection.settings import SelectionSettings
+from veriscale.verify.reward import Verifier
+
+MODES = ("group", "pointwise")
+
+
+@dataclass
+class RewardBatch:
+    """The rewards of a batch, in the order given, with what they rest on and what they cost."""
+
+    rewards: list[float | None]
+    group_sizes: list[int]
+    criteria: list[dict[str, float | None]]
+    errors: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def failed(self) -> int:
+        return sum(r is None for r in self.rewards)
+
+    def criterion_columns(self) -> dict[str, list[float | None]]:
+        """Per-criterion scores as columns (one value per response, None where unscored)."""
+        names = sorted({name for scores in self.criteria for name in scores})
+        return {name: [scores.get(name) for scores in self.criteria] for name in names}
+
+    def metrics(self) -> dict[str, float]:
+        """What the batch cost, as scalars a trainer can log."""
+        return {"model_calls": float(self.usage.model_calls), "cache_hits": float(self.usage.cache_hits),
+                "prompt_tokens": float(self.usage.prompt_tokens), "failed": float(self.failed)}
+
+    def to_openrlhf(self) -> dict[str, Any]:
+        """OpenRLHF's remote reward answer: ``rewards``, ``scores`` and ``extra_logs`` lists."""
+        failed = [1.0 if r is None else 0.0 for r in self.rewards]
+        logs = {"veriscale_group_size": [float(n) for n in self.group_sizes], "veriscale_failed": failed}
+        for name, values in self.criterion_columns().items():
+            logs[f"veriscale_{name}"] = values
+        return {"rewards": self.rewards, "scores": self.rewards, "extra_logs": logs}
+
+
+def check_pairs(prompts: Any, responses: Any) -> None:
+    """UserError naming the list when prompts and responses are not equal-length lists."""
+    for name, value in (("prompts", prompts), ("responses", responses)):
+        if not isinstance(value, (list, tuple)):
+            raise UserError(f"{name} must be a list, not {type(value).__name__}: give one item per completion")
+    if len(prompts) != len(responses):
+        raise UserError(f"{len(prompts)} prompts but {len(responses)} responses: give one prompt per response")
+    bad = next((i for i, p in enumerate(prompts) if not isinstance(p, str)), None)
+    if bad is not None:
+        raise UserError(f"prompt {bad} is {type(prompts[bad]).__name__}, not text: give each prompt as a string")
+
+
+class BatchRewarder:
+    """Rewards for a batch of (prompt, response) pairs (see the module docstring)."""
+
+    def __init__(self, verifier: Verifier, *, mode: str = "group",
+                 settings: SelectionSettings = GROUP_SETTINGS) -> None:
+        if mode not in MODES:
+            raise UserError(f"reward mode {mode!r} is unknown: use one of {', '.join(MODES)}")
+        self.verifier, self.mode = verifier, mode
+        self.grouper = GroupRewarder(verifier, settings)
+
+    def rewards(self, prompts: Sequence[str], responses: Sequence[str | None]) -> RewardBatch:
+        check_pairs(prompts, responses)
+        n = len(prompts)
+        batch = RewardBatch([None] * n, [0] * n, [{} for _ in range(n)])
+        groups = groups_by_prompt(list(prompts)) if self.mode == "group" else [[i] for i in range(n)]
+        for members in groups:
+            # a group of one is scored pointwise: that is all pointwise mode does
+            result = self.grouper.group(prompts[members[0]], [responses[i] for i in members])
+            batch.errors += [f"prompt {members[0]}: {e}" for e in result.errors]
+            batch.usage.add(result.usage)
+            for local, i in enumerate(members):
+                batch.rewards[i], batch.criteria[i] = result.rewards[local], result.criteria[local]
+                batch.group_sizes[i] = len(members)
+        return batch
+
+    async def arewards(self, prompts: Sequence[str], responses: Sequence[str | None]) -> RewardBatch:
+        """:meth:`rewards` without blocking the caller's loop; model calls still go through the gateway."""
+        return await asyncio.to_thread(self.rewards, prompts, responses)
