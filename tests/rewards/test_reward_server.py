@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import threading
-import time
 
 import httpx
 import pytest
-import uvicorn
 
 from tests.rewards.test_group_and_shaping import GradedModel
+from tests.support.served_app import served
 from veriscale.rewards import BatchRewarder
 from veriscale.rewards.server import create_reward_app
 from veriscale.rewards.service import RewardService
@@ -23,24 +20,9 @@ PROMPT = "Q: what is 17 * 23? A:"
 
 @pytest.fixture(scope="module")
 def server():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     verifier = Verifier(GradedModel(), scale="letters:5")
-    app = create_reward_app(RewardService(BatchRewarder(verifier)), token="s3cret", max_body_bytes=4096)
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            if httpx.get(url + "/health").status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    yield url
-    srv.should_exit = True
-    thread.join(10)
+    with served(create_reward_app(RewardService(BatchRewarder(verifier)), token="s3cret", max_body_bytes=4096)) as url:
+        yield url
 
 
 AUTH = {"Authorization": "Bearer s3cret"}

@@ -1,7 +1,7 @@
 """``veriscale serve-reward``: the verifier as a remote reward model (OpenRLHF ``--remote_rm_url``).
 
-    veriscale serve-reward --port 5000 --model http://127.0.0.1:8000/v1#judge
-    # openrlhf ... --remote_rm_url http://127.0.0.1:5000/get_reward
+    veriscale serve-reward --port 5000 --model http://127.0.0.1:8000/v1#judge --group-size 8
+    # openrlhf ... --n_samples_per_prompt 8 --remote_rm_url http://127.0.0.1:5000/get_reward
 
 It binds 127.0.0.1 by default; any other address needs ``--token`` (or
 ``$VERISCALE_REWARD_TOKEN``), which clients send as ``Authorization: Bearer <token>``.
@@ -38,6 +38,9 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 5000,
         token: Annotated[Optional[str], typer.Option("--token", help=f"Bearer token clients must send (default ${TOKEN_ENV}); required off loopback.")] = None,
         max_body: Annotated[str, typer.Option("--max-body", help="Largest request body, e.g. 8M.")] = "8M",
+        group_size: Annotated[Optional[int], typer.Option("--group-size", help="Completions per prompt to wait for before rewarding them as one group (OpenRLHF's --n_samples_per_prompt).")] = None,
+        group_wait: Annotated[float, typer.Option("--group-wait", help="Seconds to wait for a group to fill before rewarding what arrived.")] = 30.0,
+        mode: Annotated[str, typer.Option("--mode", help="group: rank a prompt's completions against each other; pointwise: score each alone.")] = "group",
         model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
         criteria: o.CriteriaOpt = "general", repeats: o.RepeatsOpt = None,
         concurrency: o.ConcurrencyOpt = None, max_calls: o.MaxCallsOpt = None,
@@ -67,7 +70,9 @@ def register(app: typer.Typer) -> None:
             c = o.concurrency_of(concurrency)
             verifier = Verifier(o.open_model(model, concurrency=c), store=o.open_store(store), scale=scale,
                                 criteria=criteria, repeats=repeats, max_calls=max_calls, concurrency=c)
-            app_ = create_reward_app(RewardService(BatchRewarder(verifier)), token=token, max_body_bytes=limit)
-            err_console.print(f"reward server on http://{host}:{port}/get_reward"
+            app_ = create_reward_app(RewardService(BatchRewarder(verifier, mode=mode)), token=token,
+                                     max_body_bytes=limit, group_size=group_size, group_wait_s=group_wait)
+            grouping = (f", groups of {group_size} (wait up to {group_wait:g} s)" if group_size else "")
+            err_console.print(f"reward server on http://{host}:{port}/get_reward ({mode} rewards{grouping})"
                               + (" (token required)" if token else ""), highlight=False)
         uvicorn.run(app_, host=host, port=port, log_level="warning")

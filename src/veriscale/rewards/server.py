@@ -1,17 +1,18 @@
 """``veriscale serve-reward``: a remote reward model for OpenRLHF's ``--remote_rm_url``.
 
-    app = create_reward_app(RewardService(BatchRewarder(verifier)), token="s3cret")
+    app = create_reward_app(RewardService(BatchRewarder(verifier)), token="s3cret", group_size=8)
     # POST /get_reward  {"query": [...], "prompts": [...], "labels": [...]}
     #   -> {"rewards": [...], "scores": [...], "extra_logs": {...}}
 
 Bad requests get HTTP 400 (413 for a body over ``max_body_bytes``, 401 without the token) and a
-JSON ``{"error": "<one sentence>"}``. Requests are answered concurrently: each batch runs in a
-worker thread and its model calls share the verifier's gateway (cache, concurrency, budget).
+JSON ``{"error": "<one sentence>"}``. Concurrent requests are merged by prompt before they are
+rewarded (:mod:`veriscale.rewards.batching`): OpenRLHF sends one query per request, so a GRPO
+group's completions meet again here. Groups are rewarded in worker threads whose model calls
+share the verifier's gateway (cache, concurrency, budget).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 from typing import Any
@@ -20,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from veriscale.errors import UserError
+from veriscale.rewards.batching import RequestBatcher
 from veriscale.rewards.service import RewardService
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20
@@ -30,9 +32,11 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def create_reward_app(service: RewardService, *, token: str | None = None,
-                      max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+                      max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, group_size: int | None = None,
+                      group_wait_s: float = 30.0, window_s: float = 0.05) -> FastAPI:
     """The FastAPI app answering ``POST /get_reward`` (and ``GET /health``)."""
     app = FastAPI(title="veriscale reward server")
+    batcher = RequestBatcher(service, group_size=group_size, group_wait_s=group_wait_s, window_s=window_s)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -58,7 +62,8 @@ def create_reward_app(service: RewardService, *, token: str | None = None,
         if "prompts" not in data:
             return _error(400, "the body has no 'prompts': send the prompt of each query")
         try:
-            batch = await asyncio.to_thread(service.rewards, data["query"], data["prompts"])
+            labels = data.get("labels") or None  # OpenRLHF sends [] or null when there are none
+            batch = await batcher.submit(data["query"], data["prompts"], labels)
         except UserError as exc:
             return _error(400, str(exc))
         return JSONResponse(batch.to_openrlhf())

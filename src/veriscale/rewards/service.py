@@ -6,7 +6,8 @@
     batch.to_openrlhf()  # {"rewards": [...], "scores": [...], "extra_logs": {...}}
 
 A query is the prompt followed by the response (OpenRLHF sends both); the response is the
-query with its prompt removed from the front. Queries of identical prompts form one group and
+query with its prompt removed from the front. A label, when OpenRLHF sends one (the dataset's
+reference answer), is shown to the judge as the reference for that query's task. Queries of identical prompts form one group and
 are rewarded against each other (:mod:`veriscale.rewards.batch`).
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from veriscale.errors import UserError
 from veriscale.rewards.batch import BatchRewarder, RewardBatch
+from veriscale.rewards.texts import with_reference
 
 
 def response_of(query: str, prompt: str) -> str:
@@ -30,9 +32,15 @@ class RewardService:
     def __init__(self, rewarder: BatchRewarder) -> None:
         self.rewarder = rewarder
 
-    def rewards(self, queries: Sequence[Any], prompts: Sequence[Any]) -> RewardBatch:
+    def rewards(self, queries: Sequence[Any], prompts: Sequence[Any], labels: Sequence[Any] | None = None) -> RewardBatch:
+        """``labels`` (OpenRLHF's reference answers, optional) are shown to the judge with each task."""
         check_batch(queries, prompts)
-        return self.rewarder.rewards(list(prompts), [response_of(q, p) for q, p in zip(queries, prompts)])
+        responses = [response_of(q, p) for q, p in zip(queries, prompts)]
+        tasks = list(prompts)
+        if labels is not None:
+            check_labels(labels, len(queries))
+            tasks = [with_reference(t, label) for t, label in zip(tasks, labels)]
+        return self.rewarder.rewards(tasks, responses)
 
 
 def check_batch(queries: Any, prompts: Any) -> None:
@@ -45,3 +53,14 @@ def check_batch(queries: Any, prompts: Any) -> None:
             raise UserError(f"'{name}[{bad}]' is {type(value[bad]).__name__}, not a string")
     if len(queries) != len(prompts):
         raise UserError(f"'query' has {len(queries)} items but 'prompts' has {len(prompts)}: give one prompt per query")
+
+
+def check_labels(labels: Any, n: int) -> None:
+    """UserError when ``labels`` is given but is not one string (or null) per query."""
+    if not isinstance(labels, list):
+        raise UserError(f"'labels' must be a list of strings, not {type(labels).__name__}")
+    if len(labels) != n:
+        raise UserError(f"'labels' has {len(labels)} items but 'query' has {n}: give one label per query or none")
+    bad = next((i for i, item in enumerate(labels) if item is not None and not isinstance(item, str)), None)
+    if bad is not None:
+        raise UserError(f"'labels[{bad}]' is {type(labels[bad]).__name__}, not a string")
