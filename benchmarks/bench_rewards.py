@@ -7,8 +7,10 @@ Groups are real: the policy is SmolLM2-135M-Instruct itself (llama-cpp, temperat
 per completion) answering GSM8K problems from the ProcessBench dev file whose reference
 solution is marked correct (its ``\\boxed{}`` answer is the gold answer). At 135M parameters it
 is almost always wrong, which is the GRPO failure the group-relative reward addresses: a group
-counts as all-wrong when no completion contains the gold number. Each group is rewarded twice
-with the embedded judge, cold (no store): ``mode="pointwise"`` and ``mode="group"``.
+counts as all-wrong when no completion contains the gold number. Each group is rewarded with
+the embedded judge, cold (no store), three ways: ``discrete`` (pointwise, the most likely
+label's value: the usual LLM-judge reward), ``pointwise`` (the expected label value) and
+``group`` (round robin + Bradley–Terry within the group).
 
 Reported per mode: rewards per second (completions / wall seconds), model calls per group, the
 within-group standard deviation and range of the rewards (GRPO divides advantages by the std:
@@ -33,9 +35,9 @@ from _common import DATA
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support.tiny_policy
 
-from veriscale.models.embedded import EmbeddedModel, default_gguf_path  # noqa: E402
-from veriscale.rewards import BatchRewarder, TRLReward  # noqa: E402
-from veriscale.verify.reward import Verifier  # noqa: E402
+from veriscale.models.embedded import EmbeddedModel, default_gguf_path
+from veriscale.rewards import BatchRewarder, TRLReward
+from veriscale.verify.reward import Verifier
 
 SCALE = "letters:5"
 
@@ -43,8 +45,8 @@ SCALE = "letters:5"
 def gsm8k_problems(n: int) -> list[tuple[str, str]]:
     """(problem, gold answer) for the first n GSM8K items whose reference solution is correct."""
     out = []
-    for line in open(DATA / "progress_processbench_dev.jsonl"):
-        row = json.loads(line)
+    rows = (DATA / "progress_processbench_dev.jsonl").read_text().splitlines()
+    for row in map(json.loads, rows):
         if row["split"] != "gsm8k" or row["label"] != -1 or not row["final_answer_correct"]:
             continue
         boxed = re.search(r"\\boxed\{\$?([^}]*)\}", row["steps"][-1])
@@ -70,12 +72,18 @@ def spread(rewards: list[float | None]) -> tuple[float, float]:
     return (statistics.pstdev(values), max(values) - min(values)) if len(values) > 1 else (0.0, 0.0)
 
 
-def reward_rows(groups: list[tuple[str, list[str]]], judge: EmbeddedModel) -> dict:
+#: mode name -> (BatchRewarder mode, argmax judge?): "discrete" is the usual pointwise judge
+#: reward, the most likely label's value, which an all-wrong group tends to collapse onto
+MODES = {"discrete": ("pointwise", True), "pointwise": ("pointwise", False), "group": ("group", False)}
+
+
+def reward_rows(groups: list[tuple[str, list[str]]], judge: EmbeddedModel, modes: list[str]) -> dict:
     rows = {}
-    for mode in ("pointwise", "group"):
+    for name in modes:
+        mode, discrete = MODES[name]
         seconds, calls, stds, ranges, failed = 0.0, 0, [], [], 0
         for problem, completions in groups:
-            rewarder = BatchRewarder(Verifier(judge, scale=SCALE), mode=mode)
+            rewarder = BatchRewarder(Verifier(judge, scale=SCALE, discrete=discrete), mode=mode)
             start = time.perf_counter()
             batch = rewarder.rewards([problem] * len(completions), completions)
             seconds += time.perf_counter() - start
@@ -85,7 +93,7 @@ def reward_rows(groups: list[tuple[str, list[str]]], judge: EmbeddedModel) -> di
             stds.append(std)
             ranges.append(rng)
         n = sum(len(c) for _, c in groups)
-        rows[mode] = {"rewards_per_s": n / seconds, "model_calls_per_group": calls / len(groups),
+        rows[name] = {"rewards_per_s": n / seconds, "model_calls_per_group": calls / len(groups),
                       "mean_std": statistics.mean(stds), "mean_range": statistics.mean(ranges),
                       "collapsed_share": sum(s < 0.01 for s in stds) / len(stds), "failed": failed}
     return rows
@@ -117,7 +125,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", type=int, default=6)
     parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--trl-steps", type=int, default=3)
+    parser.add_argument("--trl-steps", type=int, default=3, help="0: skip the TRL run")
+    parser.add_argument("--modes", default="discrete,pointwise,group", help="of: " + ", ".join(MODES))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -135,16 +144,22 @@ def main() -> None:
     if not groups:
         raise SystemExit("no all-wrong group: raise --problems")
     judge = EmbeddedModel.load()
-    result = {"groups": len(groups), "group_size": args.group, "modes": reward_rows(groups, judge),
-              "trl": trl_share(judge, args.trl_steps)}
-    p, g = result["modes"]["pointwise"], result["modes"]["group"]
+    modes = [m for m in args.modes.split(",") if m]
+    if unknown := [m for m in modes if m not in MODES]:
+        raise SystemExit(f"unknown mode {unknown[0]!r}: use {', '.join(MODES)}")
+    result = {"groups": len(groups), "group_size": args.group, "modes": reward_rows(groups, judge, modes),
+              "trl": trl_share(judge, args.trl_steps) if args.trl_steps else None}
     print(f"{'mode':<10} {'rewards/s':>9} {'calls/group':>11} {'std':>6} {'range':>6} {'std<0.01':>8}")
     for mode, row in result["modes"].items():
         print(f"{mode:<10} {row['rewards_per_s']:>9.2f} {row['model_calls_per_group']:>11.0f} {row['mean_std']:>6.3f} "
               f"{row['mean_range']:>6.3f} {row['collapsed_share']:>8.0%}")
-    print(f"group/pointwise: std x{g['mean_std'] / max(p['mean_std'], 1e-9):.1f}, "
-          f"throughput x{g['rewards_per_s'] / p['rewards_per_s']:.2f}")
-    print(f"TRL smoke run ({args.trl_steps} steps, group of 8): reward share {result['trl']['reward_share']:.0%}")
+    rows = result["modes"]
+    if "group" in rows and "pointwise" in rows:
+        p, g = rows["pointwise"], rows["group"]
+        print(f"group/pointwise: std x{g['mean_std'] / max(p['mean_std'], 1e-9):.2f}, "
+              f"throughput x{g['rewards_per_s'] / p['rewards_per_s']:.3f}")
+    if result["trl"]:
+        print(f"TRL smoke run ({args.trl_steps} steps, group of 8): reward share {result['trl']['reward_share']:.0%}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
 

@@ -3,6 +3,7 @@
 #   bubblewrap (Debian)                 the harness jail
 #   @mariozechner/pi-coding-agent (npm) the external agent executor, into .tools/
 #   libseccomp2 (Debian)                the jail's syscall filter
+#   verl, openrlhf (PyPI, --no-deps)    the reward-calling code of two RL trainers (tests/rewards)
 #   a user veriscale-ci + a venv        the unprivileged pass of the jail suites (root only)
 set -eu
 cd "$(dirname "$0")/.."
@@ -23,6 +24,12 @@ if [ ! -f .tools/node_modules/@mariozechner/pi-coding-agent/package.json ] || \
    ! grep -q "\"version\": \"$PI_VERSION\"" .tools/node_modules/@mariozechner/pi-coding-agent/package.json; then
   npm install --silent --no-audit --no-fund --prefix .tools "@mariozechner/pi-coding-agent@$PI_VERSION"
 fi
+
+# veRL and OpenRLHF pin GPU stacks (vLLM, DeepSpeed, flash-attn) that do not install on a CPU
+# machine; the tests import only the modules that call reward functions, whose imports the
+# [test] extra provides.
+python -c "from importlib.metadata import version as v; assert (v('verl'), v('openrlhf')) == ('0.9.1', '0.11.2')" \
+  >/dev/null 2>&1 || python -m pip install -q --disable-pip-version-check --no-deps verl==0.9.1 openrlhf==0.11.2
 
 # Root only: an unprivileged user and a Python it can reach, so the jail suites run a second
 # time as a normal user (tests/harness/test_unprivileged_pass.py). /usr/bin/python3 is used

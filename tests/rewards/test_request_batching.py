@@ -65,14 +65,35 @@ def test_without_a_group_size_a_short_window_merges_concurrent_requests() -> Non
     assert [r["extra_logs"]["veriscale_group_size"] for r in replies] == [[3.0]] * 3
 
 
-def test_a_failing_judge_reaches_every_waiting_request_as_null() -> None:
+def test_a_failing_judge_reaches_every_waiting_request_flagged_never_zero() -> None:
     model = GradedModel()
     model.fail_when = lambda request: True
-    service = RewardService(BatchRewarder(Verifier(model, scale="letters:5")))
-    with served(create_reward_app(service, group_size=2)) as url:
-        replies = asyncio.run(ask_one_at_a_time(url, ANSWERS[:2]))
-    assert [r["rewards"] for r in replies] == [[None], [None]]
-    assert [r["extra_logs"]["veriscale_failed"] for r in replies] == [[1.0], [1.0]]
+    for on_failure, expected in (("neutral", [[0.5], [0.5]]), ("null", [[None], [None]])):
+        service = RewardService(BatchRewarder(Verifier(model, scale="letters:5")), on_failure=on_failure)
+        with served(create_reward_app(service, group_size=2)) as url:
+            replies = asyncio.run(ask_one_at_a_time(url, ANSWERS[:2]))
+        assert [r["rewards"] for r in replies] == expected
+        assert [r["extra_logs"]["veriscale_failed"] for r in replies] == [[1.0], [1.0]]
+
+
+def test_neutral_fill_gives_an_unverified_query_its_groups_mean() -> None:
+    model = GradedModel()
+    model.fail_when = lambda request: "unjudgeable" in str(request.messages)
+    service = RewardService(BatchRewarder(Verifier(model, scale="letters:5"), mode="pointwise"))
+    queries = [PROMPT + a for a in (" 391 +", " unjudgeable", " 381")]
+    batch = service.rewards(queries, [PROMPT] * 3)
+    assert batch.unverified == [False, True, False]
+    assert batch.rewards[1] == pytest.approx((batch.rewards[0] + batch.rewards[2]) / 2)
+    assert batch.to_openrlhf()["extra_logs"]["veriscale_failed"] == [0.0, 1.0, 0.0]
+
+
+def test_the_token_may_come_in_the_url_for_clients_without_headers() -> None:
+    with served(create_reward_app(RewardService(BatchRewarder(Verifier(GradedModel(), scale="letters:5"))),
+                                  token="s3cret")) as url:
+        body = {"query": [PROMPT + " 391"], "prompts": [PROMPT]}
+        assert httpx.post(url + "/get_reward?token=s3cret", json=body).status_code == 200
+        assert httpx.post(url + "/get_reward?token=wrong", json=body).status_code == 401
+        assert httpx.post(url + "/get_reward", json=body).status_code == 401
 
 
 def test_bad_batching_settings_are_refused() -> None:

@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from tests.rewards.test_group_and_shaping import GradedModel
-from tests.support.tiny_policy import PROMPTS, grpo_trainer
+from tests.support.tiny_policy import grpo_trainer
 from veriscale.errors import UserError
 from veriscale.rewards import AsyncTRLReward, TRLReward
 from veriscale.verify.reward import Verifier

@@ -4,7 +4,8 @@
     # openrlhf ... --n_samples_per_prompt 8 --remote_rm_url http://127.0.0.1:5000/get_reward
 
 It binds 127.0.0.1 by default; any other address needs ``--token`` (or
-``$VERISCALE_REWARD_TOKEN``), which clients send as ``Authorization: Bearer <token>``.
+``$VERISCALE_REWARD_TOKEN``), which clients send as ``Authorization: Bearer <token>`` or, as
+OpenRLHF must (its client sends no headers), in the URL: ``/get_reward?token=<token>``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def register(app: typer.Typer) -> None:
         group_size: Annotated[Optional[int], typer.Option("--group-size", help="Completions per prompt to wait for before rewarding them as one group (OpenRLHF's --n_samples_per_prompt).")] = None,
         group_wait: Annotated[float, typer.Option("--group-wait", help="Seconds to wait for a group to fill before rewarding what arrived.")] = 30.0,
         mode: Annotated[str, typer.Option("--mode", help="group: rank a prompt's completions against each other; pointwise: score each alone.")] = "group",
+        on_failure: Annotated[str, typer.Option("--on-failure", help="A query that could not be verified gets: neutral (its group's mean verified reward, flagged in extra_logs; OpenRLHF cannot take null) or null.")] = "neutral",
         model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
         criteria: o.CriteriaOpt = "general", repeats: o.RepeatsOpt = None,
         concurrency: o.ConcurrencyOpt = None, max_calls: o.MaxCallsOpt = None,
@@ -70,7 +72,8 @@ def register(app: typer.Typer) -> None:
             c = o.concurrency_of(concurrency)
             verifier = Verifier(o.open_model(model, concurrency=c), store=o.open_store(store), scale=scale,
                                 criteria=criteria, repeats=repeats, max_calls=max_calls, concurrency=c)
-            app_ = create_reward_app(RewardService(BatchRewarder(verifier, mode=mode)), token=token,
+            service = RewardService(BatchRewarder(verifier, mode=mode), on_failure=on_failure)
+            app_ = create_reward_app(service, token=token,
                                      max_body_bytes=limit, group_size=group_size, group_wait_s=group_wait)
             grouping = (f", groups of {group_size} (wait up to {group_wait:g} s)" if group_size else "")
             err_console.print(f"reward server on http://{host}:{port}/get_reward ({mode} rewards{grouping})"

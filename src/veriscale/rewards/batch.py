@@ -28,6 +28,7 @@ from veriscale.selection.settings import SelectionSettings
 from veriscale.verify.reward import Verifier
 
 MODES = ("group", "pointwise")
+NEUTRAL_REWARD = 0.5  # the middle of the reward range, for a group with nothing verified
 
 
 @dataclass
@@ -39,10 +40,33 @@ class RewardBatch:
     criteria: list[dict[str, float | None]]
     errors: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    groups: list[int] = field(default_factory=list)        # each response's group, by first member
+    unverified: list[bool] = field(default_factory=list)   # no reward of its own (None, or filled in)
+
+    def __post_init__(self) -> None:
+        self.groups = self.groups or list(range(len(self.rewards)))
+        self.unverified = self.unverified or [r is None for r in self.rewards]
 
     @property
     def failed(self) -> int:
-        return sum(r is None for r in self.rewards)
+        return sum(self.unverified)
+
+    def neutral_filled(self) -> RewardBatch:
+        """The batch with each missing reward (and criterion score) set to its group's mean of the
+        verified ones, or 0.5 where none is verified: for trainers that cannot take None. In GRPO
+        such a response has advantage 0 (no push either way); ``unverified`` still flags it."""
+        def filled(values: list[float | None]) -> list[float]:
+            out = []
+            for i, value in enumerate(values):
+                mates = [v for j, v in enumerate(values) if self.groups[j] == self.groups[i] and v is not None]
+                out.append(value if value is not None else (sum(mates) / len(mates) if mates else NEUTRAL_REWARD))
+            return out
+
+        names = sorted({name for scores in self.criteria for name in scores}) or []
+        columns = {name: filled([scores.get(name) for scores in self.criteria]) for name in names}
+        criteria = [{name: columns[name][i] for name in names} for i in range(len(self.rewards))]
+        return RewardBatch(filled(self.rewards), self.group_sizes, criteria, self.errors, self.usage, self.groups,
+                           self.unverified)
 
     def criterion_columns(self) -> dict[str, list[float | None]]:
         """Per-criterion scores as columns (one value per response, None where unscored)."""
@@ -56,7 +80,7 @@ class RewardBatch:
 
     def to_openrlhf(self) -> dict[str, Any]:
         """OpenRLHF's remote reward answer: ``rewards``, ``scores`` and ``extra_logs`` lists."""
-        failed = [1.0 if r is None else 0.0 for r in self.rewards]
+        failed = [1.0 if bad else 0.0 for bad in self.unverified]
         logs = {"veriscale_group_size": [float(n) for n in self.group_sizes], "veriscale_failed": failed}
         for name, values in self.criterion_columns().items():
             logs[f"veriscale_{name}"] = values
@@ -89,14 +113,18 @@ class BatchRewarder:
         check_pairs(prompts, responses)
         n = len(prompts)
         batch = RewardBatch([None] * n, [0] * n, [{} for _ in range(n)])
-        groups = groups_by_prompt(list(prompts)) if self.mode == "group" else [[i] for i in range(n)]
-        for members in groups:
+        by_prompt = groups_by_prompt(list(prompts))
+        for members in by_prompt:
+            for i in members:
+                batch.groups[i] = members[0]  # the prompt's group, also in pointwise mode (neutral fill)
+        for members in by_prompt if self.mode == "group" else [[i] for i in range(n)]:
             # a group of one is scored pointwise: that is all pointwise mode does
             result = self.grouper.group(prompts[members[0]], [responses[i] for i in members])
             batch.errors += [f"prompt {members[0]}: {e}" for e in result.errors]
             batch.usage.add(result.usage)
             for local, i in enumerate(members):
                 batch.rewards[i], batch.criteria[i] = result.rewards[local], result.criteria[local]
+                batch.unverified[i] = result.rewards[local] is None
                 batch.group_sizes[i] = len(members)
         return batch
 

@@ -75,7 +75,8 @@ class RequestBatcher:
                 pending.timer = loop.call_later(self.wait_s, self._flush, key)
             mine.append(item)
         results = await asyncio.gather(*(item.done for item in mine))
-        return RewardBatch([r[0] for r in results], [r[1] for r in results], [r[2] for r in results])
+        return RewardBatch([r[0] for r in results], [r[1] for r in results], [r[2] for r in results],
+                           unverified=[r[3] for r in results])
 
     def _flush(self, key: Any) -> None:
         pending = self._pending.pop(key, None)
@@ -97,4 +98,4 @@ class RequestBatcher:
             return
         for n, item in enumerate(items):
             if not item.done.done():
-                item.done.set_result((batch.rewards[n], batch.group_sizes[n], batch.criteria[n]))
+                item.done.set_result((batch.rewards[n], batch.group_sizes[n], batch.criteria[n], batch.unverified[n]))

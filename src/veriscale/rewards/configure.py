@@ -16,7 +16,6 @@ default. Trainers that load a reward function by module path (veRL) get their ve
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 

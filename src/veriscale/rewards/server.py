@@ -31,6 +31,14 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def _has_token(request: Request, token: str) -> bool:
+    """The token as a Bearer header, or as ``?token=`` (OpenRLHF's client sends no headers)."""
+    header = request.headers.get("authorization", "")
+    query = request.query_params.get("token", "")
+    return (hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
+            or hmac.compare_digest(query.encode(), token.encode()))
+
+
 def create_reward_app(service: RewardService, *, token: str | None = None,
                       max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, group_size: int | None = None,
                       group_wait_s: float = 30.0, window_s: float = 0.05) -> FastAPI:
@@ -44,10 +52,9 @@ def create_reward_app(service: RewardService, *, token: str | None = None,
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> JSONResponse:
-        if token is not None:
-            given = request.headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                return _error(401, "missing or wrong token: send 'Authorization: Bearer <token>'")
+        if token is not None and not _has_token(request, token):
+            return _error(401, "missing or wrong token: send 'Authorization: Bearer <token>' "
+                               "(or ?token=<token> in the URL, for clients that send no headers)")
         body = b""
         async for chunk in request.stream():
             body += chunk

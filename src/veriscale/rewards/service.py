@@ -26,11 +26,23 @@ def response_of(query: str, prompt: str) -> str:
     return query[len(prompt):] if prompt and query.startswith(prompt) else query
 
 
-class RewardService:
-    """Batches of queries in, one reward per query out (see the module docstring)."""
+ON_FAILURE = ("neutral", "null")
 
-    def __init__(self, rewarder: BatchRewarder) -> None:
-        self.rewarder = rewarder
+
+class RewardService:
+    """Batches of queries in, one reward per query out (see the module docstring).
+
+    A query whose verification failed has no reward of its own. OpenRLHF cannot take a null
+    reward (it builds a tensor of it), so by default (``on_failure="neutral"``) such a query gets
+    its group's mean verified reward (0.5 when none is verified): advantage 0, no push either
+    way, and ``extra_logs.veriscale_failed`` says it was not verified. ``on_failure="null"``
+    answers None instead, for clients that can take it. Never 0.
+    """
+
+    def __init__(self, rewarder: BatchRewarder, *, on_failure: str = "neutral") -> None:
+        if on_failure not in ON_FAILURE:
+            raise UserError(f"on_failure {on_failure!r} is unknown: use one of {', '.join(ON_FAILURE)}")
+        self.rewarder, self.on_failure = rewarder, on_failure
 
     def rewards(self, queries: Sequence[Any], prompts: Sequence[Any], labels: Sequence[Any] | None = None) -> RewardBatch:
         """``labels`` (OpenRLHF's reference answers, optional) are shown to the judge with each task."""
@@ -40,7 +52,8 @@ class RewardService:
         if labels is not None:
             check_labels(labels, len(queries))
             tasks = [with_reference(t, label) for t, label in zip(tasks, labels)]
-        return self.rewarder.rewards(tasks, responses)
+        batch = self.rewarder.rewards(tasks, responses)
+        return batch.neutral_filled() if self.on_failure == "neutral" else batch
 
 
 def check_batch(queries: Any, prompts: Any) -> None:

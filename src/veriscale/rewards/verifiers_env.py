@@ -47,7 +47,6 @@ drop NaN rewards before computing advantages.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -110,23 +109,19 @@ class VerifiersReward:
         without a completion or whose verification failed gets None and is marked failed.
         """
         traces = list(episode.traces)
-        texts = [trace_texts(t.task.data, t, self.reference_column) if t.ok else None for t in traces]
-        judged = [i for i, pair in enumerate(texts) if pair is not None]
-        batch = await self.rewarder.arewards([texts[i][0] for i in judged], [texts[i][1] for i in judged])
-        rewards: list[float | None] = [None] * len(traces)
-        for local, i in enumerate(judged):
-            trace, reward = traces[i], batch.rewards[local]
+        for trace in traces:
+            trace.rewards[self.__name__] = None  # until a reward is recorded, as verifiers seeds its own
+        judged = [t for t in traces if t.ok]
+        texts = [trace_texts(t.task.data, t, self.reference_column) for t in judged]
+        batch = await self.rewarder.arewards([task for task, _ in texts], [completion for _, completion in texts])
+        for local, (trace, reward) in enumerate(zip(judged, batch.rewards)):
             self._record(trace, batch.criteria[local], batch if local == 0 else None)  # the cost once
             if reward is None:
-                trace.rewards[self.__name__] = None
                 trace.record_error(RewardUnavailable(
                     f"trace {trace.id} got no reward from the episode's ranking ({'; '.join(batch.errors)})"))
             else:
                 trace.record_reward(self.__name__, reward, self.weight)
-                rewards[i] = reward
-        for i in set(range(len(traces))) - set(judged):
-            traces[i].rewards[self.__name__] = None
-        return rewards
+        return [trace.rewards[self.__name__].score if trace.rewards[self.__name__] else None for trace in traces]
 
     def rubric_function(self) -> Callable[..., Any]:
         """The reward function for a verifiers 0.3.x ``vf.Rubric(funcs=[...])`` (see the module)."""
@@ -164,7 +159,7 @@ class VerifiersReward:
                 responses.append(completion_text(completion, i))
             batch = await self.rewarder.arewards(tasks, responses)
         except UserError as exc:  # the Rubric would log it and score 0.0: no reward instead
-            logger.error("veriscale reward: %s; these %d completions get NaN (no reward)", exc, len(rows))
+            logger.error("veriscale reward: %s: no completion of this call gets a reward (NaN)", exc)
             return [NO_REWARD] * len(rows)
         for error in batch.errors:
             logger.warning("veriscale reward: %s; that completion gets NaN (no reward)", error)
@@ -185,13 +180,16 @@ class VerifiersReward:
 def trace_texts(task: TaskData, trace: Trace, reference_column: str | None = None) -> tuple[str, str | None]:
     """A 0.4 trace as (task text, completion text): the task's prompt, the messages the model added.
 
-    The prompt is ``task.system_prompt`` and ``task.prompt`` (or, for a task without one, the
-    messages before the first model reply); the completion is the last branch from the first
-    model reply on: replies, tool calls and tool results. None when the model never replied.
+    The prompt is ``task.prompt`` (with ``task.system_prompt`` as a system message when set; for
+    a task without a prompt, the messages before the first model reply); the completion is the
+    last branch from the first model reply on: replies, tool calls and tool results. None when
+    the model never replied.
     """
     nodes = trace.branches[-1].nodes if trace.nodes else []
     first = next((i for i, node in enumerate(nodes) if node.sampled), len(nodes))
-    if task.prompt is not None:
+    if isinstance(task.prompt, str) and not task.system_prompt:
+        text = task.prompt
+    elif task.prompt is not None:
         prompt = task.prompt if isinstance(task.prompt, list) else [{"role": "user", "content": task.prompt}]
         system = [{"role": "system", "content": task.system_prompt}] if task.system_prompt else []
         text = prompt_text(system + _dicts(prompt), 0)
@@ -199,8 +197,9 @@ def trace_texts(task: TaskData, trace: Trace, reference_column: str | None = Non
         text = prompt_text(_dicts([node.message for node in nodes[:first]]), 0)
     if reference_column is not None:
         text = with_reference(text, task_field(task, reference_column))
-    completion = completion_text(_dicts([node.message for node in nodes[first:]]), 0) if first < len(nodes) else None
-    return text, completion
+    if first == len(nodes):
+        return text, None
+    return text, completion_text(_dicts([node.message for node in nodes[first:]]), 0)
 
 
 def task_field(task: TaskData, name: str) -> Any:

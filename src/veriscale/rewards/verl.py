@@ -38,9 +38,9 @@ keys of its first sample for all). A criterion that was not scored reads NaN.
 A failed verification, or an empty response, has no score. veRL cannot take None (its reward
 managers write the score into a float tensor, and None raises there) nor NaN (GRPO's group mean
 and the loss turn NaN). So by default (``on_failure="raise"``) the function raises
-:class:`VerificationFailed`: veRL 0.9's trainer (``trainer.use_v1``) marks that rollout failed
-and trains on the rest of its group (``sync_refill_failed_groups`` replaces it); the legacy
-trainer and managers stop with the error. ``on_failure="neutral"`` returns a score that
+:class:`VerificationFailed`: veRL 0.9's trainer (``trainer.use_v1``) marks that rollout's
+group failed, and its sync mode trains on the group's other rollouts (the missing one padded
+out) while its async modes replace the group; the legacy trainer and managers stop with it. ``on_failure="neutral"`` returns a score that
 carries no preference instead, flagged ``veriscale_failed=1.0``: in ``compute_score_batch``
 the mean reward of the group's verified responses (a GRPO advantage of 0), elsewhere, and in a
 group with none verified, 0.5, the middle of the reward range (not neutral for pointwise PPO).
@@ -57,19 +57,16 @@ reward_kwargs.on_failure=neutral``): ``prompt_key`` (default ``"question"``),
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from veriscale.errors import UserError, VeriscaleError
 from veriscale.rewards.batch import BatchRewarder, RewardBatch
-from veriscale.rewards.group import groups_by_prompt
 from veriscale.rewards.texts import prompt_text, with_reference
 from veriscale.verify.reward import Verifier
 
 DEFAULT_PROMPT_KEY = "question"
 ON_FAILURE = ("raise", "neutral")
-#: the score ``on_failure="neutral"`` gives where no verified member of a group sets one
-NEUTRAL_SCORE = 0.5
 #: keyword arguments veRL itself passes to compute_score (beside reward_kwargs), ignored here
 VERL_CONTEXT = ("reward_router_address", "reward_model_tokenizer")
 _OPTIONS = ("prompt_key", "use_ground_truth", "on_failure")
@@ -84,7 +81,7 @@ class VerificationFailed(VeriscaleError):
 class Options:
     """The reward_kwargs a call was given, checked."""
 
-    __slots__ = ("prompt_key", "use_ground_truth", "on_failure")
+    __slots__ = ("on_failure", "prompt_key", "use_ground_truth")
 
     def __init__(self, kwargs: Mapping[str, Any]) -> None:
         unknown = [k for k in kwargs if k not in _OPTIONS and k not in VERL_CONTEXT]
@@ -173,21 +170,17 @@ class VerlScorer:
         tasks = [task_of(e, g, options, f"extra_infos[{i}]")
                  for i, (e, g) in enumerate(zip(columns["extra_infos"], columns["ground_truths"]))]
         responses = [_response(s, f"solution_strs[{i}]") for i, s in enumerate(columns["solution_strs"])]
-        return self._results(self.rewarder.rewards(tasks, responses), options, tasks)
+        return self._results(self.rewarder.rewards(tasks, responses), options)
 
-    def _results(self, batch: RewardBatch, options: Options, tasks: Sequence[str] | None = None) -> list[dict]:
+    def _results(self, batch: RewardBatch, options: Options) -> list[dict]:
         if batch.failed and options.on_failure == "raise":
             first = next(i for i, r in enumerate(batch.rewards) if r is None)
-            why = "; ".join(batch.errors) or "no reason given"
+            why = "; ".join(batch.errors[:3]) or "no reason given"
             where = "the response" if len(batch.rewards) == 1 else f"response {first} of {len(batch.rewards)}"
-            raise VerificationFailed(f"veriscale could not verify {where} ({why}): it has no score, so veRL "
-                                     "leaves the rollout out (or set custom_reward_function.reward_kwargs."
-                                     "on_failure=neutral to give it a neutral score)")
-        neutral = [NEUTRAL_SCORE] * len(batch.rewards)
-        for members in groups_by_prompt(list(tasks)) if tasks is not None else []:
-            verified = [batch.rewards[i] for i in members if batch.rewards[i] is not None]
-            for i in members:
-                neutral[i] = sum(verified) / len(verified) if verified else NEUTRAL_SCORE
+            raise VerificationFailed(f"veriscale could not verify {where} ({why}), so it has no score: veRL's "
+                                     "V1 trainer leaves the rollout out, or set custom_reward_function."
+                                     "reward_kwargs.on_failure=neutral to give it a neutral score")
+        neutral = batch.neutral_filled().rewards
         results = []
         for i, reward in enumerate(batch.rewards):
             row = {"score": neutral[i] if reward is None else float(reward), "veriscale_failed": float(reward is None),
@@ -228,5 +221,5 @@ def compute_score_batch(data_sources: Any = None, solution_strs: Any = None, gro
     return _default().compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
 
 
-__all__ = ["NEUTRAL_SCORE", "VerificationFailed", "VerlScorer", "compute_score", "compute_score_async",
+__all__ = ["VerificationFailed", "VerlScorer", "compute_score", "compute_score_async",
            "compute_score_batch", "make_compute_score"]
