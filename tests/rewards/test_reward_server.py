@@ -66,3 +66,15 @@ def test_serve_reward_refuses_an_open_address_without_a_token() -> None:
     proc = subprocess.run([sys.executable, "-m", "veriscale", "serve-reward", "--host", "0.0.0.0"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--token" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--on-failure", "zero"], "--on-failure zero is unknown: use one of neutral, null"),
+    (["--mode", "best"], "--mode best is unknown"),
+    (["--group-size", "0"], "--group-size must be 1 or more"),
+])
+def test_serve_reward_refuses_bad_settings_before_loading_a_model(args, needle) -> None:
+    proc = subprocess.run([sys.executable, "-m", "veriscale", "serve-reward", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and needle in proc.stderr
+    assert "Traceback" not in proc.stderr and "embedded" not in proc.stderr  # refused before the model loads

@@ -50,6 +50,10 @@ FLAG_FOR: dict[str, str] = {
     "regression_drop": "--regression-drop",
     "done_threshold": "--done-threshold",
     "step_tokens": "--step-tokens",
+    "mode": "--mode",
+    "on_failure": "--on-failure",
+    "group_size": "--group-size",
+    "group_wait_s": "--group-wait",
 }
 
 

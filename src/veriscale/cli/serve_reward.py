@@ -59,6 +59,15 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"--host {host} is reachable from other machines: set --token (or ${TOKEN_ENV}) "
                                 "so only your trainer can ask for rewards, or bind 127.0.0.1")
             limit = parse_size(max_body)
+            from veriscale.rewards.batch import MODES
+            from veriscale.rewards.service import ON_FAILURE
+
+            if mode not in MODES:
+                raise UserError(f"--mode {mode} is unknown: use one of {', '.join(MODES)}")
+            if on_failure not in ON_FAILURE:
+                raise UserError(f"--on-failure {on_failure} is unknown: use one of {', '.join(ON_FAILURE)}")
+            if group_size is not None and group_size < 1 or group_wait <= 0:
+                raise UserError("--group-size must be 1 or more and --group-wait above 0 seconds")
             try:
                 import uvicorn
 

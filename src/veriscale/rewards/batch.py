@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from veriscale.engine.usage import Usage
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.rewards.group import GROUP_SETTINGS, GroupRewarder, groups_by_prompt
 from veriscale.selection.settings import SelectionSettings
 from veriscale.verify.reward import Verifier
@@ -105,7 +105,7 @@ class BatchRewarder:
     def __init__(self, verifier: Verifier, *, mode: str = "group",
                  settings: SelectionSettings = GROUP_SETTINGS) -> None:
         if mode not in MODES:
-            raise UserError(f"reward mode {mode!r} is unknown: use one of {', '.join(MODES)}")
+            raise UserError(f"reward {setting('mode', mode)} is unknown: use one of {', '.join(MODES)}")
         self.verifier, self.mode = verifier, mode
         self.grouper = GroupRewarder(verifier, settings)
 

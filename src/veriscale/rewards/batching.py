@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.rewards.batch import RewardBatch
 from veriscale.rewards.service import RewardService, check_batch, check_labels
 
@@ -47,9 +47,11 @@ class RequestBatcher:
     def __init__(self, service: RewardService, *, group_size: int | None = None,
                  group_wait_s: float = 30.0, window_s: float = 0.05) -> None:
         if group_size is not None and group_size < 1:
-            raise UserError(f"group size {group_size} is below 1: give the number of samples per prompt")
-        if group_wait_s <= 0 or window_s < 0:
-            raise UserError("group wait must be above 0 seconds and the batching window 0 or more")
+            raise UserError(f"{setting('group_size', str(group_size))} is below 1: give the number of samples per prompt")
+        if group_wait_s <= 0:
+            raise UserError(f"{setting('group_wait_s', f'{group_wait_s:g}')} is not above 0: give the seconds to wait for a group")
+        if window_s < 0:
+            raise UserError(f"batching window {window_s:g} s is negative: give 0 or more seconds")
         self.service, self.group_size = service, group_size
         self.wait_s = group_wait_s if group_size is not None else window_s
         self._pending: dict[Any, _Pending] = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.rewards.batch import BatchRewarder, RewardBatch
 from veriscale.rewards.texts import with_reference
 
@@ -41,7 +41,7 @@ class RewardService:
 
     def __init__(self, rewarder: BatchRewarder, *, on_failure: str = "neutral") -> None:
         if on_failure not in ON_FAILURE:
-            raise UserError(f"on_failure {on_failure!r} is unknown: use one of {', '.join(ON_FAILURE)}")
+            raise UserError(f"{setting('on_failure', on_failure)} is unknown: use one of {', '.join(ON_FAILURE)}")
         self.rewarder, self.on_failure = rewarder, on_failure
 
     def rewards(self, queries: Sequence[Any], prompts: Sequence[Any], labels: Sequence[Any] | None = None) -> RewardBatch:
