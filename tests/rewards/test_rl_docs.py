@@ -8,11 +8,12 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.support.served_app import wait_healthy
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "RL.md").read_text()
 
@@ -60,12 +61,7 @@ def test_the_curl_request_gets_rewards_from_a_real_serve_reward() -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(url)
         reply = httpx.post(url + "/get_reward", json=payload, timeout=300).json()
     finally:
         proc.terminate()

@@ -17,6 +17,18 @@ import httpx
 import uvicorn
 
 
+def wait_healthy(url: str, seconds: float = 60.0) -> None:
+    """Return once ``GET url/health`` answers 200 (or after ``seconds``: the test then fails on its request)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+
+
 @contextmanager
 def served(app: Any) -> Iterator[str]:
     with socket.socket() as s:
@@ -26,12 +38,7 @@ def served(app: Any) -> Iterator[str]:
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(url + "/health").status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
+    wait_healthy(url)
     try:
         yield url
     finally:
