@@ -89,8 +89,11 @@ def test_follow_ctrl_c_saves_the_curve_so_far(tmp_path: Path) -> None:
     steps = tmp_path / "steps.jsonl"
     steps.write_text(json.dumps({"task": "Count to three"}) + "\n" + _step("one") + _step("two"))
     out = tmp_path / "curve.json"
+    # A suite started in the background (`.ci/run &`) runs with SIGINT ignored, and an ignored
+    # signal stays ignored across exec: give the child the default, as a terminal would.
     proc = subprocess.Popen([sys.executable, "-m", "veriscale", "track", "--follow", str(steps), "--output", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     out_fd = proc.stdout.fileno()
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and b"step    2" not in _peek(proc, proc.stdout):

@@ -261,12 +261,14 @@ import json, os, subprocess, urllib.request
 req = urllib.request.Request(os.environ["VERISCALE_MODEL_URL"] + "/v1/chat/completions", data=b'{{"x": 1}}',
                              headers={{"Authorization": "Bearer session-forged", "Content-Type": "application/json"}})
 print(urllib.request.urlopen(req, timeout=10).read().decode())
-found = subprocess.run(["grep", "-rs", "{key}", "/tmp", "/run", os.environ["HOME"], "/.veriscale", "."],
+found = subprocess.run(["grep", "-rsI", "{key}", "/tmp", "/run", os.environ["HOME"], "/.veriscale", "."],
                        capture_output=True, text=True).stdout
 print("env has key:", any("{key}" in v for v in os.environ.values()), "files with key:", repr(found))
 """
     try:
-        result = run_jailed(spec, [sys.executable, "-c", code], timeout_s=30)
+        # HOME can hold a whole Python install (torch, ray: GBs): grep skips binary files (-I), where
+        # no host code writes a key, and gets time to read every text file there.
+        result = run_jailed(spec, [sys.executable, "-c", code], timeout_s=120)
     finally:
         server.shutdown()
     assert '{"ok": true}' in result.stdout, result.stderr
