@@ -1,6 +1,7 @@
 """The verifier a trainer adapter uses when it is not handed one.
 
     rewarder = default_rewarder()              # built once per process from the settings below
+    rewarder = build_rewarder(verifier, mode="pointwise")   # what the adapters' constructors call
     verifier = reward_verifier(model="http://127.0.0.1:8000/v1#judge", criteria="general")
 
 Settings, highest first: keyword arguments, environment (``VERISCALE_REWARD_MODEL``,
@@ -19,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from veriscale.config import load_config, pick
+from veriscale.config import Config, load_config, pick
 from veriscale.engine.routing import EndpointPool
 from veriscale.errors import UserError
 from veriscale.models.uri import load_backend
@@ -32,9 +33,9 @@ _default: BatchRewarder | None = None
 _KNOWN = {"model": str, "criteria": str, "scale": str, "mode": str}
 
 
-def reward_settings() -> dict[str, Any]:
+def reward_settings(cfg: Config | None = None) -> dict[str, Any]:
     """The ``[rewards]`` table of the config file, checked, with the environment over it."""
-    cfg = load_config(None)
+    cfg = cfg or load_config(None)
     table = cfg.raw.get("rewards", {})
     if not isinstance(table, dict):
         raise UserError(f"config file '{cfg.path}': [rewards] must be a table: fix that section")
@@ -54,8 +55,8 @@ def reward_settings() -> dict[str, Any]:
 def reward_verifier(model: str | None = None, *, criteria: str | None = None, scale: str | None = None,
                     **settings: Any) -> Verifier:
     """A Verifier for rewards; unset arguments come from :func:`reward_settings`."""
-    base = reward_settings()
     cfg = load_config(None)
+    base = reward_settings(cfg)
     uris = cfg.model_uris(model or base["model"])
     backends = [load_backend(uri) for uri in uris]
     backend = backends[0] if len(backends) == 1 else EndpointPool(backends, concurrency=cfg.gateway.concurrency)
@@ -63,10 +64,18 @@ def reward_verifier(model: str | None = None, *, criteria: str | None = None, sc
     return Verifier(backend, criteria=criteria or base["criteria"], scale=scale or base["scale"], **settings)
 
 
+def build_rewarder(verifier: Verifier | None = None, *, model: str | None = None, mode: str | None = None,
+                   criteria: str | None = None) -> BatchRewarder:
+    """A BatchRewarder on ``verifier`` (else one built from the settings), in ``mode`` (else the settings')."""
+    if verifier is None:
+        verifier = reward_verifier(model, criteria=criteria)
+    return BatchRewarder(verifier, mode=mode or reward_settings()["mode"])
+
+
 def default_rewarder() -> BatchRewarder:
     """The process's rewarder from the settings (built on first use, then shared)."""
     global _default
     with _lock:
         if _default is None:
-            _default = BatchRewarder(reward_verifier(), mode=reward_settings()["mode"])
+            _default = build_rewarder()
         return _default

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from veriscale.errors import UserError
-from veriscale.rewards.batch import BatchRewarder, RewardBatch
+from veriscale.rewards.batch import RewardBatch
 from veriscale.rewards.texts import column_values, completion_text, prompt_text, with_reference
 from veriscale.verify.reward import Verifier
 
@@ -39,11 +39,9 @@ class TRLReward:
     def __init__(self, verifier: Verifier | None = None, *, model: str | None = None, mode: str | None = None,
                  criteria: str | None = None, reference_column: str | None = None,
                  name: str = "veriscale") -> None:
-        from veriscale.rewards.configure import reward_settings, reward_verifier
+        from veriscale.rewards.configure import build_rewarder
 
-        if verifier is None:
-            verifier = reward_verifier(model, criteria=criteria)
-        self.rewarder = BatchRewarder(verifier, mode=mode or reward_settings()["mode"])
+        self.rewarder = build_rewarder(verifier, model=model, mode=mode, criteria=criteria)
         self.reference_column = reference_column
         self.__name__ = name  # TRL logs the reward under its callable's name
 
