@@ -24,8 +24,8 @@ import httpx
 import pytest
 
 from tests.rewards.test_group_and_shaping import GradedModel
-from tests.rewards.test_verl_adapter import byte_tokenizer
 from tests.support.served_app import served
+from tests.support.tiny_policy import byte_tokenizer
 from veriscale.errors import ModelCallError
 from veriscale.rewards import BatchRewarder
 from veriscale.rewards.server import create_reward_app

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from tests.rewards.test_group_and_shaping import GradedModel
+from tests.support.tiny_policy import byte_tokenizer
 from veriscale.errors import UserError
 from veriscale.rewards import BatchRewarder, configure
 from veriscale.rewards.batch import NEUTRAL_REWARD
@@ -35,20 +36,6 @@ from veriscale.verify.reward import Verifier
 QUESTION = "What is 17 * 23?"
 CRITERIA = ["Correctness", "Instruction following", "Completeness"]  # the 'general' set
 EXTRAS = {"score", "veriscale_failed", "veriscale_group_size", *(f"veriscale_{c}" for c in CRITERIA)}
-
-
-def byte_tokenizer():
-    """A byte-level tokenizer built in memory (no downloads): decode(encode(text)) == text."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<pad>": 0, "<eos>": 1}
-    for ch in sorted(pre_tokenizers.ByteLevel.alphabet()):
-        vocab[ch] = len(vocab)
-    bpe = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    bpe.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", eos_token="<eos>")
 
 
 def data_proto(tokenizer, rows):

@@ -1,7 +1,9 @@
-"""A tiny GRPO policy built in memory (no downloads), for TRL tests and the rewards benchmark.
+"""A tiny GRPO policy and tokenizers built in memory (no downloads), for the trainer tests and
+the rewards benchmark.
 
     trainer = grpo_trainer(reward, tmp_path, steps=2)     # a real trl.GRPOTrainer
     trainer.train()
+    tokenizer = byte_tokenizer()                          # decode(encode(text)) == text (veRL, OpenRLHF)
 
 The policy is a randomly initialised one-layer Llama; its tokenizer is a byte-level BPE trained
 here on a few lines, with many tokens that carry '+' marks so that a graded test double sees
@@ -17,6 +19,20 @@ import torch
 
 PROMPTS = ["Compute 17 * 23 and show the steps.", "Name the capital of France."]
 SOLUTIONS = ["391", "Paris"]
+
+
+def byte_tokenizer():
+    """A byte-level tokenizer built in memory (no downloads): decode(encode(text)) == text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<eos>": 1}
+    for ch in sorted(pre_tokenizers.ByteLevel.alphabet()):
+        vocab[ch] = len(vocab)
+    bpe = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    bpe.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", eos_token="<eos>")
 
 
 def tiny_policy():
