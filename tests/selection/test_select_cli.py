@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from tests.selection.test_select import TASK, ScriptedVerifierDouble
 from veriscale.cli import select as select_cli
-from veriscale.cli.select import register, resolve_inputs, short_ids
+from veriscale.cli.select import register, short_ids
+from veriscale.selection.inputs import resolve_inputs
 from veriscale.data.model import Candidate
 from veriscale.engine.store import Store
 from veriscale.selection.select import select

@@ -16,6 +16,7 @@ MODULES = [
     "veriscale.cli.bench",
     "veriscale.cli.track",
     "veriscale.cli.serve_reward",
+    "veriscale.cli.serve",
 ]
 
 

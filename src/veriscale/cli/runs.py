@@ -13,7 +13,7 @@ from rich.table import Table
 from veriscale.cli import options as o
 from veriscale.cli.common import cli_data, console, emit_json, user_errors
 from veriscale.cli.flags import cli_text
-from veriscale.cli.run_summary import run_summary
+from veriscale.engine.run_summary import run_summary
 from veriscale.errors import UserError
 
 runs_app = typer.Typer(help="Inspect and export earlier runs recorded in the store.", no_args_is_help=True)

@@ -14,7 +14,6 @@ was given and the pick's confidence is below it.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Annotated, Optional, Sequence
 
 import typer
@@ -23,10 +22,9 @@ from rich.table import Table
 
 from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, error_text, fail, note, user_errors
-from veriscale.data.importers import load_candidates
-from veriscale.data.model import Candidate, Task
-from veriscale.data.text_input import read_text_input
+from veriscale.engine.run_log import RunLog
 from veriscale.errors import UserError
+from veriscale.selection.inputs import default_criteria, resolve_inputs
 from veriscale.selection.select import Selection, SelectionPlan, plan_selection, run_selection
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
@@ -52,27 +50,6 @@ ID_WIDTH = 20  # what the candidate column gets beside three criteria in an 80-c
 ID_SEPARATORS = "_-./:@# "
 MIN_PREFIX_SHOWN_AS_ELLIPSIS = 4
 MIN_TAIL_SHOWN = 6
-
-
-def resolve_inputs(paths: list[str], task_file: str | None, fmt: str | None) -> tuple[Task | None, list[Candidate]]:
-    """The task (None: take it from the runs) and the candidates named on the command line."""
-    if not paths:
-        raise UserError("no candidates given: pass candidate files, a folder or a JSONL pool")
-    if task_file is not None:
-        return _task_from_file(task_file), load_candidates(paths, fmt)
-    if len(paths) >= 2 and Path(paths[0]).is_file():
-        first = load_candidates([paths[0]])
-        if len(first) == 1 and first[0].task is None and first[0].trajectory is None:
-            return _task_from_file(paths[0]), load_candidates(paths[1:], fmt)
-    return None, load_candidates(paths, fmt)
-
-
-def _task_from_file(path: str) -> Task:
-    return Task(text=read_text_input(path, "task"), id=Path(path).stem if path != "-" else "")
-
-
-def _default_criteria(candidates: list[Candidate]) -> str:
-    return "agent" if any(c.trajectory and c.trajectory.steps for c in candidates) else "general"
 
 
 def _print_plan(plan: SelectionPlan, as_json: bool) -> None:
@@ -179,7 +156,7 @@ def register(app: typer.Typer) -> None:
             if min_confidence is not None and not 0.0 < min_confidence <= 1.0:
                 raise UserError(f"--min-confidence {min_confidence} is out of range: give a number in (0, 1], e.g. 0.9")
             task_obj, candidates = resolve_inputs(paths, task, fmt)
-            crits = load_criteria(criteria or _default_criteria(candidates))
+            crits = load_criteria(criteria or default_criteria(candidates))
             if criterion:
                 crits = crits.only(criterion)
             settings = SelectionSettings(
@@ -198,6 +175,7 @@ def register(app: typer.Typer) -> None:
                 "paths": paths, "task": task, "method": method, "k": pivots, "criteria": crits.name,
                 "budget_tokens": plan.budget_tokens, "adaptive": adaptive, "seed": seed})
             verifier.executor.run_id = run_id  # every call (cache hits too) is linked to this run
+            RunLog(run_store).record_candidates(run_id, candidates)  # for the dashboard's trajectory viewer
             try:
                 with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as advance:
                     sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance())

@@ -10,7 +10,6 @@ OpenRLHF must (its client sends no headers), in the URL: ``/get_reward?token=<to
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from typing import Annotated, Optional
 
@@ -19,17 +18,9 @@ import typer
 from veriscale.cli import options as o
 from veriscale.cli.common import err_console, user_errors
 from veriscale.errors import UserError
+from veriscale.server.security import is_loopback
 
 TOKEN_ENV = "VERISCALE_REWARD_TOKEN"
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from veriscale.cli import options as o
 from veriscale.cli.common import confirm_cost, console, emit_json, fail, finish_with, note, user_errors
+from veriscale.engine.run_log import RunLog
 from veriscale.errors import UserError, setting
 from veriscale.progress.curve import ProgressCurve
 from veriscale.progress.events import (DEFAULT_DONE_THRESHOLD, DEFAULT_REGRESSION_DROP, DEFAULT_STALL_WINDOW,
@@ -149,9 +150,12 @@ def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every,
     judge.executor.run_id = run_id
     total = sum(len(points) for _, points in plans) * len(judge.repeats)
     curves: list[ProgressCurve] = []
+    log = RunLog(store)  # the trajectory viewer's steps, and the curve as events for the dashboard
     with o.call_progress(total, "progress calls", not json_out) as advance:
         for cand, chosen in plans:
+            log.record_steps(run_id, cand.id, cand.trajectory.steps, start=0)
             curves.append(track_curve(task, cand, chosen, judge=judge, watch=EventWatch(**watch_args), progress=advance))
+            log.emit_curve(run_id, curves[-1])
     payload = finish_with(store, run_id, _payload(curves), output, "failed" if any(c.failed for c in curves) else "ok")
     _emit(curves, payload, output, plot, json_out)
 

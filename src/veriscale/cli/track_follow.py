@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from veriscale.cli.common import console, emit_json, err_console, fail, finish_with, note
 from veriscale.cli.flags import cli_text
+from veriscale.engine.run_log import RunLog
 from veriscale.errors import UserError, setting
 from veriscale.progress.events import EventWatch
 from veriscale.progress.follow import IdleTimeout, follow_lines
@@ -32,6 +33,8 @@ def follow_run(path: Path, task_file: Optional[Path], judge: ProgressJudge, watc
     judge.executor.run_id = run_id
     tracker: ProgressTracker | None = None
     ended = "interrupted"
+    log = RunLog(store)  # the dashboard streams these: each step, its point and events, as they come
+    name = path.stem
     try:
         for number, line in follow_lines(path, idle_timeout=idle_timeout, on_wait=lambda msg: note(msg)):
             if not line.strip():
@@ -58,7 +61,12 @@ def follow_run(path: Path, task_file: Optional[Path], judge: ProgressJudge, watc
                     raise UserError(f"'{path}' gives no task before its first step: pass {setting('task')} FILE "
                                     'or write {"task": "..."} as the first line')
                 tracker = ProgressTracker(task, judge=judge, watch=EventWatch(**watch_args))
+                tracker.curve.trajectory_id = tracker.curve.trajectory_id or name
+            log.record_steps(run_id, name, [step])
             point = tracker.update(step)
+            log.emit(run_id, "point", {"trajectory": name, "point": point.to_dict(), "voc": tracker.curve.voc})
+            for event in tracker.new_events:
+                log.emit(run_id, "event", {"trajectory": name, "event": event.to_dict()})
             if not json_out:
                 value = "failed" if point.value is None else f"{100 * point.value:3.0f}%"
                 console.print(f"step {point.step:>4}  {value}  {tracker.curve.sparkline()[-40:]}", highlight=False)

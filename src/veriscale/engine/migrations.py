@@ -63,6 +63,41 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "CREATE INDEX run_calls_by_run ON run_calls(run_id)",
         "ALTER TABLE runs ADD COLUMN parent_id INTEGER REFERENCES runs(id)",
     ]),
+    (3, [
+        # what a run reported while it ran (progress points, events, call counts), in order: the
+        # server streams these to the dashboard, from this process or any other writing the store
+        """CREATE TABLE run_events (
+               id INTEGER PRIMARY KEY AUTOINCREMENT,
+               run_id INTEGER NOT NULL REFERENCES runs(id),
+               kind TEXT NOT NULL,
+               data TEXT NOT NULL,
+               at REAL NOT NULL)""",
+        "CREATE INDEX run_events_by_run ON run_events(run_id, id)",
+        # the steps of each trajectory a run looked at, for the trajectory viewer
+        """CREATE TABLE run_steps (
+               run_id INTEGER NOT NULL REFERENCES runs(id),
+               trajectory TEXT NOT NULL,
+               idx INTEGER NOT NULL,
+               role TEXT NOT NULL,
+               text TEXT NOT NULL,
+               error INTEGER NOT NULL,
+               PRIMARY KEY (run_id, trajectory, idx))""",
+        # jobs submitted to `veriscale serve`; unfinished ones resume when the server restarts
+        """CREATE TABLE jobs (
+               id INTEGER PRIMARY KEY AUTOINCREMENT,
+               kind TEXT NOT NULL,
+               params TEXT NOT NULL,
+               status TEXT NOT NULL,
+               run_id INTEGER REFERENCES runs(id),
+               error TEXT,
+               attempts INTEGER NOT NULL DEFAULT 0,
+               cancel_requested INTEGER NOT NULL DEFAULT 0,
+               created_at REAL NOT NULL,
+               started_at REAL,
+               finished_at REAL)""",
+        "CREATE INDEX runs_by_command ON runs(command, id)",
+        "CREATE INDEX runs_by_parent ON runs(parent_id)",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

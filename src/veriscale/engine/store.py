@@ -1,6 +1,7 @@
 """The SQLite store: every model call and every run, committed as it completes.
 
-Readable with any SQLite tool (tables ``calls``, ``runs``, ``run_calls``, ``meta``; the schema
+Readable with any SQLite tool (tables ``calls``, ``runs``, ``run_calls``, ``meta``; ``run_events``
+and ``run_steps`` belong to :mod:`veriscale.engine.run_log`, ``jobs`` to the server; the schema
 changes only through :mod:`veriscale.engine.migrations`). A call is keyed by a hash of the
 model fingerprint, prompt-template version, prompt and parameters; a rerun finds every call
 that already succeeded, so a killed run resumes without repeating finished work. ``run_calls``
@@ -209,6 +210,62 @@ class Store:
             ).fetchall()
         for r in rows:
             yield {"key": r[0], "model": r[1], "status": r[2], "error": r[3], "latency_s": r[4], "created_at": r[5]}
+
+    def query_runs(self, *, command: str | None = None, status: str | None = None, text: str | None = None,
+                   offset: int = 0, limit: int = 50) -> tuple[int, list[RunRecord]]:
+        """Top-level runs, newest first, filtered (``text`` matches command, model, args or result):
+        ``(how many match, the page [offset, offset + limit))``."""
+        where, params = ["parent_id IS NULL"], []
+        if command:
+            where.append("command = ?")
+            params.append(command)
+        if status:
+            where.append("status = ?")
+            params.append(status)
+        if text:
+            like = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            where.append("(command LIKE ? ESCAPE '\\' OR model LIKE ? ESCAPE '\\' OR args LIKE ? ESCAPE '\\' "
+                         "OR result LIKE ? ESCAPE '\\' OR CAST(id AS TEXT) = ?)")
+            params += [like, like, like, like, text]
+        clause = " AND ".join(where)
+        with self._lock:
+            total = self._conn.execute(f"SELECT COUNT(*) FROM runs WHERE {clause}", params).fetchone()[0]
+            rows = self._conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE {clause} ORDER BY id DESC LIMIT ? OFFSET ?",
+                                      [*params, limit, offset]).fetchall()
+        return total, [self._run(row) for row in rows]
+
+    def call(self, key: str) -> dict[str, Any] | None:
+        """One call's whole record (request, response or error, tokens, latency), or None."""
+        with self._lock:
+            row = self._conn.execute(
+                """SELECT key, model, kind, status, request, response, error, latency_s, created_at, prompt_tokens,
+                          cached_tokens, completion_tokens FROM calls WHERE key = ?""", (key,)).fetchone()
+        if row is None:
+            return None
+        names = ("key", "model", "kind", "status", "request", "response", "error", "latency_s", "created_at",
+                 "prompt_tokens", "cached_tokens", "completion_tokens")
+        record = dict(zip(names, row))
+        record["request"] = json.loads(record["request"])
+        record["response"] = json.loads(record["response"]) if record["response"] else None
+        return record
+
+    def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> tuple[list[tuple[Any, ...]], int | None]:
+        """Run one statement under the store's lock: ``(rows, lastrowid)``. For the modules that own
+        the newer tables (``run_log``, the server's jobs); everything else has a method here."""
+        with self._lock:
+            cur = self._conn.execute(sql, params)
+            return cur.fetchall(), cur.lastrowid
+
+    def execute_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """One statement over many rows, in one transaction."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                self._conn.executemany(sql, rows)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     # -- meta --------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

@@ -45,7 +45,8 @@ class VerifierJudge:
                 "rather than count it as a tie; finished calls are saved, so rerun to retry the failed ones"
             )
         self._count(result)
-        return PairVerdict(result.p_a_wins, result.criterion_rewards())
+        return PairVerdict(result.p_a_wins, result.criterion_rewards(),
+                           tuple(dict.fromkeys(r.call_key for r in result.readings if r.call_key)))
 
     def score(self, i: int) -> ScoreVerdict:
         pool = self.pool

@@ -31,6 +31,7 @@ class PairVerdict(NamedTuple):
 
     p: float
     rewards: PairRewards
+    calls: tuple[str, ...] = ()  # the store keys of the model calls behind it
 
 
 class ScoreVerdict(NamedTuple):
@@ -52,12 +53,15 @@ class Judgement(NamedTuple):
     repeat: int
     p: float
     rewards: PairRewards | None = None
+    calls: tuple[str, ...] = ()  # store keys of the model calls behind it, when the judge said
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"i", "j", "repeat", "p"}``, plus ``"rewards"`` when the judge gave them."""
+        """``{"i", "j", "repeat", "p"}``, plus ``"rewards"`` and ``"calls"`` when the judge gave them."""
         data: dict[str, Any] = {"i": self.i, "j": self.j, "repeat": self.repeat, "p": self.p}
         if self.rewards is not None:
             data["rewards"] = {name: list(pair) for name, pair in self.rewards.items()}
+        if self.calls:
+            data["calls"] = list(self.calls)
         return data
 
 
@@ -96,9 +100,9 @@ class JudgeLedger:
         first, second = self._orientation.setdefault(key, (a, b))
         values = self._values.setdefault(key, [])
         repeat = len(values)
-        p, rewards = self._call(first, second, repeat)
+        p, rewards, calls = self._call(first, second, repeat)
         values.append(p)
-        self.judgements.append(Judgement(first, second, repeat, p, rewards))
+        self.judgements.append(Judgement(first, second, repeat, p, rewards, calls))
         return p if first == a else 1.0 - p
 
     def mean_preference(self, a: int, b: int) -> float | None:
@@ -118,10 +122,10 @@ class JudgeLedger:
         """Every judgement as a Bradley–Terry outcome ``(i, j, p)`` in local indices."""
         return [(j.i, j.j, j.p) for j in self.judgements]
 
-    def _call(self, a: int, b: int, repeat: int) -> tuple[float, PairRewards | None]:
+    def _call(self, a: int, b: int, repeat: int) -> tuple[float, PairRewards | None, tuple[str, ...]]:
         ga, gb = (a, b) if self._index_map is None else (self._index_map[a], self._index_map[b])
         answer = self._judge(ga, gb, repeat)
-        value, rewards = (answer.p, answer.rewards) if isinstance(answer, PairVerdict) else (answer, None)
+        value, rewards, calls = (answer.p, answer.rewards, answer.calls) if isinstance(answer, PairVerdict) else (answer, None, ())
         try:
             p = float(value)
         except (TypeError, ValueError):
@@ -130,4 +134,4 @@ class JudgeLedger:
             raise UserError(
                 f"judge({ga}, {gb}, {repeat}) returned {value!r}: a judge must return P(i beats j) in [0, 1]"
             )
-        return p, rewards
+        return p, rewards, tuple(calls)

@@ -1,0 +1,77 @@
+"""``veriscale serve``: the dashboard and the REST API, over the store and the gateway.
+
+    veriscale serve                                   # http://127.0.0.1:8765, the default store
+    veriscale serve --allow-dir ~/agent-runs --model http://127.0.0.1:8000/v1#judge
+    VERISCALE_TOKEN=s3cret veriscale serve --host 0.0.0.0   # off loopback a token is required
+
+Jobs submitted to it run on ``--model`` and may read only the store and files under the
+``--allow-dir`` folders; a job left unfinished when the server stopped resumes when it starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from veriscale.cli import options as o
+from veriscale.cli.common import err_console, user_errors
+from veriscale.errors import UserError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve")
+    def serve(
+        host: Annotated[Optional[str], typer.Option("--host", help="Address to bind (default 127.0.0.1, loopback only).")] = None,
+        port: Annotated[Optional[int], typer.Option("--port", help="Port to listen on (default 8765).")] = None,
+        token: Annotated[Optional[str], typer.Option("--token", help="Token clients send as 'Authorization: Bearer' or 'x-api-key' (default $VERISCALE_TOKEN); required off loopback.")] = None,
+        allow_dir: Annotated[Optional[List[Path]], typer.Option("--allow-dir", help="A folder jobs may read (repeatable); nothing else but the store is read.")] = None,
+        max_body: Annotated[Optional[str], typer.Option("--max-body", help="Largest request body, e.g. 1M (bigger: 413).")] = None,
+        workers: Annotated[Optional[int], typer.Option("--workers", help="Jobs that run at once (default 1).")] = None,
+        model: o.ModelOpt = None, store: o.StoreOpt = None, concurrency: o.ConcurrencyOpt = None,
+    ) -> None:
+        """Serve the dashboard and the REST API (jobs, runs, calls, live progress).
+
+        Example: veriscale serve --allow-dir ~/agent-runs
+        """
+        with user_errors():
+            from veriscale.cli.settings import current
+            from veriscale.server.settings import server_settings
+
+            settings = server_settings(current().config, host=host, port=port, token=token, allow_dirs=allow_dir,
+                                       max_body=max_body, workers=workers)
+            try:
+                import uvicorn
+
+                from veriscale.server.app import create_app
+            except ImportError:
+                raise UserError("serve needs FastAPI and uvicorn: pip install 'veriscale[server]'") from None
+            from veriscale.server.jobs import JobRunner
+            from veriscale.server.security import AccessPolicy
+
+            st = o.open_store(store)
+            c = o.concurrency_of(concurrency)
+            runner = JobRunner(st, o.open_model(model, concurrency=c), roots=settings.allow_dirs,
+                               workers=settings.workers, concurrency=c)
+            policy = AccessPolicy.for_bind(settings.host, settings.port, token=settings.token,
+                                           max_body_bytes=settings.max_body_bytes)
+            app_ = create_app(st, runner, policy, roots=settings.allow_dirs)
+            resumed = runner.start()
+            shown = f"[{settings.host}]" if ":" in settings.host else settings.host
+            err_console.print(f"veriscale dashboard on http://{shown}:{settings.port}/ (store {st.path})", highlight=False)
+            if settings.token:
+                err_console.print("a token is required: send it as 'Authorization: Bearer <token>' or 'x-api-key', "
+                                  f"or open http://{shown}:{settings.port}/?token=<token> once in the browser",
+                                  highlight=False)
+            if not settings.loopback:
+                err_console.print(f"bound to {settings.host}: reachable from other machines (token required)",
+                                  highlight=False)
+            roots = ", ".join(str(r) for r in settings.allow_dirs) or "none (jobs can read only the store)"
+            err_console.print(f"jobs may read: {roots}", highlight=False)
+            if resumed:
+                err_console.print(f"resuming {resumed} unfinished job(s) from the store", highlight=False)
+        try:
+            uvicorn.run(app_, host=settings.host, port=settings.port, log_level="warning")
+        finally:
+            runner.stop()

@@ -1,0 +1,191 @@
+"""The FastAPI app behind ``veriscale serve``: REST jobs, runs and calls from the store, live
+events, and the dashboard (every asset in the package, no CDN).
+
+    app = create_app(store, runner, AccessPolicy.for_bind("127.0.0.1", 8765, token=None), roots=(Path("/data"),))
+    uvicorn.run(app, host="127.0.0.1", port=8765)
+
+Routes (the schema is at ``/openapi.json``; docs/SERVER.md has examples):
+
+    GET  /api/runs?command=&status=&q=&offset=&limit=     GET /api/runs/{id}
+    GET  /api/runs/{id}/selection | /progress | /harness  GET /api/runs/{id}/stream   (SSE)
+    GET  /api/runs/{id}/steps?trajectory=&offset=&limit=  GET /api/runs/{id}/steps/find?trajectory=&q=&errors=
+    GET  /api/calls/{key}      GET /api/info      GET /api/health (no token needed)
+    POST /api/jobs {"kind", "params"}   GET /api/jobs   GET /api/jobs/{id}   GET /api/jobs/{id}/result
+    POST /api/jobs/{id}/cancel
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+
+from veriscale import __version__
+from veriscale.engine.run_log import RunLog
+from veriscale.engine.store import Store
+from veriscale.errors import UserError
+from veriscale.server import views
+from veriscale.server.job_kinds import PARAMS, JobRequest
+from veriscale.server.jobs import JobRunner
+from veriscale.server.security import TOKEN_COOKIE, AccessPolicy, Guard
+from veriscale.server.stream import run_stream
+
+STATIC_DIR = Path(str(files("veriscale.server") / "static"))
+MAX_PAGE = 1000
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _validation_sentence(exc: RequestValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return "the request is not valid: see /openapi.json for its shape"
+    first = errors[0]
+    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    job = f"a {loc.pop(0)} job's " if loc and loc[0] in PARAMS else ""  # the kind that selected the schema
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"{job}'{'.'.join(loc) or 'body'}': {first.get('msg', 'invalid').lower()}{more}: fix it and send it again"
+
+
+def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: tuple[Path, ...] = ()) -> FastAPI:
+    app = FastAPI(title="veriscale", version=__version__, docs_url=None, redoc_url=None,
+                  description="Jobs, runs, calls and live progress from the veriscale store.")
+    app.add_middleware(Guard, policy=policy)
+    log = RunLog(store)
+    allowed = tuple(Path(r).resolve() for r in roots)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": _validation_sentence(exc), "detail": exc.errors()}, status_code=422)
+
+    @app.exception_handler(views.NotFound)
+    async def not_found(_request: Request, exc: views.NotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(UserError)
+    async def bad_input(_request: Request, exc: UserError) -> JSONResponse:
+        return _error(400, str(exc))
+
+    # -- dashboard ------------------------------------------------------------------------
+    @app.get("/", include_in_schema=False)
+    async def index(token: str | None = None) -> Any:
+        if token is not None:  # one-time login: the token becomes an HttpOnly, same-site cookie
+            if policy.token is None or not policy.token_ok({"x-api-key": token}, {}):
+                return _error(401, "wrong token: open /?token=<the token the server was started with>")
+            response = RedirectResponse("/", status_code=303)
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            return response
+        return FileResponse(STATIC_DIR / "index.html", headers={"cache-control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    # -- runs and calls -------------------------------------------------------------------
+    @app.get("/api/health")
+    async def health() -> dict[str, Any]:
+        """Answers without a token, and says nothing else."""
+        return {"status": "ok"}
+
+    @app.get("/api/info")
+    async def info() -> dict[str, Any]:
+        """The version, the model jobs run on, and whether it is the weak embedded one."""
+        return {"version": __version__, "model": getattr(runner.model, "uri", None),
+                "embedded": bool(getattr(runner.model, "is_embedded", False)),
+                "allow_dirs": [str(r) for r in allowed]}
+
+    @app.get("/api/runs")
+    def list_runs(command: str | None = None, status: str | None = None, q: str | None = None,
+                  offset: int = Query(0, ge=0), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
+        return views.runs_page(store, command=command, status=status, text=q, offset=offset, limit=limit)
+
+    @app.get("/api/runs/{run_id}")
+    def get_run(run_id: int) -> dict[str, Any]:
+        return views.run_view(store, run_id)
+
+    @app.get("/api/runs/{run_id}/selection")
+    def get_selection(run_id: int) -> dict[str, Any]:
+        return views.selection_view(store, run_id)
+
+    @app.get("/api/runs/{run_id}/progress")
+    def get_progress(run_id: int) -> dict[str, Any]:
+        return views.progress_view(store, run_id)
+
+    @app.get("/api/runs/{run_id}/harness")
+    def get_harness(run_id: int) -> Any:
+        from veriscale.server.harness_view import HarnessViewError, harness_view
+
+        try:
+            return harness_view(store, run_id, allowed)
+        except HarnessViewError as exc:
+            return _error(404, str(exc))
+
+    @app.get("/api/runs/{run_id}/steps")
+    def get_steps(run_id: int, trajectory: str, offset: int = Query(0, ge=0),
+                  limit: int = Query(200, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
+        return {"total": log.count_steps(run_id, trajectory), "offset": offset,
+                "steps": log.steps(run_id, trajectory, offset, limit)}
+
+    @app.get("/api/runs/{run_id}/steps/find")
+    def find_steps(run_id: int, trajectory: str, q: str | None = None, errors: bool = False) -> dict[str, Any]:
+        if not q and not errors:
+            raise UserError("give q=<text> to search for, or errors=true for the failed steps")
+        return {"matches": log.find_steps(run_id, trajectory, q, errors=errors)}
+
+    @app.get("/api/runs/{run_id}/stream")
+    async def stream(run_id: int, request: Request, after: int = Query(0, ge=0)) -> StreamingResponse:
+        views.run_view(store, run_id)  # 404 before the stream opens
+        last = request.headers.get("last-event-id", "")
+        start = int(last) if last.isdigit() else after
+        return StreamingResponse(run_stream(store, run_id, start, is_disconnected=request.is_disconnected),
+                                 media_type="text/event-stream",
+                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+    @app.get("/api/calls/{key}")
+    def get_call(key: str) -> dict[str, Any]:
+        return views.call_view(store, key)
+
+    # -- jobs -----------------------------------------------------------------------------
+    @app.post("/api/jobs", status_code=201)
+    def submit_job(job: JobRequest) -> dict[str, Any]:
+        return runner.submit(job.kind, job.params.model_dump())
+
+    @app.get("/api/jobs")
+    def list_jobs(status: str | None = None, limit: int = Query(100, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
+        return {"jobs": runner.table.list(status, limit)}
+
+    @app.get("/api/jobs/{job_id}")
+    def get_job(job_id: int) -> Any:
+        try:
+            return runner.get(job_id)
+        except LookupError as exc:
+            return _error(404, str(exc))
+
+    @app.post("/api/jobs/{job_id}/cancel")
+    def cancel_job(job_id: int) -> Any:
+        try:
+            return runner.cancel(job_id)
+        except LookupError as exc:
+            return _error(404, str(exc))
+        except UserError as exc:
+            return _error(409, str(exc))
+
+    @app.get("/api/jobs/{job_id}/result")
+    def job_result(job_id: int) -> Any:
+        try:
+            job = runner.get(job_id)
+        except LookupError as exc:
+            return _error(404, str(exc))
+        if job["status"] in ("queued", "running"):
+            return _error(409, f"job {job_id} is {job['status']}: wait for it (GET /api/jobs/{job_id}) or follow "
+                               f"its run's stream")
+        run = store.run(job["run_id"]) if job["run_id"] is not None else None
+        return {"job": job, "run_id": job["run_id"], "status": job["status"], "error": job["error"],
+                "result": run.result if run is not None else None}
+
+    return app

@@ -1,0 +1,213 @@
+"""The jobs ``veriscale serve`` runs: what each accepts (pydantic models, in the OpenAPI schema)
+and how it runs on the gateway, recording a store run like the CLI command of the same name.
+
+    job = JobRequest.model_validate({"kind": "select", "params": {"paths": ["/data/pool.jsonl"]}})
+    result = run_job(job.kind, job.params, ctx)      # ctx: a jobs.JobContext
+
+Paths in params must lie under the server's ``--allow-dir`` roots (``ctx.path``); a job reads
+nothing else but the store.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from veriscale.errors import UserError
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScoreParams(_Params):
+    task: str = Field(min_length=1, description="The task text.")
+    candidate: str = Field(min_length=1, description="The response to score.")
+    criteria: str = Field("general", description="A built-in criteria set, or a Markdown file under an allowed folder.")
+    scale: str = "letters"
+    repeats: int | None = Field(None, ge=1, le=32)
+
+
+class CompareParams(_Params):
+    task: str = Field(min_length=1)
+    a: str = Field(min_length=1, description="Candidate A.")
+    b: str = Field(min_length=1, description="Candidate B.")
+    criteria: str = "general"
+    scale: str = "letters"
+    repeats: int | None = Field(None, ge=1, le=32)
+
+
+class SelectParams(_Params):
+    paths: list[str] = Field(min_length=1, description="Candidate files, folders or a JSONL pool, under an allowed folder.")
+    task: str | None = Field(None, description="A task file (default: the task the runs carry).")
+    method: str = "ppt"
+    k: int = Field(2, ge=1, le=64, description="PPT pivots.")
+    criteria: str | None = None
+    repeats: int | None = Field(None, ge=1, le=32)
+    adaptive: bool = True
+    min_confidence: float = Field(0.9, gt=0, le=1)
+    seed: int = 0
+    scale: str = "letters"
+
+
+class TrackParams(_Params):
+    paths: list[str] = Field(min_length=1, description="Trajectory files under an allowed folder.")
+    task: str | None = Field(None, description="A task file (default: the task the run names).")
+    id: str | None = Field(None, description="Track only the run with this id.")
+    every: int | None = Field(None, ge=1)
+    checkpoints: list[int] | None = None
+
+
+class HarnessParams(_Params):
+    tasks: list[str] = Field(min_length=1, description="Materialised task folders under an allowed folder.")
+    contract: str = "artifact"
+    executor: str = "builtin"
+    max_steps: int = Field(30, ge=1, le=500)
+    phase_timeout_s: float = Field(900.0, gt=0)
+
+
+class ScoreJob(BaseModel):
+    kind: Literal["score"]
+    params: ScoreParams
+
+
+class CompareJob(BaseModel):
+    kind: Literal["compare"]
+    params: CompareParams
+
+
+class SelectJob(BaseModel):
+    kind: Literal["select"]
+    params: SelectParams
+
+
+class TrackJob(BaseModel):
+    kind: Literal["track"]
+    params: TrackParams
+
+
+class HarnessJob(BaseModel):
+    kind: Literal["harness"]
+    params: HarnessParams
+
+
+JobRequest = Annotated[Union[ScoreJob, CompareJob, SelectJob, TrackJob, HarnessJob], Field(discriminator="kind")]
+PARAMS: dict[str, type[_Params]] = {"score": ScoreParams, "compare": CompareParams, "select": SelectParams,
+                                    "track": TrackParams, "harness": HarnessParams}
+
+
+def _criteria(name: str, ctx: Any):
+    from veriscale.verify.criteria import load_criteria
+
+    if name.endswith(".md") or "/" in name:
+        return load_criteria(str(ctx.path(name)))
+    return load_criteria(name)
+
+
+def _verifier(params: ScoreParams | CompareParams, ctx: Any):
+    from veriscale.verify.reward import Verifier
+
+    return Verifier(ctx.model, store=ctx.store, scale=params.scale, criteria=_criteria(params.criteria, ctx),
+                    repeats=params.repeats, concurrency=ctx.concurrency)
+
+
+def run_score(params: ScoreParams, ctx: Any) -> dict[str, Any]:
+    verifier = _verifier(params, ctx)
+    verifier.executor.run_id = ctx.start_run("score", verifier.model.uri, {"criteria": params.criteria})
+    planned = len(verifier.plan_score(params.task, params.candidate)[0])
+    return verifier.score(params.task, params.candidate, progress=ctx.call_counter(planned)).to_dict()
+
+
+def run_compare(params: CompareParams, ctx: Any) -> dict[str, Any]:
+    verifier = _verifier(params, ctx)
+    verifier.executor.run_id = ctx.start_run("compare", verifier.model.uri, {"criteria": params.criteria})
+    planned = len(verifier.plan_compare(params.task, params.a, params.b)[0])
+    return verifier.compare(params.task, params.a, params.b, progress=ctx.call_counter(planned)).to_dict()
+
+
+def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
+    from veriscale.selection.inputs import default_criteria, resolve_inputs
+    from veriscale.selection.select import plan_selection, run_selection
+    from veriscale.selection.settings import SelectionSettings
+
+    paths = [str(ctx.path(p)) for p in params.paths]
+    task, candidates = resolve_inputs(paths, str(ctx.path(params.task)) if params.task else None, None)
+    crits = _criteria(params.criteria or default_criteria(candidates), ctx)
+    settings = SelectionSettings(method=params.method, k=params.k, repeats=params.repeats, adaptive=params.adaptive,
+                                 min_confidence=params.min_confidence, seed=params.seed, scale=params.scale,
+                                 criteria=crits)
+    verifier = settings.verifier(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
+    plan = plan_selection(task, candidates, verifier=verifier, settings=settings)
+    run_id = ctx.start_run("select", verifier.model.uri, {"paths": paths, "task": params.task, "method": params.method,
+                                                          "k": params.k, "criteria": crits.name})
+    verifier.executor.run_id = run_id
+    ctx.log.record_candidates(run_id, candidates)
+    count = ctx.call_counter(plan.judgements_planned * plan.calls_per_judgement)
+    return run_selection(plan, verifier=verifier, on_progress=lambda done, planned: count(None)).to_dict()
+
+
+def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:
+    from veriscale.data.importers import load_candidates
+    from veriscale.data.text_input import read_text_input
+    from veriscale.progress.checkpoints import resolve_checkpoints
+    from veriscale.progress.events import EventWatch
+    from veriscale.progress.judge import ProgressJudge
+    from veriscale.progress.track import track
+    from veriscale.progress.voc import voc_by_outcome
+
+    paths = [ctx.path(p) for p in params.paths]
+    cands = [c for p in paths for c in load_candidates([str(p)]) if c.trajectory is not None and c.trajectory.steps]
+    if params.id is not None:
+        cands = [c for c in cands if c.id == params.id]
+    if not cands:
+        raise UserError("the paths hold no run with steps" + (f" and id '{params.id}'" if params.id else "")
+                        + ": progress is scored on a trajectory's steps")
+    task = read_text_input(str(ctx.path(params.task))) if params.task else None
+    judge = ProgressJudge(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
+    run_id = ctx.start_run("track", judge.model.uri, {"trajectory": [str(p) for p in paths], "runs": len(cands),
+                                                      "every": params.every})
+    judge.executor.run_id = run_id
+    plans = [(c, resolve_checkpoints(len(c.trajectory.steps), params.checkpoints, params.every)) for c in cands]
+    count = ctx.call_counter(sum(len(points) for _, points in plans) * len(judge.repeats))
+    curves = []
+    for cand, chosen in plans:
+        ctx.log.record_steps(run_id, cand.id, cand.trajectory.steps, start=0)
+        curves.append(track(task, cand, chosen, judge=judge, watch=EventWatch(), progress=count))
+        ctx.log.emit_curve(run_id, curves[-1])
+    labelled = [(c.voc, bool(c.outcome)) for c in curves if c.outcome is not None]
+    return {"curves": [c.to_dict() for c in curves], "voc_by_outcome": voc_by_outcome(labelled) if labelled else None}
+
+
+def run_harness(params: HarnessParams, ctx: Any) -> dict[str, Any]:
+    from veriscale.harness.protocol.runner import RunOptions, run_tasks
+
+    options = RunOptions(model_uri=ctx.model.uri, contract=params.contract, executor=params.executor,
+                         max_steps=params.max_steps, phase_timeout_s=params.phase_timeout_s,
+                         store_path=ctx.store.path, concurrency=1)
+    summary = run_tasks([ctx.path(t) for t in params.tasks], options,
+                        backend=ctx.model if params.executor == "builtin" else None)
+    ctx.adopt_run(summary["store_run"])  # the harness records its own runs
+    return summary
+
+
+RUNNERS: dict[str, Callable[[Any, Any], dict[str, Any]]] = {
+    "score": run_score, "compare": run_compare, "select": run_select, "track": run_track, "harness": run_harness}
+#: Kinds a running job of which can be stopped between model calls (a harness session cannot).
+CANCELLABLE_WHILE_RUNNING = ("score", "compare", "select", "track")
+
+
+def paths_in(kind: str, params: dict[str, Any]) -> list[str]:
+    """The file and folder paths a job's params name (each must lie under an allowed folder)."""
+    found = list(params.get("paths") or []) + list(params.get("tasks") or [])
+    if kind in ("select", "track") and params.get("task"):
+        found.append(params["task"])
+    criteria = params.get("criteria")
+    if isinstance(criteria, str) and (criteria.endswith(".md") or "/" in criteria):
+        found.append(criteria)
+    return found
+
+
+def run_job(kind: str, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Validate ``params`` for ``kind`` and run it; returns what its store run records as result."""
+    return RUNNERS[kind](PARAMS[kind].model_validate(params), ctx)

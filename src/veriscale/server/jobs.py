@@ -1,0 +1,250 @@
+"""Jobs: submitted over REST, kept in the store's ``jobs`` table, run by worker threads.
+
+    runner = JobRunner(store, model, roots=(Path("/data"),), workers=1)
+    runner.start()                       # unfinished jobs of an earlier server run are queued again
+    job = runner.submit("select", {"paths": ["/data/pool.jsonl"]})
+    runner.get(job["id"])["status"]      # queued | running | done | failed | cancelled
+    runner.cancel(job["id"])
+
+A job's work goes through the gateway with the store as its cache, so a job that was running
+when the server died resumes on restart without repeating a finished model call: its old run
+is marked ``interrupted`` and a new run answers the finished calls from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from veriscale.engine.run_log import RunLog
+from veriscale.engine.store import Store
+from veriscale.errors import UserError, VeriscaleError
+from veriscale.harness.safe_fs import is_within
+from veriscale.server import job_kinds
+
+STATUSES = ("queued", "running", "done", "failed", "cancelled")
+UNFINISHED = ("queued", "running")
+_COLUMNS = "id, kind, params, status, run_id, error, attempts, cancel_requested, created_at, started_at, finished_at"
+CALL_EVENT_INTERVAL_S = 0.25  # at most this often a "calls" event per running job
+
+
+def allowed_path(given: str, roots: tuple[Path, ...]) -> Path:
+    """``given`` resolved (links followed: where it really is), if that lies under one of ``roots``."""
+    resolved = Path(given).expanduser().resolve()
+    if not any(is_within(resolved, root) for root in roots):
+        where = ", ".join(str(r) for r in roots) or "none"
+        raise UserError(f"'{given}' is outside the folders this server may read ({where}): start it with "
+                        f"--allow-dir {resolved.parent} or move the file there")
+    if not resolved.exists():
+        raise UserError(f"'{given}' does not exist: check the path")
+    if resolved.is_dir():
+        _no_links_out(given, resolved, roots)
+    return resolved
+
+
+def _no_links_out(given: str, folder: Path, roots: tuple[Path, ...]) -> None:
+    """Refuse a folder holding a link that leads outside ``roots`` (the importers would follow it)."""
+    for here, dirs, files in os.walk(folder):  # does not descend into linked folders
+        for name in dirs + files:
+            entry = Path(here) / name
+            if entry.is_symlink() and not any(is_within(entry.resolve(), root) for root in roots):
+                raise UserError(f"'{given}' holds a link ('{entry.relative_to(folder)}') that leads outside the "
+                                "folders this server may read: remove it or copy the files it points to")
+
+
+class JobCancelled(Exception):
+    """Raised inside a job's progress callback once cancel was asked for."""
+
+
+class JobTable:
+    """The ``jobs`` table."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def add(self, kind: str, params: dict[str, Any]) -> int:
+        _, rowid = self.store.execute("INSERT INTO jobs (kind, params, status, created_at) VALUES (?, ?, 'queued', ?)",
+                                      (kind, json.dumps(params), time.time()))
+        return int(rowid or 0)
+
+    def get(self, job_id: int) -> dict[str, Any] | None:
+        rows, _ = self.store.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        return _job(rows[0]) if rows else None
+
+    def list(self, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        where, params = ("WHERE status = ?", (status,)) if status else ("", ())
+        rows, _ = self.store.execute(f"SELECT {_COLUMNS} FROM jobs {where} ORDER BY id DESC LIMIT ?", (*params, limit))
+        return [_job(r) for r in rows]
+
+    def unfinished(self) -> list[dict[str, Any]]:
+        rows, _ = self.store.execute(f"SELECT {_COLUMNS} FROM jobs WHERE status IN ('queued', 'running') ORDER BY id")
+        return [_job(r) for r in rows]
+
+    def update(self, job_id: int, **fields: Any) -> None:
+        names = ", ".join(f"{k} = ?" for k in fields)
+        self.store.execute(f"UPDATE jobs SET {names} WHERE id = ?", (*fields.values(), job_id))
+
+
+def _job(row: tuple[Any, ...]) -> dict[str, Any]:
+    names = _COLUMNS.split(", ")
+    job = dict(zip(names, row))
+    job["params"] = json.loads(job["params"])
+    job["cancel_requested"] = bool(job["cancel_requested"])
+    return job
+
+
+@dataclass
+class JobContext:
+    """What a running job may use: the store, the server's model, the allowed folders."""
+
+    job_id: int
+    store: Store
+    model: Any
+    roots: tuple[Path, ...]
+    cancelled: threading.Event
+    concurrency: int = 4
+    run_id: int | None = None
+    log: RunLog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = RunLog(self.store)
+
+    def path(self, given: str) -> Path:
+        """``given`` resolved, if it lies under an ``--allow-dir`` root; else one sentence."""
+        return allowed_path(given, self.roots)
+
+    def start_run(self, command: str, model: str | None, args: dict[str, Any]) -> int:
+        self.run_id = self.store.start_run(command, model, {**args, "job": self.job_id})
+        JobTable(self.store).update(self.job_id, run_id=self.run_id)
+        return self.run_id
+
+    def adopt_run(self, run_id: int) -> None:
+        """A job whose work records its own run (the harness) names it afterwards."""
+        JobTable(self.store).update(self.job_id, run_id=run_id)
+
+    def check(self) -> None:
+        if self.cancelled.is_set():
+            raise JobCancelled()
+
+    def call_counter(self, planned: int) -> Callable[[Any], None]:
+        """A progress callback: checks for cancel and emits throttled ``calls`` events."""
+        done, last = 0, 0.0
+
+        def count(_outcome: Any) -> None:
+            nonlocal done, last
+            done += 1
+            now = time.monotonic()
+            if self.run_id is not None and (now - last >= CALL_EVENT_INTERVAL_S or done >= planned):
+                last = now
+                self.log.emit(self.run_id, "calls", {"done": done, "planned": planned})
+            self.check()
+
+        return count
+
+
+class JobRunner:
+    """A queue of job ids and ``workers`` threads that run them one at a time each."""
+
+    def __init__(self, store: Store, model: Any, *, roots: tuple[Path, ...] = (), workers: int = 1,
+                 concurrency: int = 4) -> None:
+        self.store = store
+        self.table = JobTable(store)
+        self.model = model
+        self.roots = tuple(Path(r).resolve() for r in roots)
+        self.workers = workers
+        self.concurrency = concurrency
+        self._queue: queue.Queue[int | None] = queue.Queue()
+        self._cancel: dict[int, threading.Event] = {}
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> int:
+        """Queue again the jobs an earlier server left unfinished; start the workers. Returns how many resumed."""
+        resumed = self.table.unfinished()
+        for job in resumed:
+            if job["status"] == "running" and job["run_id"] is not None:
+                run = self.store.run(job["run_id"])
+                if run is not None and run.status == "running":
+                    self.store.finish_run(run.id, "interrupted", {"error": "the server stopped during this run; "
+                                                                  f"job {job['id']} resumed in a new run"})
+            self.table.update(job["id"], status="queued")
+            self._enqueue(job["id"])
+        for n in range(self.workers):
+            thread = threading.Thread(target=self._work, name=f"job-worker-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return len(resumed)
+
+    def stop(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+
+    def submit(self, kind: str, params: dict[str, Any]) -> dict[str, Any]:
+        if kind not in job_kinds.RUNNERS:
+            raise UserError(f"unknown job kind '{kind}': use one of {', '.join(job_kinds.RUNNERS)}")
+        for given in job_kinds.paths_in(kind, params):  # refused now, not when the job runs
+            allowed_path(given, self.roots)
+        job_id = self.table.add(kind, params)
+        self._enqueue(job_id)
+        return self.get(job_id)
+
+    def get(self, job_id: int) -> dict[str, Any]:
+        job = self.table.get(job_id)
+        if job is None:
+            raise LookupError(f"there is no job {job_id}: list jobs with GET /api/jobs")
+        return job
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        job = self.get(job_id)
+        if job["status"] not in UNFINISHED:
+            return job
+        if job["status"] == "running" and job["kind"] not in job_kinds.CANCELLABLE_WHILE_RUNNING:
+            raise UserError(f"job {job_id} is a running {job['kind']} job, which cannot stop mid-session: "
+                            "wait for it to finish")
+        self.table.update(job_id, cancel_requested=1)
+        self._cancel[job_id].set()
+        if job["status"] == "queued":
+            self.table.update(job_id, status="cancelled", finished_at=time.time())
+        return self.get(job_id)
+
+    def _enqueue(self, job_id: int) -> None:
+        self._cancel[job_id] = threading.Event()
+        self._queue.put(job_id)
+
+    def _work(self) -> None:
+        while (job_id := self._queue.get()) is not None:
+            job = self.table.get(job_id)
+            if job is None or job["status"] != "queued":
+                continue
+            self._run(job)
+
+    def _run(self, job: dict[str, Any]) -> None:
+        job_id = job["id"]
+        self.table.update(job_id, status="running", started_at=time.time(), attempts=job["attempts"] + 1,
+                          error=None, run_id=None)
+        ctx = JobContext(job_id, self.store, self.model, self.roots, self._cancel[job_id], self.concurrency)
+        status, error, result = "done", None, None
+        try:
+            result = job_kinds.run_job(job["kind"], job["params"], ctx)
+        except JobCancelled:
+            status, error = "cancelled", "cancelled on request"
+        except VeriscaleError as exc:
+            status, error = "failed", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a job's crash is its result, the server goes on
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        if ctx.run_id is not None:
+            run = self.store.run(ctx.run_id)
+            if run is not None and run.status == "running":
+                run_status = {"done": "failed" if _failed(result) else "ok"}.get(status, status)
+                self.store.finish_run(ctx.run_id, run_status, result if result is not None else {"error": error})
+            ctx.log.emit(ctx.run_id, "status", {"job": job_id, "status": status, "error": error})
+        self.table.update(job_id, status=status, error=error, finished_at=time.time())
+
+
+def _failed(result: Any) -> bool:
+    return isinstance(result, dict) and bool(result.get("errors") or result.get("failed"))

@@ -1,0 +1,57 @@
+"""Server-sent events for one run: its run events as they land in the store, from any process.
+
+    GET /api/runs/12/stream?after=40        (or the browser's Last-Event-ID on reconnect)
+
+    id: 41
+    event: point
+    data: {"trajectory": "t1", "point": {"step": 7, "value": 0.42, ...}}
+
+The stream polls the store (``POLL_S``), so a ``track --follow`` in another terminal shows up
+as it scores; it ends with an ``end`` event once the run is no longer running and every event
+was sent, and sends a comment line every ``KEEPALIVE_S`` so proxies keep it open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import AsyncIterator
+
+from veriscale.engine.run_log import RunLog
+from veriscale.engine.store import Store
+
+POLL_S = 0.2
+KEEPALIVE_S = 15.0
+
+
+def sse(event_id: int | None, kind: str, data: dict) -> str:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data, default=str)}\n\n"
+
+
+async def run_stream(store: Store, run_id: int, after: int = 0, *, poll_s: float = POLL_S,
+                     is_disconnected=None) -> AsyncIterator[str]:
+    log = RunLog(store)
+    quiet_since = time.monotonic()
+    yield "retry: 1000\n\n"
+    while True:
+        events = await asyncio.to_thread(log.since, run_id, after, 500)
+        for event in events:
+            after = event.id
+            yield sse(event.id, event.kind, {**event.data, "at": event.at})
+        if events:
+            quiet_since = time.monotonic()
+            continue
+        run = await asyncio.to_thread(store.run, run_id)
+        if run is None or run.status != "running":
+            for event in await asyncio.to_thread(log.since, run_id, after, 100_000):  # written just before it ended
+                yield sse(event.id, event.kind, {**event.data, "at": event.at})
+            yield sse(None, "end", {"status": None if run is None else run.status})
+            return
+        if is_disconnected is not None and await is_disconnected():
+            return
+        if time.monotonic() - quiet_since > KEEPALIVE_S:
+            quiet_since = time.monotonic()
+            yield ": keepalive\n\n"
+        await asyncio.sleep(poll_s)

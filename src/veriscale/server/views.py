@@ -1,0 +1,143 @@
+"""What the dashboard shows, read from the store: JSON-ready dicts, one function a page.
+
+    runs_page(store, text="select", offset=0, limit=50)   # {"total", "runs": [...]}
+    run_view(store, 12)          # the run, its cost, children, and which page shows it ("view")
+    selection_view(store, 12)    # candidates, preference matrix, win mass, judgements with call keys
+    progress_view(store, 13)     # curves (finished) or the points so far (running), with events
+    call_view(store, key)        # one judgement call: the exact prompt, label distribution, mass, cost
+
+Every string in these dicts is data from a run; the dashboard renders it as text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veriscale.engine.run_log import RunLog
+from veriscale.engine.run_summary import run_summary
+from veriscale.engine.store import RunRecord, Store
+
+
+class NotFound(LookupError):
+    """The store has no such run or call (the route answers 404 with this sentence)."""
+
+
+VIEWS = {"select": "selection", "track": "progress", "track --follow": "progress", "harness run": "harness",
+         "harness task": "harness", "score": "verdict", "compare": "verdict"}
+
+
+def _record(run: RunRecord, store: Store | None = None) -> dict[str, Any]:
+    doc = {"id": run.id, "command": run.command, "model": run.model, "status": run.status,
+           "created_at": run.created_at, "finished_at": run.finished_at, "summary": run_summary(run),
+           "view": VIEWS.get(run.command, "other"), "job": run.args.get("job") if isinstance(run.args, dict) else None}
+    return doc
+
+
+def runs_page(store: Store, *, command: str | None = None, status: str | None = None, text: str | None = None,
+              offset: int = 0, limit: int = 50) -> dict[str, Any]:
+    total, runs = store.query_runs(command=command, status=status, text=text, offset=offset, limit=limit)
+    return {"total": total, "offset": offset, "limit": limit, "runs": [_record(r) for r in runs]}
+
+
+def _run(store: Store, run_id: int) -> RunRecord:
+    run = store.run(run_id)
+    if run is None:
+        raise NotFound(f"there is no run {run_id} in the store: pick one from the runs list")
+    return run
+
+
+def run_view(store: Store, run_id: int) -> dict[str, Any]:
+    run = _run(store, run_id)
+    return {**_record(run), "args": run.args, "result": run.result, "cost": store.run_cost(run.id),
+            "children": [_record(c) for c in store.child_runs(run.id)],
+            "trajectories": RunLog(store).trajectories(run.id)}
+
+
+def selection_view(store: Store, run_id: int) -> dict[str, Any]:
+    """The pick and the evidence: per-candidate rewards, mean P(i ≻ j) per pair, every judgement."""
+    run = _run(store, run_id)
+    result = run.result or {}
+    if run.command != "select" or "ranking" not in result:
+        raise NotFound(f"run {run_id} is a '{run.command}' run without a selection: open it as a run instead")
+    ranking = sorted(result["ranking"], key=lambda r: r["index"])
+    n = len(ranking)
+    tournament = result.get("tournament") or {}
+    judgements = list(tournament.get("comparisons") or [])
+    sums = [[0.0] * n for _ in range(n)]
+    counts = [[0] * n for _ in range(n)]
+    for k, j in enumerate(judgements):
+        j["n"] = k
+        a, b, p = j["i"], j["j"], j["p"]
+        sums[a][b] += p
+        sums[b][a] += 1.0 - p
+        counts[a][b] += 1
+        counts[b][a] += 1
+    matrix = [[sums[a][b] / counts[a][b] if counts[a][b] else None for b in range(n)] for a in range(n)]
+    strengths = list(tournament.get("strengths") or [])
+    return {
+        "run_id": run.id, "status": run.status, "method": result.get("method"), "task": result.get("task"),
+        "best": result.get("index"), "confidence": result.get("confidence"), "decided": result.get("decided"),
+        "reason": (result.get("reason") or {}).get("text"), "stop_reason": result.get("stop_reason"),
+        "candidates": [{**r, "strength": strengths[r["index"]] if r["index"] < len(strengths) else None}
+                       for r in ranking],
+        "criteria": list((ranking[0].get("criteria") or {}).keys()) if ranking else [],
+        "matrix": matrix, "counts": counts, "judgements": judgements,
+        "usage": result.get("usage"), "notes": result.get("notes") or [],
+    }
+
+
+def call_view(store: Store, key: str) -> dict[str, Any]:
+    """One model call as the judgement panel shows it."""
+    call = store.call(key)
+    if call is None:
+        raise NotFound(f"there is no call {key[:16]}… in the store")
+    request, response = call["request"] or {}, call["response"] or {}
+    return {
+        "key": call["key"], "kind": call["kind"], "model": call["model"], "status": call["status"],
+        "error": call["error"], "messages": request.get("messages"), "prefill": request.get("prefill"),
+        "labels": request.get("labels"), "label_probs": response.get("label_probs"),
+        "label_mass": response.get("label_mass"), "unseen_mass": response.get("unseen_mass"),
+        "reasoning": response.get("reasoning") or None, "top_tokens": response.get("top_tokens"),
+        "text": response.get("text"), "tool_calls": response.get("tool_calls"),
+        "cost": {"prompt_tokens": call["prompt_tokens"], "cached_tokens": call["cached_tokens"],
+                 "completion_tokens": call["completion_tokens"], "latency_s": call["latency_s"]},
+        "created_at": call["created_at"],
+    }
+
+
+def progress_view(store: Store, run_id: int) -> dict[str, Any]:
+    """Curves of a finished track run, or the points streamed so far by a running one.
+
+    ``last_event`` is the id an event stream continues from (``/api/runs/{id}/stream?after=``).
+    """
+    run = _run(store, run_id)
+    log = RunLog(store)
+    events, after = [], 0
+    while batch := log.since(run.id, after, 5000):
+        events += batch
+        after = batch[-1].id
+    result = run.result or {}
+    if run.status != "running" and result.get("curves") is not None:
+        curves = result["curves"]
+    else:
+        curves = curves_from_events(events)
+    return {"run_id": run.id, "status": run.status, "command": run.command, "curves": curves,
+            "voc_by_outcome": result.get("voc_by_outcome"), "last_event": after,
+            "calls": next((e.data for e in reversed(events) if e.kind == "calls"), None)}
+
+
+def curves_from_events(events: list[Any]) -> list[dict[str, Any]]:
+    """Curves rebuilt from ``point`` and ``event`` run events (``data["trajectory"]`` groups them)."""
+    curves: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if e.kind not in ("point", "event"):
+            continue
+        name = str(e.data.get("trajectory") or "")
+        curve = curves.setdefault(name, {"trajectory": name, "points": [], "events": [], "voc": None, "n_steps": 0})
+        if e.kind == "point":
+            curve["points"].append(e.data["point"])
+            curve["n_steps"] = max(curve["n_steps"], e.data["point"]["step"])
+            curve["voc"] = e.data.get("voc", curve["voc"])
+        else:
+            curve["events"].append(e.data["event"])
+    return list(curves.values())
