@@ -60,6 +60,8 @@ def test_a_select_job_runs_on_the_gateway_and_its_judgements_open_to_their_calls
         assert "return sum(xs)" in prompt and TASK in prompt
         assert set(call["label_probs"]) == set(call["labels"]) and call["label_mass"] == pytest.approx(0.9)
         assert c.get("/api/calls/" + "0" * 64).status_code == 404
+        linked = c.get(f"/api/runs/{done['run_id']}/calls").json()["calls"]
+        assert {k for j in sel["judgements"] for k in j["calls"]} <= {call["key"] for call in linked}
 
 
 def test_score_and_compare_jobs_record_their_verdicts(tmp_path):
@@ -98,6 +100,31 @@ def test_a_track_job_streams_its_points_and_the_progress_view_has_the_curve(tmp_
         assert steps["total"] == 6 and [s["text"] for s in steps["steps"]] == ["UP", "DOWN"]
         assert c.get(f"/api/runs/{job['run_id']}/steps/find",
                      params={"trajectory": "t1", "q": "down"}).json()["matches"] == [3]
+
+
+class SlowProgressModel(ScriptedProgressModel):
+    """TEST DOUBLE — the scripted progress judge, a fifth of a second a call."""
+
+    def score(self, request):
+        time.sleep(0.2)
+        return super().score(request)
+
+
+def test_a_track_jobs_points_reach_the_stream_while_it_runs(tmp_path):
+    traj = _trajectory(tmp_path / "t1.jsonl", ["UP"] * 10)
+    with dashboard(tmp_path / "s.sqlite3", SlowProgressModel(), roots=(tmp_path,)) as d, d.client() as c:
+        job = d.submit("track", {"paths": [str(traj)]})
+        deadline = time.monotonic() + 30
+        while (run_id := c.get(f"/api/jobs/{job['id']}").json()["run_id"]) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        with c.stream("GET", f"/api/runs/{run_id}/stream") as stream:
+            for chunk in stream.iter_text():
+                if "event: point" in chunk:
+                    break
+        so_far = c.get(f"/api/runs/{run_id}/progress").json()["curves"][0]["points"]
+        assert len(so_far) < 10, "the first points came while the later ones were still being scored"
+        assert d.wait(job["id"])["status"] == "done"
 
 
 def test_the_stream_resumes_after_the_last_event_id_it_was_given(tmp_path):
@@ -263,3 +290,32 @@ def test_serve_refuses_to_bind_off_loopback_without_a_token_and_checks_allow_dir
     assert r.exit_code == 2 and "--token" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(app, ["serve", "--allow-dir", str(tmp_path / "missing"), "--store", str(tmp_path / "s.sqlite3")])
     assert r.exit_code == 2 and "is not a folder" in r.output
+
+
+def test_a_harness_job_runs_jailed_and_its_page_reads_the_run_folder(tmp_path):
+    from tests.server.test_harness_view import CHALLENGER, FINISH, FIXTURE, REPAIRED, RESOLVER, _write
+    from tests.support.scripted_chat import ScriptedChat, call, say
+    from veriscale.harness.workspace.materialize import materialize
+
+    task = tmp_path / "tasks" / "quarterly_report"
+    materialize(FIXTURE, task, seed=11)
+    chat = ScriptedChat({
+        "resolve": [_write("ledger.json", RESOLVER), say("done")],
+        "challenge": [_write("ledger.json", CHALLENGER), say("done")],
+        "adjudicate": [_write("finish.json", FINISH), say("done")],
+        "deliver": [call("write", path="out/deliverables/report.md", content=REPAIRED),
+                    _write("repair.json", {"base": "r01", "changes": [
+                        {"file": "report.md", "summary": "customers", "evidence": ["challenger:C1"]}]}),
+                    say("delivered")],
+    })
+    with dashboard(tmp_path / "s.sqlite3", chat, roots=(tmp_path / "tasks",)) as d, d.client() as c:
+        job = d.wait(d.submit("harness", {"tasks": [str(task)], "max_steps": 8})["id"], seconds=600)
+        assert job["status"] == "done", job
+        result = c.get(f"/api/jobs/{job['id']}/result").json()["result"]
+        assert result["jail"] == "on" and result["tasks"][0]["outcome"] == "delivered"
+        view = c.get(f"/api/runs/{job['run_id']}/harness").json()
+        (entry,) = view["tasks"]
+        assert entry["readable"] and entry["claims"]["disputed"] and entry["adjudication"]["base"] == "r01"
+        diff = next(f for f in entry["diffs"] if f["path"].endswith("report.md"))
+        assert "+Active customers: 1,310" in diff["diff"]
+        assert c.post(f"/api/jobs/{job['id']}/cancel").json()["status"] == "done", "a finished job stays as it was"

@@ -154,8 +154,10 @@ def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every,
     with o.call_progress(total, "progress calls", not json_out) as advance:
         for cand, chosen in plans:
             log.record_steps(run_id, cand.id, cand.trajectory.steps, start=0)
-            curves.append(track_curve(task, cand, chosen, judge=judge, watch=EventWatch(**watch_args), progress=advance))
-            log.emit_curve(run_id, curves[-1])
+            feed = judge.point_feed(log.point_emitter(run_id, cand.id))
+            curves.append(track_curve(task, cand, chosen, judge=judge, watch=EventWatch(**watch_args),
+                                      progress=lambda outcome: (advance(outcome), feed(outcome))))
+            log.emit_events(run_id, cand.id, curves[-1].events)
     payload = finish_with(store, run_id, _payload(curves), output, "failed" if any(c.failed for c in curves) else "ok")
     _emit(curves, payload, output, plot, json_out)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from veriscale.engine.store import Store
 
@@ -75,13 +75,14 @@ class RunLog:
             (run_id, after, limit))
         return [RunEvent(r[0], r[1], json.loads(r[2]), r[3]) for r in rows]
 
-    def emit_curve(self, run_id: int, curve: Any) -> None:
-        """A finished ``ProgressCurve`` as its ``point`` and ``event`` events."""
-        name = curve.trajectory_id
-        for point in curve.points:
-            self.emit(run_id, "point", {"trajectory": name, "point": point.to_dict()})
-        for event in curve.events:
-            self.emit(run_id, "event", {"trajectory": name, "event": event.to_dict()})
+    def point_emitter(self, run_id: int, trajectory: str) -> Callable[[Any], None]:
+        """``on_point`` for ``ProgressJudge.point_feed``: each checkpoint's point as a ``point`` event."""
+        return lambda point: self.emit(run_id, "point", {"trajectory": trajectory, "point": point.to_dict()})
+
+    def emit_events(self, run_id: int, trajectory: str, events: Iterable[Any]) -> None:
+        """A curve's stall, regression and likely-done events, as ``event`` events."""
+        for event in events:
+            self.emit(run_id, "event", {"trajectory": trajectory, "event": event.to_dict()})
 
     # -- steps ---------------------------------------------------------------------------
     def record_steps(self, run_id: int, trajectory: str, steps: Iterable[Any], start: int | None = None) -> int:

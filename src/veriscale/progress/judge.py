@@ -16,7 +16,7 @@ The embedded model gets small defaults so a CPU can follow a run as it happens.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from veriscale.data.render import MIN_BUDGET_TOKENS, estimate_tokens, truncate_middle
@@ -136,6 +136,20 @@ class ProgressJudge:
         """:meth:`run` for async callers (the gateway runs on its own loop; this awaits it)."""
         await asyncio.to_thread(self.check_labels)
         return self.points(await on_gateway_loop(self.executor.gateway.run(calls)))
+
+    def point_feed(self, on_point: Callable[[ProgressPoint], None]) -> Callable[[CallOutcome], None]:
+        """A ``progress`` callback for :meth:`run` that hands each checkpoint's point to ``on_point``
+        as soon as all its repeats are in (a live curve while a long plan runs)."""
+        pending: dict[int, list[CallOutcome]] = {}
+
+        def feed(outcome: CallOutcome) -> None:
+            step = outcome.call.tag.step
+            group = pending.setdefault(step, [])
+            group.append(outcome)
+            if len(group) == len(self.repeats):
+                on_point(self._point(step, pending.pop(step)))
+
+        return feed
 
     def points(self, outcomes: Sequence[CallOutcome]) -> list[ProgressPoint]:
         by_step: dict[int, list[CallOutcome]] = {}

@@ -9,7 +9,7 @@ Routes (the schema is at ``/openapi.json``; docs/SERVER.md has examples):
     GET  /api/runs?command=&status=&q=&offset=&limit=     GET /api/runs/{id}
     GET  /api/runs/{id}/selection | /progress | /harness  GET /api/runs/{id}/stream   (SSE)
     GET  /api/runs/{id}/steps?trajectory=&offset=&limit=  GET /api/runs/{id}/steps/find?trajectory=&q=&errors=
-    GET  /api/calls/{key}      GET /api/info      GET /api/health (no token needed)
+    GET  /api/runs/{id}/calls   GET /api/calls/{key}      GET /api/info      GET /api/health (no token needed)
     POST /api/jobs {"kind", "params"}   GET /api/jobs   GET /api/jobs/{id}   GET /api/jobs/{id}/result
     POST /api/jobs/{id}/cancel
 """
@@ -145,6 +145,13 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
         return StreamingResponse(run_stream(store, run_id, start, is_disconnected=request.is_disconnected),
                                  media_type="text/event-stream",
                                  headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+    @app.get("/api/runs/{run_id}/calls")
+    def run_calls(run_id: int) -> dict[str, Any]:
+        """Every call the run (and its harness tasks) used, in order, cache hits included."""
+        run = views.run_view(store, run_id)
+        ids = [run_id] + [c["id"] for c in run["children"]]
+        return {"calls": [{**call, "run_id": rid} for rid in ids for call in store.run_calls(rid)]}
 
     @app.get("/api/calls/{key}")
     def get_call(key: str) -> dict[str, Any]:

@@ -173,8 +173,10 @@ def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:
     curves = []
     for cand, chosen in plans:
         ctx.log.record_steps(run_id, cand.id, cand.trajectory.steps, start=0)
-        curves.append(track(task, cand, chosen, judge=judge, watch=EventWatch(), progress=count))
-        ctx.log.emit_curve(run_id, curves[-1])
+        feed = judge.point_feed(ctx.log.point_emitter(run_id, cand.id))  # points stream as they are scored
+        curves.append(track(task, cand, chosen, judge=judge, watch=EventWatch(),
+                            progress=lambda outcome: (feed(outcome), count(outcome))))
+        ctx.log.emit_events(run_id, cand.id, curves[-1].events)
     labelled = [(c.voc, bool(c.outcome)) for c in curves if c.outcome is not None]
     return {"curves": [c.to_dict() for c in curves], "voc_by_outcome": voc_by_outcome(labelled) if labelled else None}
 
