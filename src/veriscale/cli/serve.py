@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
         allow_dir: Annotated[Optional[List[Path]], typer.Option("--allow-dir", help="A folder jobs may read (repeatable); nothing else but the store is read.")] = None,
         max_body: Annotated[Optional[str], typer.Option("--max-body", help="Largest request body, e.g. 1M (bigger: 413).")] = None,
         workers: Annotated[Optional[int], typer.Option("--workers", help="Jobs that run at once (default 1).")] = None,
+        proxy_n: Annotated[Optional[int], typer.Option("--proxy-n", help="Serve the proxy APIs (/v1/chat/completions, /v1/responses, /v1/messages) with N candidates of --model, unless [proxy] in the config file names its candidates.")] = None,
         model: o.ModelOpt = None, store: o.StoreOpt = None, concurrency: o.ConcurrencyOpt = None,
     ) -> None:
         """Serve the dashboard and the REST API (jobs, runs, calls, live progress).
@@ -56,7 +57,8 @@ def register(app: typer.Typer) -> None:
                                workers=settings.workers, concurrency=c)
             policy = AccessPolicy.for_bind(settings.host, settings.port, token=settings.token,
                                            max_body_bytes=settings.max_body_bytes)
-            app_ = create_app(st, runner, policy, roots=settings.allow_dirs)
+            proxy = _proxy(current().config, runner.model, st, proxy_n)
+            app_ = create_app(st, runner, policy, roots=settings.allow_dirs, proxy=proxy)
             resumed = runner.start()
             shown = f"[{settings.host}]" if ":" in settings.host else settings.host
             err_console.print(f"veriscale dashboard on http://{shown}:{settings.port}/ (store {st.path})", highlight=False)
@@ -69,9 +71,29 @@ def register(app: typer.Typer) -> None:
                                   highlight=False)
             roots = ", ".join(str(r) for r in settings.allow_dirs) or "none (jobs can read only the store)"
             err_console.print(f"jobs may read: {roots}", highlight=False)
+            if proxy is not None:
+                pools = ", ".join(f"{n} × {name}" for name, n in proxy.settings.candidates)
+                err_console.print(f"proxy on /v1/chat/completions, /v1/responses, /v1/messages: {pools}; verifier "
+                                  f"{proxy.verifier_model.uri}", highlight=False)
             if resumed:
                 err_console.print(f"resuming {resumed} unfinished job(s) from the store", highlight=False)
         try:
             uvicorn.run(app_, host=settings.host, port=settings.port, log_level="warning")
         finally:
             runner.stop()
+
+
+def _proxy(config, server_model, store, proxy_n: Optional[int]):
+    """The proxy service when ``[proxy]`` or ``--proxy-n`` asks for one, checked at start."""
+    from veriscale.proxy.settings import proxy_settings
+
+    settings = proxy_settings(config, fallback_model=server_model.uri, n=proxy_n)
+    if settings is None:
+        return None
+    from veriscale.models.uri import load_backend
+    from veriscale.proxy.setup import open_proxy
+
+    def load(uri: str):  # the server's own model is not loaded twice
+        return server_model if uri == server_model.uri else load_backend(uri)
+
+    return open_proxy(settings, server_model, store, load=load)

@@ -128,9 +128,10 @@ class Gateway:
             return None
         return self.store.get_call(key)
 
-    def _link(self, key: str, *, cache_hit: bool, label: str | None = None) -> None:
-        if self.store is not None and self.run_id is not None:
-            self.store.link_call(self.run_id, key, cache_hit=cache_hit, label=label)
+    def _link(self, key: str, *, cache_hit: bool, label: str | None = None, run_id: int | None = None) -> None:
+        run_id = self.run_id if run_id is None else run_id
+        if self.store is not None and run_id is not None:
+            self.store.link_call(run_id, key, cache_hit=cache_hit, label=label)
 
     def _check_budget(self, new_calls: int) -> None:
         if self.max_calls is not None and self.usage.model_calls + new_calls > self.max_calls:
@@ -184,12 +185,13 @@ class Gateway:
         self.usage.latency_s += latency_s or 0.0
 
     async def _once(self, key: str, request: dict[str, Any], *, kind: str, make: Callable[[], Awaitable[Any]],
-                    owner: ModelBackend | None = None, label: str | None = None, budget: bool = False) -> Any:
+                    owner: ModelBackend | None = None, label: str | None = None, budget: bool = False,
+                    run_id: int | None = None) -> Any:
         """One cached call: a hit comes from the store; otherwise ``make()`` runs and its outcome is
         committed, counted and linked (a failure is recorded, then raised)."""
         if (hit := self._cached(key)) is not None:
             self.usage.cache_hits += 1
-            self._link(key, cache_hit=True, label=label)
+            self._link(key, cache_hit=True, label=label, run_id=run_id)
             return ChatResponse(**hit) if kind == "chat" else ScoreResponse.from_dict(hit)
         if budget:
             self._check_budget(1)
@@ -199,12 +201,12 @@ class Gateway:
         except ModelCallError as exc:
             self._record(key, request, kind=kind, response=None, error=worded(exc.template),
                          latency_s=time.perf_counter() - started, model=owner)
-            self._link(key, cache_hit=False, label=label)
+            self._link(key, cache_hit=False, label=label, run_id=run_id)
             raise
         self._record(key, request, kind=kind, response=asdict(reply), error=None,
                      latency_s=getattr(reply, "latency_s", 0.0) or time.perf_counter() - started,
                      prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, model=owner)
-        self._link(key, cache_hit=False, label=label)
+        self._link(key, cache_hit=False, label=label, run_id=run_id)
         return reply
 
     async def sub_chat(self, backend: ModelBackend, messages: list[dict[str, Any]], *, max_tokens: int = 512,
@@ -282,15 +284,19 @@ class Gateway:
     # -- chat calls --------------------------------------------------------------------------
     async def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                    max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None,
-                   label: str | None = None) -> ChatResponse:
-        """One chat completion, cached by (messages, tools, parameters, seed); ModelCallError on failure."""
+                   label: str | None = None, run_id: int | None = None) -> ChatResponse:
+        """One chat completion, cached by (messages, tools, parameters, seed); ModelCallError on failure.
+
+        ``run_id`` links the call to that run instead of the gateway's current one (a proxy
+        answers many requests at once on one gateway, each its own run)."""
         request = {"messages": messages, "tools": tools or [], "max_tokens": max_tokens,
                    "temperature": temperature, "seed": seed}
 
         async def make() -> ChatResponse:
             text = "\n".join(str(m.get("content") or "") for m in messages)
             return await self._invoke(self.pool.pick(text), "chat", self.model.count_tokens(text), list(messages),
-                                      tools=tools, max_tokens=max_tokens, temperature=temperature)
+                                      tools=tools, max_tokens=max_tokens, temperature=temperature,
+                                      **({"seed": seed} if seed is not None else {}))
 
         return await self._once(call_key(self.fingerprint(), CHAT_KEY_VERSION, request), request, kind="chat",
-                                make=make, label=label, budget=True)
+                                make=make, label=label, budget=True, run_id=run_id)

@@ -98,8 +98,9 @@ class ModelBackend(Protocol):
         """The labels that are NOT single tokens for this model (empty list = all fine)."""
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-             max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
-        """Plain chat completion (used by the two-stage reasoner and the harness)."""
+             max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
+        """Plain chat completion (used by the two-stage reasoner, the harness and the proxies);
+        ``seed`` is passed only when set, so N samples of one request differ reproducibly."""
 
 
 def drive_sync(coro: Any) -> Any:

@@ -275,7 +275,7 @@ class EmbeddedModel:
         )
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-             max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
+             max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
         if tools:
             raise UserError("the embedded model cannot call tools: set "
                             f"{setting('model')} to an OpenAI-compatible server that supports tool calls")
@@ -283,5 +283,5 @@ class EmbeddedModel:
         with self._lock:
             tokens = self._tokenize_prompt(render_chat(self.template, msgs, ""))
             self._eval_prompt(tokens)
-            text, _, n = self._generate(tokens, max_tokens, temperature, 0, stop=())
+            text, _, n = self._generate(tokens, max_tokens, temperature, seed or 0, stop=())
         return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason="stop")

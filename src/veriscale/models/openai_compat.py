@@ -294,18 +294,20 @@ class OpenAICompatModel:
         )
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-             max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
-        return drive_sync(self._chat(messages, tools, max_tokens, temperature, self._sync_post))
+             max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
+        return drive_sync(self._chat(messages, tools, max_tokens, temperature, seed, self._sync_post))
 
     async def achat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                    max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
+                    max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
         """:meth:`chat` on the running event loop."""
-        return await self._chat(messages, tools, max_tokens, temperature, self._apost)
+        return await self._chat(messages, tools, max_tokens, temperature, seed, self._apost)
 
     async def _chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int,
-                    temperature: float, post: Post) -> ChatResponse:
+                    temperature: float, seed: int | None, post: Post) -> ChatResponse:
         body: dict[str, Any] = {"model": self.model_id(), "messages": messages, "max_tokens": max_tokens,
                                 "temperature": temperature}
+        if seed is not None:
+            body["seed"] = seed
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"

@@ -87,5 +87,5 @@ class TwoStageModel:
         return resp
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-             max_tokens: int = 512, temperature: float = 0.0) -> ChatResponse:
-        return self.reasoner.chat(messages, tools=tools, max_tokens=max_tokens, temperature=temperature)
+             max_tokens: int = 512, temperature: float = 0.0, **kwargs: Any) -> ChatResponse:
+        return self.reasoner.chat(messages, tools=tools, max_tokens=max_tokens, temperature=temperature, **kwargs)

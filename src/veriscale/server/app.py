@@ -54,7 +54,9 @@ def _validation_sentence(exc: RequestValidationError) -> str:
     return f"{job}'{'.'.join(loc) or 'body'}': {first.get('msg', 'invalid').lower()}{more}: fix it and send it again"
 
 
-def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: tuple[Path, ...] = ()) -> FastAPI:
+def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: tuple[Path, ...] = (),
+               proxy: Any = None) -> FastAPI:
+    """The app; ``proxy`` (a ``veriscale.proxy.service.ProxyService``) adds the three proxy APIs."""
     app = FastAPI(title="veriscale", version=__version__, docs_url=None, redoc_url=None,
                   description="Jobs, runs, calls and live progress from the veriscale store.")
     app.add_middleware(Guard, policy=policy)
@@ -195,4 +197,8 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
         return {"job": job, "run_id": job["run_id"], "status": job["status"], "error": job["error"],
                 "result": run.result if run is not None else None}
 
+    if proxy is not None:
+        from veriscale.proxy.routes import add_proxy_routes
+
+        add_proxy_routes(app, proxy)
     return app

@@ -108,12 +108,13 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         refusal = self._refusal(scope, headers)
         if refusal is not None:
-            await _send_error(send, *refusal)
+            await _send_error(send, *refusal, scope.get("path", ""))
             return
         limit = self.policy.max_body_bytes
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            await _send_error(send, 413, f"the request body is over {limit} bytes: send a smaller one")
+            await _send_error(send, 413, f"the request body is over {limit} bytes: send a smaller one",
+                                      scope.get("path", ""))
             return
         body_receive = receive
         if scope.get("method") in WRITE_METHODS:  # read the (small, JSON) body here, counting as it comes
@@ -126,7 +127,8 @@ class Guard:
                 body += message.get("body", b"")
                 more = message.get("more_body", False)
                 if len(body) > limit:
-                    await _send_error(send, 413, f"the request body is over {limit} bytes: send a smaller one")
+                    await _send_error(send, 413, f"the request body is over {limit} bytes: send a smaller one",
+                                      scope.get("path", ""))
                     return
             body_receive = _replay(bytes(body), receive)
 
@@ -180,8 +182,20 @@ def _replay(body: bytes, receive: Callable) -> Callable:
     return replay
 
 
-async def _send_error(send: Callable, status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode()
+def error_document(path: str, status: int, message: str) -> dict[str, Any]:
+    """The error in the shape of the API the path belongs to (the proxies' clients parse their own)."""
+    if path.startswith("/v1/messages"):
+        kind = {401: "authentication_error", 403: "permission_error", 413: "request_too_large"}.get(
+            status, "invalid_request_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    if path.startswith("/v1/"):
+        return {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                          "code": {401: "invalid_api_key"}.get(status)}}
+    return {"error": message}
+
+
+async def _send_error(send: Callable, status: int, message: str, path: str = "") -> None:
+    body = json.dumps(error_document(path, status, message)).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             *SECURITY_HEADERS]})

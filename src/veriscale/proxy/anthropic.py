@@ -1,0 +1,148 @@
+"""Anthropic Messages in front (what Claude Code speaks through ``ANTHROPIC_BASE_URL``).
+
+    conv = parse(body)               # system + messages with text / tool_use / tool_result blocks
+    message(outcome.reply, conv)     # the message object (text and tool_use blocks, stop_reason)
+    stream_events(outcome.reply, conv, ...)   # content_block_* ... message_delta, message_stop
+    error_body("...", "invalid_request_error")
+
+Translation to the chat shape: ``system`` → a system message; a user turn's ``tool_result``
+blocks → ``tool`` messages (before its text); an assistant turn's ``tool_use`` blocks → its
+``tool_calls``; tools' ``input_schema`` → ``parameters``. Images and thinking blocks are left
+out (a chat upstream gets their place as text). Keep-alive while candidates run is the
+``ping`` event Anthropic's own streams send.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from veriscale.proxy.conversation import ApiError, Conversation, Reply, arguments_of, new_id
+from veriscale.proxy.streaming import sse
+
+PING = sse({"type": "ping"}, event="ping")
+STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+
+
+def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise ApiError(400, f"{where}.content must be a string or an array of content blocks")
+    for block in content:
+        if not isinstance(block, dict) or "type" not in block:
+            raise ApiError(400, f"{where}.content holds a block without a 'type'")
+    return content
+
+
+def _text_of(blocks: list[dict[str, Any]]) -> str:
+    parts = []
+    for b in blocks:
+        if b["type"] == "text":
+            parts.append(str(b.get("text", "")))
+        elif b["type"] == "image":
+            parts.append("[image]")
+    return "\n".join(p for p in parts if p)
+
+
+def parse(body: Any) -> Conversation:
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object with model, max_tokens and messages")
+    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
+        raise ApiError(400, "max_tokens: a positive integer is required")
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise ApiError(400, "messages: a non-empty array is required")
+    messages: list[dict[str, Any]] = []
+    system = body.get("system")
+    if system:
+        messages.append({"role": "system", "content": system if isinstance(system, str) else _text_of(_blocks(system, "system"))})
+    for k, m in enumerate(raw):
+        where = f"messages.{k}"
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+            raise ApiError(400, f"{where}.role: must be 'user' or 'assistant'")
+        blocks = _blocks(m.get("content"), where)
+        if m["role"] == "user":
+            for b in blocks:
+                if b["type"] == "tool_result":
+                    inner = b.get("content")
+                    text = inner if isinstance(inner, str) else _text_of(_blocks(inner or [], where))
+                    if b.get("is_error"):
+                        text = f"[error] {text}"
+                    messages.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id") or ""), "content": text})
+            text = _text_of(blocks)
+            if text:
+                messages.append({"role": "user", "content": text})
+        else:
+            calls = [{"id": str(b.get("id") or new_id("toolu_")), "type": "function",
+                      "function": {"name": str(b.get("name") or ""), "arguments": json.dumps(b.get("input") or {})}}
+                     for b in blocks if b["type"] == "tool_use"]
+            entry: dict[str, Any] = {"role": "assistant", "content": _text_of(blocks) or None}
+            if calls:
+                entry["tool_calls"] = calls
+            messages.append(entry)
+    tools = []
+    for t in body.get("tools") or []:
+        if not isinstance(t, dict) or not t.get("name"):
+            raise ApiError(400, "tools: each tool needs a 'name'")
+        if "input_schema" in t:  # a client tool (server tools such as web search cannot run upstream)
+            tools.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
+                                                           "parameters": t["input_schema"]}})
+    return Conversation(messages=messages, tools=tools, max_tokens=body["max_tokens"],
+                        temperature=body.get("temperature"), stream=bool(body.get("stream")),
+                        model=str(body.get("model") or "veriscale"))
+
+
+def content_blocks(reply: Reply) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if reply.text:
+        blocks.append({"type": "text", "text": reply.text})
+    for call in reply.tool_calls:
+        args = arguments_of(call)
+        blocks.append({"type": "tool_use", "id": call["id"] if call["id"].startswith("toolu_") else "toolu_" + call["id"],
+                       "name": call["function"]["name"], "input": args if isinstance(args, dict) else {"input": args}})
+    return blocks
+
+
+def _usage(reply: Reply | None) -> dict[str, int]:
+    return {"input_tokens": 0 if reply is None else reply.prompt_tokens,
+            "output_tokens": 0 if reply is None else reply.completion_tokens,
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+
+
+def message(reply: Reply, conv: Conversation, mid: str | None = None) -> dict[str, Any]:
+    return {"id": mid or new_id("msg_"), "type": "message", "role": "assistant", "model": conv.model,
+            "content": content_blocks(reply), "stop_reason": STOP[reply.finish_reason], "stop_sequence": None,
+            "usage": _usage(reply)}
+
+
+def opening(conv: Conversation, mid: str) -> list[str]:
+    start = {"id": mid, "type": "message", "role": "assistant", "model": conv.model, "content": [],
+             "stop_reason": None, "stop_sequence": None, "usage": _usage(None)}
+    return [sse({"type": "message_start", "message": start}, event="message_start"), PING]
+
+
+def block_events(reply: Reply) -> list[str]:
+    out = []
+    for i, block in enumerate(content_blocks(reply)):
+        if block["type"] == "text":
+            out.append(sse({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+                           event="content_block_start"))
+            out.append(sse({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}},
+                           event="content_block_delta"))
+        else:
+            out.append(sse({"type": "content_block_start", "index": i,
+                            "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}},
+                           event="content_block_start"))
+            out.append(sse({"type": "content_block_delta", "index": i,
+                            "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}},
+                           event="content_block_delta"))
+        out.append(sse({"type": "content_block_stop", "index": i}, event="content_block_stop"))
+    out.append(sse({"type": "message_delta", "delta": {"stop_reason": STOP[reply.finish_reason], "stop_sequence": None},
+                    "usage": {"output_tokens": reply.completion_tokens}}, event="message_delta"))
+    out.append(sse({"type": "message_stop"}, event="message_stop"))
+    return out
+
+
+def error_body(message_text: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message_text}}

@@ -1,0 +1,115 @@
+"""Fan one request out to N candidates at once, and decide whether they agree.
+
+    pools = UpstreamPools.open(settings, store)          # one gateway per upstream model
+    results = await pools.fan_out(conversation, run_id)  # [Sampled(index, model, reply | None, error, latency_s)]
+    agreeing(results)                                    # True: skip verification
+
+Each candidate is one gateway chat call with its own seed (index), so the N samples of one
+model differ, are cached and linked to the request's run, and a failed one is kept (with its
+error) instead of being dropped.
+
+**Agreement**: the valid candidates agree when they are the same action: the same text after
+whitespace is collapsed, and the same tool calls in the same order — same names, arguments
+equal as parsed JSON (key order and call ids ignored). A single valid candidate agrees with
+itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from veriscale.engine.gateway import Gateway
+from veriscale.engine.loop import on_gateway_loop
+from veriscale.engine.store import Store
+from veriscale.errors import ModelCallError, UserError
+from veriscale.proxy.conversation import Conversation, Reply, arguments_of
+from veriscale.proxy.settings import ProxySettings
+
+
+@dataclass
+class Sampled:
+    index: int
+    model: str
+    reply: Reply | None
+    error: str | None
+    latency_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "model": self.model, "reply": None if self.reply is None else self.reply.to_dict(),
+                "error": self.error, "latency_s": round(self.latency_s, 4)}
+
+
+def _canonical(reply: Reply) -> str:
+    calls = [(c.get("function", {}).get("name"), arguments_of(c)) for c in reply.tool_calls]
+    return json.dumps([" ".join(reply.text.split()), calls], sort_keys=True, ensure_ascii=False)
+
+
+def agreeing(results: list[Sampled]) -> bool:
+    """Whether every valid candidate is the same action (see the module docstring)."""
+    forms = {_canonical(r.reply) for r in results if r.reply is not None}
+    return len(forms) == 1
+
+
+class UpstreamPools:
+    """The upstream models and how many candidates each gives."""
+
+    def __init__(self, pools: list[tuple[Gateway, int]], settings: ProxySettings) -> None:
+        self.pools = pools
+        self.settings = settings
+
+    @classmethod
+    def open(cls, settings: ProxySettings, store: Store | None, load=None) -> "UpstreamPools":
+        from veriscale.config import load_config
+        from veriscale.models.uri import load_backend
+
+        cfg = load_config(None)
+        load = load or load_backend
+        pools = []
+        for name, n in settings.candidates:
+            backends = [load(uri) for uri in cfg.model_uris(name)]
+            pools.append((Gateway(backends, store, prompt_version="proxy", concurrency=max(n, 1),
+                                  deadline_s=settings.timeout_s), n))
+        return cls(pools, settings)
+
+    @property
+    def models(self) -> list[str]:
+        return [g.model.uri for g, n in self.pools for _ in range(n)]
+
+    async def fan_out(self, conv: Conversation, run_id: int | None = None) -> list[Sampled]:
+        """All N candidates, concurrently; each failure is kept with its error."""
+        jobs = []
+        index = 0
+        for gateway, n in self.pools:
+            for _ in range(n):
+                jobs.append(self._one(gateway, index, conv, run_id))
+                index += 1
+        return list(await asyncio.gather(*jobs))
+
+    async def _one(self, gateway: Gateway, index: int, conv: Conversation, run_id: int | None) -> Sampled:
+        started = time.perf_counter()
+        temperature = self.settings.temperature if conv.temperature is None else conv.temperature
+        max_tokens = conv.max_tokens or self.settings.max_tokens
+        try:
+            resp = await on_gateway_loop(gateway.chat(conv.messages, tools=conv.tools or None, max_tokens=max_tokens,
+                                                      temperature=temperature, seed=index, run_id=run_id))
+        except (ModelCallError, UserError) as exc:
+            return Sampled(index, gateway.model.uri, None, str(exc), time.perf_counter() - started)
+        except Exception as exc:  # noqa: BLE001 - an upstream's crash is that candidate's failure
+            return Sampled(index, gateway.model.uri, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+        reply = Reply(text=resp.content or "", tool_calls=[_normal_call(c, index, k) for k, c in enumerate(resp.tool_calls)],
+                      prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
+                      truncated=resp.finish_reason == "length")
+        return Sampled(index, gateway.model.uri, reply, None, time.perf_counter() - started)
+
+
+def _normal_call(call: dict[str, Any], index: int, k: int) -> dict[str, Any]:
+    fn = call.get("function") or {}
+    args = fn.get("arguments")
+    if not isinstance(args, str):
+        args = json.dumps(args or {}, ensure_ascii=False)
+    return {"id": call.get("id") or f"call_{index}_{k}", "type": "function",
+            "function": {"name": fn.get("name") or "", "arguments": args}}

@@ -1,0 +1,209 @@
+"""OpenAI Responses in front (what Codex CLI speaks): ``POST /v1/responses``, streamed or not.
+
+    conv, tools = parse(body, history)          # input items -> chat messages; custom tools remembered
+    response(outcome.reply, conv, tools, rid)   # the response object
+    stream_events(...)                           # response.created ... response.completed, numbered
+
+Input items translated: ``message`` (input_text / output_text parts), ``function_call``,
+``function_call_output``, ``custom_tool_call`` / ``custom_tool_call_output`` (a custom tool
+becomes a function with one string parameter ``input`` upstream, and back); ``reasoning``
+items and hosted tools (web search, ...) are dropped, since a chat upstream cannot run them.
+``instructions`` becomes the system message. ``previous_response_id`` continues a response
+this proxy gave (kept in memory, :class:`History`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from veriscale.proxy.conversation import ApiError, Conversation, Reply, content_text, new_id
+from veriscale.proxy.streaming import sse
+
+MAX_HISTORY = 256
+
+
+@dataclass
+class ToolKinds:
+    custom: set[str] = field(default_factory=set)  # names of custom (free-text input) tools
+
+
+class History:
+    """Conversations by response id, so ``previous_response_id`` works (newest MAX_HISTORY kept)."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+
+    def get(self, rid: str) -> list[dict[str, Any]] | None:
+        return self._items.get(rid)
+
+    def put(self, rid: str, messages: list[dict[str, Any]]) -> None:
+        self._items[rid] = messages
+        while len(self._items) > MAX_HISTORY:
+            self._items.popitem(last=False)
+
+
+def _tools(raw: Any) -> tuple[list[dict[str, Any]], ToolKinds]:
+    if raw is None:
+        return [], ToolKinds()
+    if not isinstance(raw, list):
+        raise ApiError(400, "'tools' must be an array", param="tools")
+    tools, kinds = [], ToolKinds()
+    for t in raw:
+        if not isinstance(t, dict):
+            raise ApiError(400, "each tool must be an object", param="tools")
+        if t.get("type") == "function":
+            if not t.get("name"):
+                raise ApiError(400, "a function tool needs a 'name'", param="tools")
+            tools.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
+                                                           "parameters": t.get("parameters") or {"type": "object", "properties": {}}}})
+        elif t.get("type") == "custom" and t.get("name"):
+            kinds.custom.add(t["name"])
+            tools.append({"type": "function", "function": {
+                "name": t["name"], "description": (t.get("description") or "") + " (free-form text input)",
+                "parameters": {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}}})
+    return tools, kinds
+
+
+def _messages(items: list[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for k, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ApiError(400, f"input[{k}] must be an object", param=f"input[{k}]")
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("user", "assistant", "system", "developer"):
+                raise ApiError(400, f"input[{k}] needs a role of user, assistant, system or developer", param=f"input[{k}].role")
+            out.append({"role": "system" if role == "developer" else role, "content": content_text(item.get("content"))})
+        elif kind in ("function_call", "custom_tool_call"):
+            args = item.get("arguments", "") if kind == "function_call" else json.dumps({"input": item.get("input", "")})
+            call = {"id": item.get("call_id") or item.get("id") or new_id("call_"), "type": "function",
+                    "function": {"name": item.get("name") or "", "arguments": args or "{}"}}
+            if out and out[-1]["role"] == "assistant" and not out[-1].get("content") and "tool_calls" in out[-1]:
+                out[-1]["tool_calls"].append(call)
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            output = item.get("output")
+            out.append({"role": "tool", "tool_call_id": item.get("call_id") or "",
+                        "content": output if isinstance(output, str) else content_text(output)})
+        # reasoning items, hosted tool calls, images: nothing a chat upstream can take
+    return out
+
+
+def parse(body: Any, history: History) -> tuple[Conversation, ToolKinds]:
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object with 'model' and 'input'")
+    raw = body.get("input")
+    if isinstance(raw, str):
+        items: list[Any] = [{"type": "message", "role": "user", "content": raw}]
+    elif isinstance(raw, list):
+        items = raw
+    else:
+        raise ApiError(400, "'input' must be a string or an array of input items", param="input")
+    messages = []
+    if body.get("previous_response_id"):
+        earlier = history.get(str(body["previous_response_id"]))
+        if earlier is None:
+            raise ApiError(400, f"previous response '{body['previous_response_id']}' is not known to this proxy "
+                                "(it keeps recent ones in memory): send the whole input instead", param="previous_response_id")
+        messages = [m for m in earlier if m["role"] != "system"]
+    messages += _messages(items)
+    if body.get("instructions"):
+        messages.insert(0, {"role": "system", "content": content_text(body["instructions"])})
+    if not any(m["role"] in ("user", "tool") for m in messages):
+        raise ApiError(400, "'input' holds no user message or tool output to answer", param="input")
+    tools, kinds = _tools(body.get("tools"))
+    max_tokens = body.get("max_output_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise ApiError(400, "'max_output_tokens' must be a positive integer", param="max_output_tokens")
+    return Conversation(messages=messages, tools=tools, max_tokens=max_tokens, temperature=body.get("temperature"),
+                        stream=bool(body.get("stream")), model=str(body.get("model") or "veriscale")), kinds
+
+
+def output_items(reply: Reply, kinds: ToolKinds) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if reply.text:
+        items.append({"type": "message", "id": new_id("msg_"), "status": "completed", "role": "assistant",
+                      "content": [{"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}]})
+    for call in reply.tool_calls:
+        fn = call["function"]
+        if fn["name"] in kinds.custom:
+            try:
+                text = json.loads(fn["arguments"]).get("input", "")
+            except (json.JSONDecodeError, AttributeError):
+                text = fn["arguments"]
+            items.append({"type": "custom_tool_call", "id": new_id("ctc_"), "call_id": call["id"], "name": fn["name"],
+                          "input": text, "status": "completed"})
+        else:
+            items.append({"type": "function_call", "id": new_id("fc_"), "call_id": call["id"], "name": fn["name"],
+                          "arguments": fn["arguments"], "status": "completed"})
+    return items
+
+
+def response(reply: Reply | None, conv: Conversation, rid: str, items: list[dict[str, Any]], *,
+             status: str = "completed", error: dict[str, Any] | None = None) -> dict[str, Any]:
+    usage = None if reply is None else {
+        "input_tokens": reply.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": reply.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens}
+    incomplete = {"reason": "max_output_tokens"} if reply is not None and reply.truncated and not reply.tool_calls else None
+    return {"id": rid, "object": "response", "created_at": int(time.time()), "status": status, "model": conv.model,
+            "output": items, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "temperature": conv.temperature,
+            "top_p": None, "usage": usage, "error": error, "incomplete_details": incomplete, "instructions": None,
+            "metadata": {}}
+
+
+class EventNumbers:
+    """Numbers the events of one stream (``sequence_number``) and spells them as SSE."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, kind: str, **fields: Any) -> str:
+        event = {"type": kind, "sequence_number": self.n, **fields}
+        self.n += 1
+        return sse(event, event=kind)
+
+
+def opening(conv: Conversation, rid: str, numbers: EventNumbers) -> list[str]:
+    started = response(None, conv, rid, [], status="in_progress")
+    return [numbers("response.created", response=started), numbers("response.in_progress", response=started)]
+
+
+def item_events(items: list[dict[str, Any]], numbers: EventNumbers) -> list[str]:
+    out = []
+    for i, item in enumerate(items):
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            out.append(numbers("response.output_item.added", output_index=i,
+                               item={**item, "status": "in_progress", "content": []}))
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            out.append(numbers("response.content_part.added", item_id=item["id"], output_index=i, content_index=0, part=part))
+            out.append(numbers("response.output_text.delta", item_id=item["id"], output_index=i, content_index=0,
+                               delta=text, logprobs=[]))
+            out.append(numbers("response.output_text.done", item_id=item["id"], output_index=i, content_index=0,
+                               text=text, logprobs=[]))
+            out.append(numbers("response.content_part.done", item_id=item["id"], output_index=i, content_index=0,
+                               part={**part, "text": text}))
+        elif item["type"] == "function_call":
+            out.append(numbers("response.output_item.added", output_index=i,
+                               item={**item, "arguments": "", "status": "in_progress"}))
+            out.append(numbers("response.function_call_arguments.delta", item_id=item["id"], output_index=i,
+                               delta=item["arguments"]))
+            out.append(numbers("response.function_call_arguments.done", item_id=item["id"], output_index=i,
+                               arguments=item["arguments"], name=item["name"]))
+        else:  # custom_tool_call
+            out.append(numbers("response.output_item.added", output_index=i, item={**item, "input": "", "status": "in_progress"}))
+            out.append(numbers("response.custom_tool_call_input.delta", item_id=item["id"], output_index=i, delta=item["input"]))
+            out.append(numbers("response.custom_tool_call_input.done", item_id=item["id"], output_index=i, input=item["input"]))
+        out.append(numbers("response.output_item.done", output_index=i, item=item))
+    return out
+
+
+def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": None}}

@@ -1,0 +1,181 @@
+"""One proxied request, whatever API it came in: fan out, agree or pick, record, track.
+
+    service = ProxyService(pools, verifier_backend, settings, store)
+    outcome = await service.answer(conversation, api="anthropic")
+    outcome.reply, outcome.how      # the winner; "agreed" | "verified" | "verification failed" | "only one valid"
+    service.track_later(conversation, outcome)   # progress of the agent's conversation, after the reply
+
+Every request is a store run (command ``proxy <api>``): its candidates (failed ones with their
+error), the pick and why, the selection when one ran (so the dashboard shows its matrix), the
+latency each part added and the cost. When verification fails the first valid candidate is
+returned and the failure is recorded and shown, never hidden. When every candidate failed,
+:class:`UpstreamFailed` says why and the front API answers in its own error shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from veriscale.data.model import Candidate, Step, Task
+from veriscale.engine.run_log import RunLog
+from veriscale.engine.store import Store
+from veriscale.errors import ModelCallError
+from veriscale.proxy.candidates import Sampled, UpstreamPools, agreeing
+from veriscale.proxy.conversation import Conversation, Reply, content_text, reply_text, transcript
+from veriscale.proxy.settings import ProxySettings
+
+MAX_TRACKED_CONVERSATIONS = 64
+
+
+class UpstreamFailed(ModelCallError):
+    """No candidate came back: the front answers with its API's error (502)."""
+
+
+@dataclass
+class Outcome:
+    reply: Reply
+    run_id: int
+    how: str
+    winner: int
+    candidates: list[Sampled]
+    error: str | None = None
+
+
+class ProxyService:
+    def __init__(self, pools: UpstreamPools, verifier_model: Any, settings: ProxySettings, store: Store) -> None:
+        self.pools = pools
+        self.verifier_model = verifier_model
+        self.settings = settings
+        self.store = store
+        self.log = RunLog(store)
+        self._trackers: OrderedDict[str, Any] = OrderedDict()
+        self._track_lock = threading.Lock()
+
+    async def answer(self, conv: Conversation, api: str) -> Outcome:
+        started = time.perf_counter()
+        run_id = await asyncio.to_thread(self.store.start_run, f"proxy {api}", self.pools.models[0], {
+            "api": api, "model": conv.model, "n": len(self.pools.models), "stream": conv.stream,
+            "messages": len(conv.messages), "tools": [t.get("function", {}).get("name") for t in conv.tools]})
+        results = await self.pools.fan_out(conv, run_id)
+        sampled_s = time.perf_counter() - started
+        valid = [r for r in results if r.reply is not None]
+        record: dict[str, Any] = {"api": api, "candidates": [r.to_dict() for r in results], "sample_s": round(sampled_s, 4)}
+        if not valid:
+            errors = "; ".join(sorted({r.error or "no reply" for r in results}))[:500]
+            record.update(how="every candidate failed", error=errors, latency_s=round(sampled_s, 4))
+            await asyncio.to_thread(self.store.finish_run, run_id, "failed", record)
+            raise UpstreamFailed(f"every upstream candidate failed: {errors}")
+        how, winner, error, selection = "agreed", valid[0], None, None
+        if len(valid) == 1:
+            how = "only one valid"
+        elif not agreeing(results):
+            try:
+                selection = await asyncio.to_thread(self._select, conv, valid, run_id)
+                winner = valid[selection["index"]]
+                how = "verified"
+            except Exception as exc:  # noqa: BLE001 - the agent still gets an answer; the failure is shown
+                how, error = "verification failed", f"{type(exc).__name__}: {exc}" if not isinstance(
+                    exc, ModelCallError) else str(exc)
+        total = time.perf_counter() - started
+        record.update(how=how, winner=winner.index, error=error, latency_s=round(total, 4),
+                      verify_s=round(total - sampled_s, 4), reason=_reason(how, selection, error))
+        if selection is not None:
+            record.update({k: selection[k] for k in ("ranking", "confidence", "reason", "tournament", "method",
+                                                     "usage", "best", "decided") if k in selection})
+            record["index"] = next(i for i, r in enumerate(valid) if r is winner)
+            record["reason"] = _reason(how, selection, error)
+        await asyncio.to_thread(self.store.finish_run, run_id, "ok", record)
+        return Outcome(winner.reply, run_id, how, winner.index, results, error)
+
+    def _select(self, conv: Conversation, valid: list[Sampled], run_id: int) -> dict[str, Any]:
+        from veriscale.selection.select import plan_selection, run_selection
+        from veriscale.selection.settings import SelectionSettings
+
+        settings = SelectionSettings(method="ppt", k=min(self.settings.k, len(valid) - 1) or 1,
+                                     criteria=self.settings.criteria, adaptive=True)
+        verifier = settings.verifier(self.verifier_model, store=self.store)
+        verifier.executor.run_id = run_id
+        candidates = [Candidate(id=f"candidate-{r.index}", text=reply_text(r.reply), metadata={"model": r.model})
+                      for r in valid]
+        plan = plan_selection(Task(text=transcript(conv), id="proxy"), candidates, verifier=verifier, settings=settings)
+        return run_selection(plan, verifier=verifier).to_dict()
+
+    # -- progress of the agent's conversation, after the reply ---------------------------------
+    def track_later(self, conv: Conversation, outcome: Outcome) -> None:
+        """Score the conversation's progress in a background thread (never before the reply)."""
+        if self.settings.progress:
+            threading.Thread(target=self._track, args=(conv, outcome), daemon=True, name="proxy-progress").start()
+
+    def _track(self, conv: Conversation, outcome: Outcome) -> None:
+        from veriscale.progress.judge import ProgressJudge
+        from veriscale.progress.tracker import ProgressTracker
+
+        steps = _steps(conv, outcome.reply)
+        if not steps:
+            return
+        key = _conversation_key(conv)
+        with self._track_lock:  # one conversation at a time: the judge's prefix cache follows it
+            entry = self._trackers.get(key)
+            if entry is None:
+                run_id = self.store.start_run("proxy conversation", getattr(self.verifier_model, "uri", None),
+                                              {"conversation": key})
+                judge = ProgressJudge(self.verifier_model, store=self.store)
+                judge.executor.run_id = run_id
+                entry = {"tracker": ProgressTracker(_task(conv), judge=judge), "run_id": run_id, "seen": 0}
+                self._trackers[key] = entry
+                while len(self._trackers) > MAX_TRACKED_CONVERSATIONS:
+                    _, old = self._trackers.popitem(last=False)
+                    self.store.finish_run(old["run_id"], "ok", {"curves": [old["tracker"].curve.to_dict()]})
+            self._trackers.move_to_end(key)
+            tracker, run_id = entry["tracker"], entry["run_id"]
+            for step in steps[entry["seen"]:]:
+                try:
+                    point = tracker.update(step)
+                except Exception as exc:  # noqa: BLE001 - tracking is advisory; the reply already went
+                    self.log.emit(run_id, "status", {"status": "tracking failed", "error": str(exc)})
+                    return
+                self.log.record_steps(run_id, key, [step])
+                self.log.emit(run_id, "point", {"trajectory": key, "point": point.to_dict(), "voc": tracker.curve.voc})
+                self.log.emit_events(run_id, key, tracker.new_events)
+            entry["seen"] = len(steps)
+
+
+def _reason(how: str, selection: dict[str, Any] | None, error: str | None) -> str:
+    if how == "verified" and selection is not None:
+        return (selection.get("reason") or {}).get("text") or "picked by the tournament"
+    if how == "verification failed":
+        return f"verification failed ({error}); the first valid candidate was returned"
+    if how == "only one valid":
+        return "only one candidate came back; it was returned unverified"
+    return "the candidates agreed (same text and tool calls), so no verification ran"
+
+
+def _conversation_key(conv: Conversation) -> str:
+    first = [m for m in conv.messages if m.get("role") in ("system", "user")][:2]
+    blob = "\n".join(content_text(m.get("content")) for m in first)
+    return "conv-" + hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _task(conv: Conversation) -> str:
+    user = next((m for m in conv.messages if m.get("role") == "user"), None)
+    return content_text(user.get("content")) if user else "the agent's task"
+
+
+def _steps(conv: Conversation, reply: Reply) -> list[Step]:
+    """The conversation after its first user message, one step a message, and the reply."""
+    messages = list(conv.messages)
+    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
+    if first_user is None:
+        return []
+    steps = []
+    for m in messages[first_user + 1:]:
+        role = {"assistant": "agent", "tool": "tool", "user": "user"}.get(m.get("role"), "environment")
+        steps.append(Step(role=role, text=content_text(m.get("content")), tool_calls=list(m.get("tool_calls") or [])))
+    steps.append(Step(role="agent", text=reply.text, tool_calls=list(reply.tool_calls)))
+    return steps

@@ -1,0 +1,90 @@
+"""What the proxies fan out to and how they pick: the config file's ``[proxy]`` table.
+
+    [proxy]
+    verifier = "http://127.0.0.1:8000/v1#judge"   # scores the candidates (needs logprobs); default: the model
+    criteria = "agent"                          # built-in set or a Markdown file
+    k = 2                                       # PPT pivots
+    temperature = 0.8                           # sampling of the candidates (each gets its own seed)
+    timeout_s = 120                             # per upstream call, and for the verification
+    progress = true                             # track the agent's conversation after each reply
+
+    [[proxy.candidates]]                        # heterogeneous pools: one table a model
+    model = "http://127.0.0.1:8001/v1#qwen"     # an OpenAI-compatible upstream (or a [models.NAME])
+    n = 3
+
+    settings = proxy_settings(load_config(None))
+    settings.candidates     # (("http://127.0.0.1:8001/v1#qwen", 3),)
+
+Upstream keys come from the model URI's own environment variable (``OPENAI_API_KEY`` for
+``openai:`` models, ``VERISCALE_API_KEY`` for HTTP URLs): the client's token authenticates
+to the proxy only and is never forwarded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from veriscale.config import Config
+from veriscale.errors import UserError
+
+_KNOWN = {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
+          "progress": bool, "candidates": list, "max_tokens": int}
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    candidates: tuple[tuple[str, int], ...]  # (model URI or [models] name, N)
+    verifier: str | None = None  # None: the server's --model
+    criteria: str = "agent"
+    k: int = 2
+    temperature: float = 0.8
+    timeout_s: float = 120.0
+    progress: bool = True
+    max_tokens: int = 1024  # when the client gives none
+
+    @property
+    def n_total(self) -> int:
+        return sum(n for _, n in self.candidates)
+
+
+def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | None = None) -> ProxySettings | None:
+    """The ``[proxy]`` table, checked; None when there is none and no ``n`` is given.
+
+    ``n`` (``veriscale serve --proxy-n N``) fans out N candidates of ``fallback_model`` when the
+    file names no candidates.
+    """
+    table: dict[str, Any] = cfg.raw.get("proxy", {})
+    where = f"config file '{cfg.path}'"
+    if not isinstance(table, dict):
+        raise UserError(f"{where}: [proxy] must be a table: fix that section")
+    if not table and n is None:
+        return None
+    for key, value in table.items():
+        if key not in _KNOWN:
+            raise UserError(f"{where}: [proxy] has no setting '{key}': use {', '.join(_KNOWN)}")
+        kind = _KNOWN[key]
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise UserError(f"{where}: proxy.{key} has the wrong type ({value!r}): fix that line")
+    pools: list[tuple[str, int]] = []
+    for entry in table.get("candidates", []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("model"), str) or not entry["model"]:
+            raise UserError(f"{where}: each [[proxy.candidates]] needs model = \"<URI or [models] name>\"")
+        count = entry.get("n", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise UserError(f"{where}: [[proxy.candidates]] model {entry['model']} has n = {count!r}: give 1 or more "
+                            "candidates (N = 0 would answer nothing)")
+        pools.append((entry["model"], count))
+    if not pools:
+        if n is None or n < 1:
+            raise UserError(f"the proxy needs N >= 1 candidates, not {n}: pass --proxy-n 3 or add "
+                            "[[proxy.candidates]] tables to the config file")
+        pools.append((fallback_model or cfg.model or "embedded", n))
+    settings = ProxySettings(candidates=tuple(pools), verifier=table.get("verifier"),
+                             criteria=table.get("criteria", "agent"), k=table.get("k", 2),
+                             temperature=float(table.get("temperature", 0.8)),
+                             timeout_s=float(table.get("timeout_s", 120.0)), progress=table.get("progress", True),
+                             max_tokens=table.get("max_tokens", 1024))
+    if settings.k < 1 or settings.timeout_s <= 0 or not 0 <= settings.temperature <= 2:
+        raise UserError(f"{where}: proxy.k must be >= 1, proxy.timeout_s > 0 and proxy.temperature in [0, 2]")
+    return settings
