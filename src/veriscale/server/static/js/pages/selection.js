@@ -1,0 +1,209 @@
+// pages/selection.js — a select run: the pick and why, the candidates with their per-criterion
+// rewards, the Bradley–Terry win mass (bars), the preference matrix (heatmap), and for a clicked
+// pair every judgement with the exact prompts and label distributions of its model calls.
+
+import { api, trajectoryHref } from "../api.js";
+import { barChart, heatmap, labelDistribution } from "../charts.js";
+import { errorBox, fill, fmtNum, fmtPct, h, miniBar, shortNames } from "../dom.js";
+
+const LOW_MASS = 0.5;
+
+export async function selectionSection(ctx, run, body) {
+  const sel = await api.selection(run.id);
+  if (!ctx.alive) return;
+  const byIndex = [...sel.candidates].sort((a, b) => a.index - b.index);
+  const ids = byIndex.map((c) => c.id);
+  const short = shortNames(ids);
+  const name = (i) => `#${i} ${short[i] ?? "?"}`;
+  const withSteps = new Set((run.trajectories || []).map((t) => t.trajectory));
+  const best = byIndex.find((c) => c.index === sel.best);
+
+  const panelSlot = h("div", { class: "panel-slot" }, h("div", { class: "card hint" },
+    h("h2", {}, "Judgements"), h("p", { class: "muted" },
+      "Click a cell of the heatmap to see the judgements of that pair: each model call's exact prompt, its label distribution and cost.")));
+
+  let selectedCell = null;
+  const openPair = (i, j, cellEl) => {
+    if (selectedCell) selectedCell.classList.remove("selected");
+    selectedCell = cellEl;
+    if (cellEl) cellEl.classList.add("selected");
+    fill(panelSlot, judgementPanel(ctx, sel, i, j, name, () => {
+      if (selectedCell) selectedCell.classList.remove("selected");
+      fill(panelSlot);
+    }));
+  };
+
+  fill(body, h("div", { class: "selection", "data-testid": "selection-page" },
+    pickCard(sel, best, name),
+    candidatesTable(sel, byIndex, withSteps, run.id),
+    h("div", { class: "evidence" },
+      h("div", { class: "charts" },
+        h("div", { class: "card" }, h("h2", {}, "Win mass (Bradley–Terry)"), winMass(sel, byIndex, name)),
+        h("div", { class: "card" }, h("h2", {}, "Pairwise preferences"),
+          h("p", { class: "muted small" }, "Mean P(row candidate beats column candidate) over all judgements of the pair."),
+          sel.matrix && sel.matrix.length
+            ? h("div", { class: "scroll-x" }, heatmap({ matrix: sel.matrix, rowLabels: byIndex.map((c) => name(c.index)),
+              colLabels: byIndex.map((c) => `#${c.index}`), titles: ids, counts: sel.counts, onCell: openPair }))
+            : h("p", { class: "muted" }, "No pair was compared."))),
+      panelSlot)));
+}
+
+function pickCard(sel, best, name) {
+  const notes = sel.notes || [];
+  const usage = sel.usage || {};
+  return h("div", { class: "card pick" },
+    h("div", { class: "kpis" },
+      kpi(best ? name(best.index) : "none", "pick", best ? best.id : null, "pick"),
+      kpi(fmtPct(sel.confidence, 0), "confidence it is the best", null, "confidence"),
+      kpi(sel.decided ? "decided" : "not decided", `stop: ${sel.stop_reason ?? "—"}`, null, "decided",
+        sel.decided ? "good" : "warn"),
+      kpi(sel.method ?? "—", "method"),
+      kpi(fmtNum((sel.judgements || []).length), `judgements · ${fmtNum(usage.model_calls ?? 0)} calls`)),
+    sel.reason ? h("p", { class: "reason", "data-testid": "reason" }, sel.reason) : null,
+    notes.length ? h("ul", { class: "notes" }, notes.map((n) => h("li", {}, String(n)))) : null,
+    sel.task && sel.task.text ? h("details", { class: "task" }, h("summary", {}, `Task ${sel.task.id ?? ""}`),
+      h("pre", { class: "wrap" }, sel.task.text)) : null);
+}
+
+function kpi(value, label, title, testid, tone) {
+  return h("div", { class: ["kpi", tone ? `tone-${tone}` : null], title: title ?? null },
+    h("div", { class: "kpi-value", "data-testid": testid ? `pick-${testid}` : null }, value),
+    h("div", { class: "kpi-label" }, label));
+}
+
+function candidatesTable(sel, byIndex, withSteps, runId) {
+  const criteria = sel.criteria || [];
+  const ranked = [...byIndex].sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9));
+  const maxScore = Math.max(1e-9, ...ranked.map((c) => c.score ?? 0));
+  return h("div", { class: "card" }, h("h2", {}, "Candidates"),
+    h("div", { class: "table-wrap" }, h("table", { class: "table candidates" },
+      h("thead", {}, h("tr", {}, h("th", {}, "rank"), h("th", {}, "candidate"), h("th", {}, "win mass"),
+        criteria.map((c) => h("th", {}, c)), h("th", {}, "labels"))),
+      h("tbody", {}, ranked.map((c) => h("tr", { "data-testid": "candidate-row", "data-index": c.index,
+        class: c.index === sel.best ? "best" : null },
+      h("td", { class: "num" }, c.rank ?? "—"),
+      h("td", {}, h("div", { class: "cand-id" },
+        withSteps.has(c.id) ? h("a", { href: trajectoryHref(runId, c.id), title: "open the trajectory" }, c.id) : h("span", {}, c.id),
+        c.index === sel.best ? h("span", { class: "chip st-ok" }, "pick") : null),
+      c.source ? h("div", { class: "muted small" }, c.source) : null),
+      h("td", { class: "barcell" }, miniBar(c.score, { max: maxScore }), h("span", { class: "num" }, fmtNum(c.score))),
+      criteria.map((k) => {
+        const v = (c.criteria || {})[k];
+        return h("td", { class: "barcell" }, miniBar(v), h("span", { class: "num" }, v === null || v === undefined ? "—" : v.toFixed(3)));
+      }),
+      h("td", {}, Object.entries(c.labels || {}).map(([k, v]) => h("span", { class: "chip" }, `${k} ${v}`)))))))));
+}
+
+function winMass(sel, byIndex, name) {
+  const ranked = [...byIndex].sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9));
+  const best = byIndex.find((c) => c.index === sel.best);
+  const caption = best ? `confidence ${fmtPct(sel.confidence)} that ${name(best.index)} is the best${sel.decided ? "" : " · not decided"}` : "no pick";
+  return barChart(ranked.map((c) => ({ label: name(c.index), title: c.id, value: c.score, highlight: c.index === sel.best })), {
+    width: 480, caption, reference: ranked.length ? { value: 1 / ranked.length, label: "1/N" } : null,
+    attrs: { "data-testid": "winmass-chart", class: "chart winmass" },
+  });
+}
+
+// -- the judgement panel ---------------------------------------------------------------------
+
+function judgementPanel(ctx, sel, i, j, name, close) {
+  const judgements = (sel.judgements || []).filter((jd) => (jd.i === i && jd.j === j) || (jd.i === j && jd.j === i));
+  const mean = sel.matrix?.[i]?.[j];
+  const list = h("div", { class: "judgements" });
+  const panel = h("div", { class: "card panel", "data-testid": "judgement-panel", "data-i": i, "data-j": j },
+    h("div", { class: "panel-head" }, h("h2", {}, `${name(i)} vs ${name(j)}`),
+      h("button", { class: "ghost", onclick: close, "aria-label": "close" }, "×")),
+    h("p", {}, "P(", h("strong", {}, name(i)), " beats ", h("strong", {}, name(j)), ") = ",
+      h("strong", { "data-testid": "pair-mean" }, typeof mean === "number" ? mean.toFixed(3) : "—"),
+      h("span", { class: "muted" }, ` · ${judgements.length} judgement(s), shown from ${name(i)}'s side`)),
+    list);
+  judgements.forEach((jd, k) => list.appendChild(judgementCard(ctx, sel, jd, i, j, name, k === 0)));
+  if (!judgements.length) list.appendChild(h("p", { class: "muted" }, "No judgement of this pair was recorded."));
+  return panel;
+}
+
+function judgementCard(ctx, sel, jd, i, j, name, open) {
+  const same = jd.i === i;
+  const p = same ? jd.p : 1 - jd.p;
+  const criteria = Object.keys(jd.rewards || {});
+  const calls = h("div", { class: "calls" });
+  const details = h("details", { class: "judgement", "data-testid": "judgement", "data-n": jd.n, open },
+    h("summary", {}, h("span", { class: "jd-title" }, `judgement ${jd.n}`),
+      h("span", { class: "chip" }, `repeat ${jd.repeat}`),
+      h("span", { class: "jd-p" }, `P = ${typeof p === "number" ? p.toFixed(3) : "—"}`),
+      h("span", { class: "muted small" }, `judged as ${name(jd.i)} vs ${name(jd.j)}${same ? "" : " (flipped here)"}`)),
+    criteria.length ? h("table", { class: "table compact rewards" },
+      h("thead", {}, h("tr", {}, h("th", {}, "criterion"), h("th", {}, name(i)), h("th", {}, name(j)))),
+      h("tbody", {}, criteria.map((c) => {
+        const pair = jd.rewards[c] || [];
+        const [a, b] = same ? pair : [pair[1], pair[0]];
+        return h("tr", {}, h("td", {}, c),
+          h("td", { class: "barcell" }, miniBar(a), h("span", { class: "num" }, fmtNum(a))),
+          h("td", { class: "barcell" }, miniBar(b), h("span", { class: "num" }, fmtNum(b))));
+      }))) : null,
+    calls);
+  let loaded = false;
+  const load = async () => {
+    if (loaded) return;
+    loaded = true;
+    const keys = jd.calls || [];
+    if (!keys.length) {
+      fill(calls, h("p", { class: "muted" }, "No model call was recorded for this judgement."));
+      return;
+    }
+    ctx.ready(false);
+    const slots = keys.map(() => h("div", { class: "call-slot" }, h("p", { class: "muted" }, "loading call…")));
+    fill(calls, h("h3", {}, `${keys.length} model call(s)`), slots);
+    await Promise.all(keys.map(async (key, k) => {
+      try {
+        const call = await api.call(key);
+        fill(slots[k], callDetail(call, k + 1));
+      } catch (err) {
+        fill(slots[k], errorBox(err.message));
+      }
+    }));
+    ctx.ready(true);
+  };
+  details.addEventListener("toggle", () => { if (details.open) load(); });
+  if (open) queueMicrotask(load);
+  return details;
+}
+
+function callDetail(call, n) {
+  const last = (call.messages || []).slice(-1)[0];
+  const criterion = last && typeof last.content === "string" ? (last.content.match(/## Criterion: ([^\n]+)/) || [])[1] : null;
+  const mass = call.label_mass;
+  const low = typeof mass === "number" && mass < LOW_MASS;
+  const cost = call.cost || {};
+  const top = Object.entries(call.label_probs || {}).sort((a, b) => b[1] - a[1])[0];
+  return h("div", { class: "call", "data-testid": "call-detail", "data-key": call.key },
+    h("div", { class: "call-head" },
+      h("strong", {}, `call ${n}`), h("span", { class: "chip" }, call.kind ?? "call"),
+      criterion ? h("span", { class: "chip" }, criterion) : null,
+      call.status && call.status !== "ok" ? h("span", { class: "chip st-failed" }, call.status) : null,
+      low ? h("span", { class: "chip st-failed", "data-testid": "low-mass" }, "low label mass") : null,
+      h("span", { class: "muted small mono" }, `${String(call.key).slice(0, 12)}…`)),
+    call.error ? errorBox(call.error) : null,
+    h("div", { class: "call-body" },
+      h("div", { class: "call-dist" },
+        call.labels || call.label_probs ? labelDistribution(call.labels, call.label_probs) : h("p", { class: "muted" }, "no label distribution"),
+        h("dl", { class: "facts small" },
+          fact("top label", top ? `${top[0]} (${fmtPct(top[1], 1)})` : "—"),
+          fact("label mass", h("span", { class: low ? "bad" : null, "data-testid": "label-mass" }, fmtNum(mass))),
+          fact("unseen mass", fmtNum(call.unseen_mass)),
+          fact("prompt tokens", `${fmtNum(cost.prompt_tokens ?? 0)}${cost.cached_tokens ? ` (${fmtNum(cost.cached_tokens)} cached)` : ""}`),
+          fact("completion", fmtNum(cost.completion_tokens ?? 0)),
+          fact("latency", typeof cost.latency_s === "number" ? `${cost.latency_s.toFixed(2)} s` : "—"))),
+      h("div", { class: "call-prompt" },
+        (call.messages || []).map((m) => h("div", { class: "message" },
+          h("div", { class: "role" }, m.role),
+          h("pre", { class: "prompt", "data-testid": "prompt-text", "data-role": m.role }, typeof m.content === "string" ? m.content : JSON.stringify(m.content, null, 2)))),
+        call.prefill ? h("div", { class: "message" }, h("div", { class: "role" }, "prefill"),
+          h("pre", { class: "prompt prefill", "data-testid": "prefill" }, call.prefill)) : null,
+        call.reasoning ? h("div", { class: "message" }, h("div", { class: "role" }, "reasoning"), h("pre", { class: "prompt" }, String(call.reasoning))) : null,
+        call.text ? h("div", { class: "message" }, h("div", { class: "role" }, "answer"), h("pre", { class: "prompt" }, String(call.text))) : null)));
+}
+
+function fact(label, value) {
+  return h("div", {}, h("dt", {}, label), h("dd", {}, value));
+}

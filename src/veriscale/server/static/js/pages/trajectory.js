@@ -1,0 +1,235 @@
+// pages/trajectory.js — #/runs/<id>/trajectory/<name>: a virtualised list of a trajectory's
+// steps. Rows have a fixed height; a spacer of total × ROW_H gives the scroll range and only
+// the rows in view (± OVERSCAN) are in the DOM. Steps are fetched PAGE at a time and cached.
+// A side panel shows a step's full text; search and jump-to-error use /steps/find.
+
+import { api } from "../api.js";
+import { errorBox, fill, h } from "../dom.js";
+
+const ROW_H = 28;
+const OVERSCAN = 8;
+const PAGE = 200;
+
+export async function trajectoryPage(ctx, runId, name) {
+  const first = await api.steps(runId, name, 0, PAGE);
+  if (!ctx.alive) return;
+  const total = first.total;
+  const pages = new Map([[0, first.steps]]); // page number -> steps (or a pending promise)
+  const pending = new Map();
+
+  let selected = null;
+  let matches = [];
+  let matchPos = -1;
+  let errors = null;
+
+  const spacer = h("div", { class: "spacer" });
+  spacer.style.height = `${total * ROW_H}px`;
+  const rows = h("div", { class: "rows" });
+  spacer.appendChild(rows);
+  const viewport = h("div", { class: "viewport", "data-testid": "trajectory-viewport", tabindex: 0 }, spacer);
+  const detail = h("div", { class: "card step-detail", "data-testid": "step-detail" },
+    h("p", { class: "muted" }, "Click a step to read it in full."));
+  const search = h("input", { type: "search", placeholder: "Search the steps…", "data-testid": "step-search", "aria-label": "search steps" });
+  const count = h("span", { class: "muted match-count", "data-testid": "match-count" }, "");
+  const status = h("span", { class: "muted small" });
+  const prevBtn = h("button", { "data-testid": "search-prev", disabled: true, onclick: () => stepMatch(-1), title: "previous match" }, "‹ Prev");
+  const nextBtn = h("button", { "data-testid": "search-next", disabled: true, onclick: () => stepMatch(1), title: "next match" }, "Next ›");
+  const errorBtn = h("button", { "data-testid": "jump-error", onclick: () => jumpError() }, "Next error ↓");
+  const message = h("div", {});
+
+  search.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") {
+      e.preventDefault();
+      if (e.shiftKey) stepMatch(-1);
+      else if (matches.length && search.value.trim() === lastQuery) stepMatch(1);
+      else runSearch();
+    }
+  });
+
+  fill(ctx.root, h("section", { class: "page trajectory", "data-testid": "trajectory-page" },
+    h("div", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", h("a", { href: `#/runs/${runId}` }, `#${runId}`), " / trajectory"),
+    h("div", { class: "page-head" }, h("h1", {}, name), h("span", { class: "muted", "data-testid": "steps-total" }, `${total.toLocaleString("en-US")} steps`)),
+    h("div", { class: "toolbar" }, search, h("button", { onclick: () => runSearch() }, "Find"), count, prevBtn, nextBtn,
+      h("span", { class: "sep" }), errorBtn, status),
+    message,
+    h("div", { class: "viewer" }, viewport, detail)));
+
+  // -- data ----------------------------------------------------------------------------------
+  const stepAt = (index) => pages.get(Math.floor(index / PAGE))?.[index % PAGE] ?? null;
+
+  function loadPage(page) {
+    if (pages.has(page)) return Promise.resolve(pages.get(page));
+    if (pending.has(page)) return pending.get(page);
+    const promise = api.steps(runId, name, page * PAGE, PAGE).then((res) => {
+      pages.set(page, res.steps);
+      pending.delete(page);
+      if (ctx.alive) render();
+      return res.steps;
+    }, (err) => {
+      pending.delete(page);
+      if (ctx.alive) fill(message, errorBox(err.message));
+      throw err;
+    });
+    pending.set(page, promise);
+    return promise;
+  }
+
+  async function loadStep(index) {
+    await loadPage(Math.floor(index / PAGE));
+    return stepAt(index);
+  }
+
+  // -- rendering -----------------------------------------------------------------------------
+  let frame = 0;
+  function schedule() {
+    if (!frame) frame = requestAnimationFrame(() => { frame = 0; render(); });
+  }
+
+  function render() {
+    const top = viewport.scrollTop;
+    const height = viewport.clientHeight || 600;
+    const start = Math.max(0, Math.floor(top / ROW_H) - OVERSCAN);
+    const end = Math.min(total, Math.ceil((top + height) / ROW_H) + OVERSCAN);
+    const matchSet = new Set(matches);
+    const out = [];
+    for (let i = start; i < end; i += 1) {
+      const step = stepAt(i);
+      if (!step) loadPage(Math.floor(i / PAGE)).catch(() => {});
+      out.push(row(i, step, matchSet.has(i)));
+    }
+    rows.replaceChildren(...out);
+  }
+
+  function row(index, step, isMatch) {
+    const el = h("div", {
+      class: ["step-row", step?.error ? "error" : null, isMatch ? "match" : null, index === selected ? "selected" : null,
+        isMatch && matches[matchPos] === index ? "current" : null, step ? null : "loading"],
+      "data-testid": "step-row", "data-index": index, role: "button",
+      onclick: () => select(index),
+    },
+    h("span", { class: "idx" }, String(index)),
+    h("span", { class: "role" }, step ? step.role ?? "" : ""),
+    h("span", { class: "first-line" }, step ? firstLine(step.text) : "…"),
+    step?.error ? h("span", { class: "chip st-failed" }, "error") : null);
+    el.style.transform = `translateY(${index * ROW_H}px)`;
+    return el;
+  }
+
+  async function select(index) {
+    selected = index;
+    render();
+    const step = await loadStep(index).catch(() => null);
+    if (!ctx.alive || selected !== index) return;
+    if (!step) {
+      fill(detail, errorBox(`step ${index} could not be loaded`));
+      return;
+    }
+    fill(detail,
+      h("div", { class: "detail-head" },
+        h("strong", {}, `#${step.index}`), h("span", { class: "muted small" }, `step ${step.index + 1} of ${total}`),
+        h("span", { class: "chip" }, step.role ?? "—"),
+        step.error ? h("span", { class: "chip st-failed" }, "failed (non-zero exit)") : null,
+        h("span", { class: "grow" }),
+        h("button", { class: "small", disabled: index <= 0, onclick: () => goTo(index - 1) }, "↑"),
+        h("button", { class: "small", disabled: index >= total - 1, onclick: () => goTo(index + 1) }, "↓")),
+      h("pre", { class: "step-text", "data-testid": "step-text" }, step.text ?? ""));
+  }
+
+  /** Scroll so that step `index` is in the middle of the viewport, and select it. */
+  async function goTo(index) {
+    const height = viewport.clientHeight || 600;
+    const rowTop = index * ROW_H;
+    if (rowTop < viewport.scrollTop || rowTop + ROW_H > viewport.scrollTop + height) {
+      viewport.scrollTop = Math.max(0, rowTop - height / 2 + ROW_H / 2);
+    }
+    await loadPage(Math.floor(index / PAGE)).catch(() => {});
+    await select(index);
+  }
+
+  // -- search and errors ---------------------------------------------------------------------
+  let lastQuery = "";
+  async function runSearch() {
+    const q = search.value.trim();
+    lastQuery = q;
+    if (!q) {
+      matches = [];
+      matchPos = -1;
+      fill(count, "");
+      prevBtn.disabled = nextBtn.disabled = true;
+      render();
+      return;
+    }
+    ctx.ready(false);
+    try {
+      const res = await api.findSteps(runId, name, { q });
+      if (!ctx.alive || lastQuery !== q) return;
+      matches = res.matches || [];
+      prevBtn.disabled = nextBtn.disabled = matches.length === 0;
+      if (!matches.length) {
+        matchPos = -1;
+        fill(count, "no match");
+        render();
+        return;
+      }
+      const after = selected ?? -1;
+      matchPos = Math.max(0, matches.findIndex((m) => m >= after));
+      await showMatch();
+    } catch (err) {
+      fill(message, errorBox(err.message));
+    } finally {
+      ctx.ready(true);
+    }
+  }
+
+  async function showMatch() {
+    fill(count, `${matchPos + 1} of ${matches.length}${matches.length >= 10000 ? "+" : ""}`);
+    await goTo(matches[matchPos]);
+  }
+
+  async function stepMatch(delta) {
+    if (!matches.length) return;
+    ctx.ready(false);
+    matchPos = (matchPos + delta + matches.length) % matches.length;
+    await showMatch();
+    ctx.ready(true);
+  }
+
+  async function jumpError() {
+    ctx.ready(false);
+    try {
+      if (errors === null) errors = (await api.findSteps(runId, name, { errors: "true" })).matches || [];
+      if (!ctx.alive) return;
+      if (!errors.length) {
+        fill(status, "no failed step in this trajectory");
+        return;
+      }
+      const after = selected ?? -1;
+      const next = errors.find((e) => e > after) ?? errors[0];
+      fill(status, `error ${errors.indexOf(next) + 1} of ${errors.length}`);
+      await goTo(next);
+    } catch (err) {
+      fill(message, errorBox(err.message));
+    } finally {
+      ctx.ready(true);
+    }
+  }
+
+  viewport.addEventListener("scroll", schedule, { passive: true });
+  viewport.addEventListener("keydown", (e) => {
+    if (e.key !== "ArrowDown" && e.key !== "ArrowUp") return;
+    e.preventDefault();
+    const next = Math.min(total - 1, Math.max(0, (selected ?? -1) + (e.key === "ArrowDown" ? 1 : -1)));
+    goTo(next);
+  });
+  const onResize = () => schedule();
+  window.addEventListener("resize", onResize);
+  ctx.onCleanup(() => { window.removeEventListener("resize", onResize); cancelAnimationFrame(frame); });
+  if (!total) rows.appendChild(h("p", { class: "muted pad" }, "This trajectory has no stored steps."));
+  else render();
+}
+
+function firstLine(text) {
+  const t = String(text ?? "");
+  const line = t.split("\n").find((l) => l.trim()) ?? "";
+  return line.length > 300 ? line.slice(0, 300) + "…" : line;
+}
