@@ -39,12 +39,9 @@ def _write(path: str, doc: object):
     return call("write", path=path, content=json.dumps(doc))
 
 
-@pytest.fixture()
-def harness_run(materialized_task: Path, tmp_path: Path) -> dict:
-    """A real artifact-contract harness run of one task, recorded in a temporary store."""
-    task = tmp_path / "tasks" / "quarterly_report"
-    shutil.copytree(materialized_task, task)
-    chat = ScriptedChat({
+def scripted_sessions() -> ScriptedChat:
+    """TEST DOUBLE — the four sessions of an artifact run: both ledgers, the pick of r01, the repair."""
+    return ScriptedChat({
         "resolve": [_write("ledger.json", RESOLVER), say("done")],
         "challenge": [_write("ledger.json", CHALLENGER), say("done")],
         "adjudicate": [_write("finish.json", FINISH), say("done")],
@@ -53,6 +50,14 @@ def harness_run(materialized_task: Path, tmp_path: Path) -> dict:
                         {"file": "report.md", "summary": "customers", "evidence": ["challenger:C1"]}]}),
                     say("delivered")],
     })
+
+
+@pytest.fixture()
+def harness_run(materialized_task: Path, tmp_path: Path) -> dict:
+    """A real artifact-contract harness run of one task, recorded in a temporary store."""
+    task = tmp_path / "tasks" / "quarterly_report"
+    shutil.copytree(materialized_task, task)
+    chat = scripted_sessions()
     options = RunOptions(model_uri="scripted", contract="artifact", no_jail=True, run_id="v", max_steps=8,
                          skills_dirs=[], store_path=tmp_path / "store.sqlite3")
     summary = run_tasks([task], options, backend=chat)

@@ -293,21 +293,12 @@ def test_serve_refuses_to_bind_off_loopback_without_a_token_and_checks_allow_dir
 
 
 def test_a_harness_job_runs_jailed_and_its_page_reads_the_run_folder(tmp_path):
-    from tests.server.test_harness_view import CHALLENGER, FINISH, FIXTURE, REPAIRED, RESOLVER, _write
-    from tests.support.scripted_chat import ScriptedChat, call, say
+    from tests.server.test_harness_view import FIXTURE, scripted_sessions
     from veriscale.harness.workspace.materialize import materialize
 
     task = tmp_path / "tasks" / "quarterly_report"
     materialize(FIXTURE, task, seed=11)
-    chat = ScriptedChat({
-        "resolve": [_write("ledger.json", RESOLVER), say("done")],
-        "challenge": [_write("ledger.json", CHALLENGER), say("done")],
-        "adjudicate": [_write("finish.json", FINISH), say("done")],
-        "deliver": [call("write", path="out/deliverables/report.md", content=REPAIRED),
-                    _write("repair.json", {"base": "r01", "changes": [
-                        {"file": "report.md", "summary": "customers", "evidence": ["challenger:C1"]}]}),
-                    say("delivered")],
-    })
+    chat = scripted_sessions()
     with dashboard(tmp_path / "s.sqlite3", chat, roots=(tmp_path / "tasks",)) as d, d.client() as c:
         job = d.wait(d.submit("harness", {"tasks": [str(task)], "max_steps": 8})["id"], seconds=600)
         assert job["status"] == "done", job
