@@ -54,6 +54,13 @@ FLAG_FOR: dict[str, str] = {
     "on_failure": "--on-failure",
     "group_size": "--group-size",
     "group_wait_s": "--group-wait",
+    "host": "--host",
+    "port": "--port",
+    "token": "--token",
+    "allow_dirs": "--allow-dir",
+    "workers": "--workers",
+    "proxy_n": "--proxy-n",
+    "max_body": "--max-body",
 }
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from veriscale.config import Config
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 _KNOWN = {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
           "progress": bool, "candidates": list, "max_tokens": int}
@@ -77,7 +77,7 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
         pools.append((entry["model"], count))
     if not pools:
         if n is None or n < 1:
-            raise UserError(f"the proxy needs N >= 1 candidates, not {n}: pass --proxy-n 3 or add "
+            raise UserError(f"the proxy needs N >= 1 candidates, not {n}: pass {setting('proxy_n', 3)} or add "
                             "[[proxy.candidates]] tables to the config file")
         pools.append((fallback_model or cfg.model or "embedded", n))
     settings = ProxySettings(candidates=tuple(pools), verifier=table.get("verifier"),

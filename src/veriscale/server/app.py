@@ -26,6 +26,7 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Stre
 from fastapi.staticfiles import StaticFiles
 
 from veriscale import __version__
+from veriscale.cli.flags import cli_text
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
@@ -73,7 +74,7 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
 
     @app.exception_handler(UserError)
     async def bad_input(_request: Request, exc: UserError) -> JSONResponse:
-        return _error(400, str(exc))
+        return _error(400, cli_text(exc.template))  # settings named as the flags the server was started with
 
     # -- dashboard ------------------------------------------------------------------------
     @app.get("/", include_in_schema=False)

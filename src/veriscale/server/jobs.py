@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from veriscale.cli.flags import cli_text
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
-from veriscale.errors import UserError, VeriscaleError
+from veriscale.errors import UserError, VeriscaleError, setting
 from veriscale.harness.safe_fs import is_within
 from veriscale.server import job_kinds
 
@@ -40,7 +41,7 @@ def allowed_path(given: str, roots: tuple[Path, ...]) -> Path:
     if not any(is_within(resolved, root) for root in roots):
         where = ", ".join(str(r) for r in roots) or "none"
         raise UserError(f"'{given}' is outside the folders this server may read ({where}): start it with "
-                        f"--allow-dir {resolved.parent} or move the file there")
+                        f"{setting('allow_dirs', str(resolved.parent))} or move the file there")
     if not resolved.exists():
         raise UserError(f"'{given}' does not exist: check the path")
     if resolved.is_dir():
@@ -234,7 +235,7 @@ class JobRunner:
         except JobCancelled:
             status, error = "cancelled", "cancelled on request"
         except VeriscaleError as exc:
-            status, error = "failed", str(exc)
+            status, error = "failed", cli_text(exc.template)  # the server was started with flags
         except Exception as exc:  # noqa: BLE001 - a job's crash is its result, the server goes on
             status, error = "failed", f"{type(exc).__name__}: {exc}"
         if ctx.run_id is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from veriscale.config import Config, pick
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.server.security import is_loopback
 from veriscale.sizes import parse_size
 
@@ -58,7 +58,7 @@ def server_settings(cfg: Config, *, host: str | None = None, port: int | None = 
     dirs = allow_dirs if allow_dirs else [Path(str(d)).expanduser() for d in table.get("allow_dirs", [])]
     for folder in dirs:
         if not folder.is_dir():
-            raise UserError(f"--allow-dir '{folder}' is not a folder: give a folder that exists")
+            raise UserError(f"{setting('allow_dirs', str(folder))} is not a folder: give a folder that exists")
     settings = ServerSettings(
         host=pick(flag=host, file=table.get("host"), default="127.0.0.1"),
         port=pick(flag=port, file=table.get("port"), default=DEFAULT_PORT),
@@ -68,10 +68,11 @@ def server_settings(cfg: Config, *, host: str | None = None, port: int | None = 
         workers=pick(flag=workers, file=table.get("workers"), default=1),
     )
     if not 0 < settings.port < 65536:
-        raise UserError(f"--port {settings.port} is not a TCP port: give 1-65535")
+        raise UserError(f"{setting('port', settings.port)} is not a TCP port: give 1-65535")
     if settings.workers < 1:
-        raise UserError(f"--workers {settings.workers} is below 1: give how many jobs may run at once")
+        raise UserError(f"{setting('workers', settings.workers)} is below 1: give how many jobs may run at once")
     if not settings.loopback and not settings.token:
-        raise UserError(f"--host {settings.host} is reachable from other machines: set --token (or ${TOKEN_ENV}) so "
+        raise UserError(f"{setting('host', settings.host)} is reachable from other machines: set {setting('token')} "
+                        f"(or ${TOKEN_ENV}) so "
                         "only you can read runs and submit jobs, or bind 127.0.0.1")
     return settings
