@@ -17,6 +17,7 @@ MODULES = [
     "veriscale.cli.track",
     "veriscale.cli.serve_reward",
     "veriscale.cli.serve",
+    "veriscale.cli.race",
 ]
 
 
