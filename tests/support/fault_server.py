@@ -6,9 +6,14 @@ in the ``content[].top_logprobs[]`` shape. Faults are queued per test::
     with FaultServer() as srv:
         srv.queue("429", "500", "timeout", "malformed", "nologprobs")   # next requests
         srv.url          # http://127.0.0.1:PORT/v1
-        srv.requests     # every request body received, in order
+        srv.requests     # every request received, in order: {"path", "body", "headers"}
 
-Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1).
+Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1). A chat
+upstream double answers with a scripted message instead::
+
+    FaultServer(chat_reply="done")                                   # this text, finish_reason "stop"
+    FaultServer(chat_reply={"content": "", "tool_calls": [...]})     # a message (tool calls: "tool_calls")
+    FaultServer(chat_reply=lambda body: f"answer {body['seed']}")    # either, from the request body
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ DEFAULT_TOP = {"A": 0.6, " B": 0.3, "x": 0.1}
 
 
 class FaultServer:
-    def __init__(self, top: dict[str, float] | None = None, delay_s: float = 0.0, timeout_sleep_s: float = 3.0) -> None:
+    def __init__(self, top: dict[str, float] | None = None, delay_s: float = 0.0, timeout_sleep_s: float = 3.0,
+                 chat_reply: Any = None) -> None:
         self.top = top or DEFAULT_TOP
+        self.chat_reply = chat_reply  # None: the logprob reply; a str, a message dict, or body -> either
         self.delay_s = delay_s
         self.timeout_sleep_s = timeout_sleep_s
         self.faults: list[str] = []
@@ -60,7 +67,7 @@ class FaultServer:
                 if not self.path.endswith("/completions"):
                     return self._send(404, {"error": "not found"})  # e.g. no tokenize endpoint
                 with server.lock:
-                    server.requests.append({"path": self.path, "body": body})
+                    server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
                     fault = server.faults.pop(0) if server.faults else "ok"
                 if server.delay_s:
                     time.sleep(server.delay_s)
@@ -70,12 +77,12 @@ class FaultServer:
                     return self._send(500, {"error": {"message": "boom"}})
                 if fault == "timeout":
                     time.sleep(server.timeout_sleep_s)
-                    return self._send(200, server.reply(self.path))
+                    return self._send(200, server.reply(self.path, body))
                 if fault == "garbage":
                     return self._send(200, None, raw=b"<html>not json")
                 if fault == "context":
                     return self._send(400, {"error": {"message": "Requested tokens exceed context window of 8192"}})
-                payload = server.reply(self.path)
+                payload = server.reply(self.path, body)
                 if fault == "malformed":
                     lp = payload["choices"][0]["logprobs"]
                     if "content" in lp:
@@ -92,8 +99,10 @@ class FaultServer:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
-    def reply(self, path: str) -> dict[str, Any]:
+    def reply(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         usage = {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}
+        if path.endswith("/chat/completions") and self.chat_reply is not None:
+            return self._scripted_chat(body or {}, usage)
         if path.endswith("/chat/completions"):
             top = [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in self.top.items()]
             first = next(iter(self.top))
@@ -107,6 +116,14 @@ class FaultServer:
                              "logprobs": {"tokens": [first], "token_logprobs": [math.log(self.top[first])],
                                           "top_logprobs": [{t: math.log(p) for t, p in self.top.items()}],
                                           "text_offset": [0]}}]}
+
+    def _scripted_chat(self, body: dict[str, Any], usage: dict[str, int]) -> dict[str, Any]:
+        scripted = self.chat_reply(body) if callable(self.chat_reply) else self.chat_reply
+        message = {"content": scripted} if isinstance(scripted, str) else dict(scripted)
+        message = {"role": "assistant", "content": message.get("content"), **message}
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        return {"id": "c1", "object": "chat.completion", "model": "fault-model", "usage": {**usage, "completion_tokens": 5},
+                "choices": [{"index": 0, "finish_reason": finish, "message": message, "logprobs": None}]}
 
     def queue(self, *faults: str) -> None:
         with self.lock:

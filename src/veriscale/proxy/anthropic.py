@@ -59,10 +59,14 @@ def parse(body: Any) -> Conversation:
         messages.append({"role": "system", "content": system if isinstance(system, str) else _text_of(_blocks(system, "system"))})
     for k, m in enumerate(raw):
         where = f"messages.{k}"
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-            raise ApiError(400, f"{where}.role: must be 'user' or 'assistant'")
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            raise ApiError(400, f"{where}.role: must be 'user', 'assistant' or 'system'")
         blocks = _blocks(m.get("content"), where)
-        if m["role"] == "user":
+        if m["role"] == "system":  # Claude Code (2.1) sends its environment block as a system turn in messages
+            text = _text_of(blocks)
+            if text:
+                messages.append({"role": "system", "content": text})
+        elif m["role"] == "user":
             for b in blocks:
                 if b["type"] == "tool_result":
                     inner = b.get("content")

@@ -66,11 +66,13 @@ class UpstreamPools:
         from veriscale.config import load_config
         from veriscale.models.uri import load_backend
 
-        cfg = load_config(None)
+        named = dict(settings.models)  # the [models] tables of the file the settings came from
+        cfg = load_config(None) if not named else None
         load = load or load_backend
         pools = []
         for name, n in settings.candidates:
-            backends = [load(uri) for uri in cfg.model_uris(name)]
+            uris = list(named.get(name, (name,))) if cfg is None else cfg.model_uris(name)
+            backends = [load(uri) for uri in uris]
             pools.append((Gateway(backends, store, prompt_version="proxy", concurrency=max(n, 1),
                                   deadline_s=settings.timeout_s), n))
         return cls(pools, settings)
@@ -94,8 +96,9 @@ class UpstreamPools:
         temperature = self.settings.temperature if conv.temperature is None else conv.temperature
         max_tokens = conv.max_tokens or self.settings.max_tokens
         try:
-            resp = await on_gateway_loop(gateway.chat(conv.messages, tools=conv.tools or None, max_tokens=max_tokens,
-                                                      temperature=temperature, seed=index, run_id=run_id))
+            resp = await on_gateway_loop(gateway.chat(_upstream(conv.messages), tools=conv.tools or None,
+                                                      max_tokens=max_tokens, temperature=temperature, seed=index,
+                                                      run_id=run_id))
         except (ModelCallError, UserError) as exc:
             return Sampled(index, gateway.model.uri, None, str(exc), time.perf_counter() - started)
         except Exception as exc:  # noqa: BLE001 - an upstream's crash is that candidate's failure
@@ -104,6 +107,14 @@ class UpstreamPools:
                       prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
                       truncated=resp.finish_reason == "length")
         return Sampled(index, gateway.model.uri, reply, None, time.perf_counter() - started)
+
+
+def _upstream(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An assistant turn that only calls tools goes upstream with content "" instead of null:
+    llama.cpp's OpenAI server (llama-cpp-python) answers a null assistant content with HTTP 500,
+    which failed every agent's second request (after its first tool call)."""
+    return [{**m, "content": ""} if m.get("role") == "assistant" and m.get("content") is None else m
+            for m in messages]
 
 
 def _normal_call(call: dict[str, Any], index: int, k: int) -> dict[str, Any]:

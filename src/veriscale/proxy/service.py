@@ -76,9 +76,13 @@ class ProxyService:
             how = "only one valid"
         elif not agreeing(results):
             try:
-                selection = await asyncio.to_thread(self._select, conv, valid, run_id)
+                selection = await asyncio.wait_for(asyncio.to_thread(self._select, conv, valid, run_id),
+                                                   self.settings.timeout_s)
                 winner = valid[selection["index"]]
                 how = "verified"
+            except asyncio.TimeoutError:  # the [proxy] timeout_s bounds the verification too
+                how, error = "verification failed", (f"the verification passed its {self.settings.timeout_s:g} s "
+                                                     "timeout (proxy.timeout_s)")
             except Exception as exc:  # noqa: BLE001 - the agent still gets an answer; the failure is shown
                 how, error = "verification failed", f"{type(exc).__name__}: {exc}" if not isinstance(
                     exc, ModelCallError) else str(exc)

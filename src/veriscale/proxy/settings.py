@@ -42,6 +42,7 @@ class ProxySettings:
     timeout_s: float = 120.0
     progress: bool = True
     max_tokens: int = 1024  # when the client gives none
+    models: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the file's [models.NAME] endpoints, for candidate names
 
     @property
     def n_total(self) -> int:
@@ -84,7 +85,7 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
                              criteria=table.get("criteria", "agent"), k=table.get("k", 2),
                              temperature=float(table.get("temperature", 0.8)),
                              timeout_s=float(table.get("timeout_s", 120.0)), progress=table.get("progress", True),
-                             max_tokens=table.get("max_tokens", 1024))
+                             max_tokens=table.get("max_tokens", 1024), models=tuple(cfg.models.items()))
     if settings.k < 1 or settings.timeout_s <= 0 or not 0 <= settings.temperature <= 2:
         raise UserError(f"{where}: proxy.k must be >= 1, proxy.timeout_s > 0 and proxy.temperature in [0, 2]")
     return settings
