@@ -83,6 +83,9 @@ class UpstreamPools:
 
     async def fan_out(self, conv: Conversation, run_id: int | None = None) -> list[Sampled]:
         """All N candidates, concurrently; each failure is kept with its error."""
+        return await on_gateway_loop(self._fan_out(conv, run_id))  # one hop to the gateway loop for all N
+
+    async def _fan_out(self, conv: Conversation, run_id: int | None) -> list[Sampled]:
         jobs = []
         index = 0
         for gateway, n in self.pools:
@@ -96,9 +99,8 @@ class UpstreamPools:
         temperature = self.settings.temperature if conv.temperature is None else conv.temperature
         max_tokens = conv.max_tokens or self.settings.max_tokens
         try:
-            resp = await on_gateway_loop(gateway.chat(_upstream(conv.messages), tools=conv.tools or None,
-                                                      max_tokens=max_tokens, temperature=temperature, seed=index,
-                                                      run_id=run_id))
+            resp = await gateway.chat(_upstream(conv.messages), tools=conv.tools or None, max_tokens=max_tokens,
+                                      temperature=temperature, seed=index, run_id=run_id)
         except (ModelCallError, UserError) as exc:
             return Sampled(index, gateway.model.uri, None, str(exc), time.perf_counter() - started)
         except Exception as exc:  # noqa: BLE001 - an upstream's crash is that candidate's failure

@@ -60,6 +60,7 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
 
             return StreamingResponse(while_choosing(
                 service.answer(conv, "chat"), keepalive=openai_chat.KEEPALIVE, failed=failed, after=after(conv),
+                opening=[openai_chat.KEEPALIVE],  # the first byte at once, while the candidates run
                 render=lambda o: openai_chat.chunks(o.reply, conv, usage)), media_type="text/event-stream",
                 headers=SSE_HEADERS)
         try:

@@ -59,7 +59,7 @@ class ProxyService:
 
     async def answer(self, conv: Conversation, api: str) -> Outcome:
         started = time.perf_counter()
-        run_id = await asyncio.to_thread(self.store.start_run, f"proxy {api}", self.pools.models[0], {
+        run_id = self.store.start_run(f"proxy {api}", self.pools.models[0], {  # ~0.1 ms: not worth a thread hop
             "api": api, "model": conv.model, "n": len(self.pools.models), "stream": conv.stream,
             "messages": len(conv.messages), "tools": [t.get("function", {}).get("name") for t in conv.tools]})
         results = await self.pools.fan_out(conv, run_id)
@@ -69,10 +69,12 @@ class ProxyService:
         if not valid:
             errors = "; ".join(sorted({r.error or "no reply" for r in results}))[:500]
             record.update(how="every candidate failed", error=errors, latency_s=round(sampled_s, 4))
-            await asyncio.to_thread(self.store.finish_run, run_id, "failed", record)
+            self.store.finish_run(run_id, "failed", record)
             raise UpstreamFailed(f"every upstream candidate failed: {errors}")
         how, winner, error, selection = "agreed", valid[0], None, None
-        if len(valid) == 1:
+        if len(results) == 1:
+            how = "single candidate"
+        elif len(valid) == 1:
             how = "only one valid"
         elif not agreeing(results):
             try:
@@ -94,15 +96,17 @@ class ProxyService:
                                                      "usage", "best", "decided") if k in selection})
             record["index"] = next(i for i, r in enumerate(valid) if r is winner)
             record["reason"] = _reason(how, selection, error)
-        await asyncio.to_thread(self.store.finish_run, run_id, "ok", record)
+        self.store.finish_run(run_id, "ok", record)
         return Outcome(winner.reply, run_id, how, winner.index, results, error)
 
     def _select(self, conv: Conversation, valid: list[Sampled], run_id: int) -> dict[str, Any]:
         from veriscale.selection.select import plan_selection, run_selection
         from veriscale.selection.settings import SelectionSettings
 
-        settings = SelectionSettings(method="ppt", k=min(self.settings.k, len(valid) - 1) or 1,
-                                     criteria=self.settings.criteria, adaptive=True)
+        few = len(valid) <= 3  # every pair once is cheaper than PPT's ring plus pivots, which repeat pairs
+        settings = SelectionSettings(method="round_robin" if few else "ppt", repeats=1 if few else None,
+                                     k=min(self.settings.k, len(valid) - 1) or 1, criteria=self.settings.criteria,
+                                     adaptive=True)
         verifier = settings.verifier(self.verifier_model, store=self.store)
         verifier.executor.run_id = run_id
         candidates = [Candidate(id=f"candidate-{r.index}", text=reply_text(r.reply), metadata={"model": r.model})
@@ -157,6 +161,8 @@ def _reason(how: str, selection: dict[str, Any] | None, error: str | None) -> st
         return f"verification failed ({error}); the first valid candidate was returned"
     if how == "only one valid":
         return "only one candidate came back; it was returned unverified"
+    if how == "single candidate":
+        return "the proxy is set to one candidate (N = 1): nothing to compare"
     return "the candidates agreed (same text and tool calls), so no verification ran"
 
 
