@@ -84,6 +84,15 @@ class RunLog:
         for event in events:
             self.emit(run_id, "event", {"trajectory": trajectory, "event": event.to_dict()})
 
+    def last(self, run_id: int, kind: str | None = None) -> RunEvent | None:
+        """The run's newest event (of ``kind``), or None."""
+        sql, params = "SELECT id, kind, data, at FROM run_events WHERE run_id = ?", [run_id]
+        if kind is not None:
+            sql += " AND kind = ?"
+            params.append(kind)
+        rows, _ = self.store.execute(sql + " ORDER BY id DESC LIMIT 1", params)
+        return RunEvent(rows[0][0], rows[0][1], json.loads(rows[0][2]), rows[0][3]) if rows else None
+
     # -- steps ---------------------------------------------------------------------------
     def record_steps(self, run_id: int, trajectory: str, steps: Iterable[Any], start: int | None = None) -> int:
         """Store ``steps`` (``data.model.Step``) from index ``start`` (default: after the last); returns the count now."""

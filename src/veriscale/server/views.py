@@ -112,18 +112,20 @@ def progress_view(store: Store, run_id: int) -> dict[str, Any]:
     """
     run = _run(store, run_id)
     log = RunLog(store)
-    events, after = [], 0
-    while batch := log.since(run.id, after, 5000):
-        events += batch
-        after = batch[-1].id
     result = run.result or {}
+    newest, calls = log.last(run.id), log.last(run.id, "calls")
+    after = newest.id if newest else 0
     if run.status != "running" and result.get("curves") is not None:
-        curves = result["curves"]
+        curves = result["curves"]  # finished: the curves it recorded (no need to replay its events)
     else:
+        events, after = [], 0
+        while batch := log.since(run.id, after, 5000):
+            events += batch
+            after = batch[-1].id
         curves = curves_from_events(events)
     return {"run_id": run.id, "status": run.status, "command": run.command, "curves": curves,
             "voc_by_outcome": result.get("voc_by_outcome"), "last_event": after,
-            "calls": next((e.data for e in reversed(events) if e.kind == "calls"), None)}
+            "calls": calls.data if calls else None}
 
 
 def curves_from_events(events: list[Any]) -> list[dict[str, Any]]:
