@@ -2,6 +2,7 @@
 # Install the non-Python tools the test suite uses, idempotently:
 #   bubblewrap (Debian)                 the harness jail
 #   @mariozechner/pi-coding-agent (npm) the external agent executor, into .tools/
+#   @openai/codex, @anthropic-ai/claude-code (npm)  the agent CLIs run through the proxy (tests/proxy_clis), into .tools/
 #   libseccomp2 (Debian)                the jail's syscall filter
 #   verl, openrlhf (PyPI, --no-deps)    the reward-calling code of two RL trainers (tests/rewards)
 #   a user veriscale-ci + a venv        the unprivileged pass of the jail suites (root only)
@@ -23,6 +24,19 @@ PI_VERSION=0.73.1
 if [ ! -f .tools/node_modules/@mariozechner/pi-coding-agent/package.json ] || \
    ! grep -q "\"version\": \"$PI_VERSION\"" .tools/node_modules/@mariozechner/pi-coding-agent/package.json; then
   npm install --silent --no-audit --no-fund --prefix .tools "@mariozechner/pi-coding-agent@$PI_VERSION"
+fi
+
+# Codex CLI and Claude Code, pinned. Each brings its native binary as an optional dependency for
+# this platform (@openai/codex-linux-x64, @anthropic-ai/claude-code-linux-x64); claude-code's
+# postinstall links it over its bin/claude.exe stub, so scripts must run and optional deps must not
+# be omitted. Nothing is downloaded when they run. Checked by running each binary's --version
+# (CODEX_HOME pointing nowhere: codex then writes no ~/.codex).
+CODEX_VERSION=0.171.0
+CLAUDE_CODE_VERSION=2.1.332
+if [ "$(CODEX_HOME=/nonexistent .tools/node_modules/.bin/codex --version 2>/dev/null)" != "codex-cli $CODEX_VERSION" ] || \
+   [ "$(.tools/node_modules/.bin/claude --version 2>/dev/null)" != "$CLAUDE_CODE_VERSION (Claude Code)" ]; then
+  npm install --silent --no-audit --no-fund --save-exact --include=optional --prefix .tools \
+    "@openai/codex@$CODEX_VERSION" "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
 fi
 
 # veRL and OpenRLHF pin GPU stacks (vLLM, DeepSpeed, flash-attn) that do not install on a CPU

@@ -11,6 +11,8 @@ What each command stores as its run's result:
 - ``bench``: the report, with ``n_items``, ``kind`` and one row per configuration;
 - ``harness run``: a ``tasks`` list of ``{"outcome": ...}``;
 - ``track`` / ``track --follow``: ``curves``, each with ``voc`` and its points;
+- ``proxy chat`` / ``proxy responses`` / ``proxy anthropic``: ``how`` (agreed, verified, ...),
+  ``winner`` and the ``candidates``;
 - ``bench --progress``: the report, with ``kind``, ``n_items`` and ``metrics``;
 - any command that failed before a verdict: ``{"error": "..."}``.
 """
@@ -99,7 +101,17 @@ def _bench_progress(result: dict[str, Any]) -> str:
     return f"{result.get('n_items')} runs, mean VOC " + (", ".join(parts) or "n/a")
 
 
+def _proxy(result: dict[str, Any]) -> str:
+    n = len(result.get("candidates") or [])
+    failed = sum(1 for c in result.get("candidates") or [] if c.get("error"))
+    extra = f", {failed} failed" if failed else ""
+    return f"{result.get('how')}: candidate {result.get('winner')} of {n}{extra} ({result.get('latency_s', 0):.2f} s)"
+
+
 SUMMARISERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "proxy chat": _proxy,
+    "proxy responses": _proxy,
+    "proxy anthropic": _proxy,
     "track": _track,
     "track --follow": _track,
     "bench --progress": _bench_progress,

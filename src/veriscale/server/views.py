@@ -26,10 +26,18 @@ VIEWS = {"select": "selection", "track": "progress", "track --follow": "progress
          "harness task": "harness", "score": "verdict", "compare": "verdict"}
 
 
+def _view(run: RunRecord) -> str:
+    """Which page shows the run: by command, and any run whose result holds a ranking (a proxied
+    request that ran a tournament, a race) is a selection."""
+    if isinstance(run.result, dict) and "ranking" in run.result:
+        return "selection"
+    return VIEWS.get(run.command, "other")
+
+
 def _record(run: RunRecord, store: Store | None = None) -> dict[str, Any]:
     doc = {"id": run.id, "command": run.command, "model": run.model, "status": run.status,
            "created_at": run.created_at, "finished_at": run.finished_at, "summary": run_summary(run),
-           "view": VIEWS.get(run.command, "other"), "job": run.args.get("job") if isinstance(run.args, dict) else None}
+           "view": _view(run), "job": run.args.get("job") if isinstance(run.args, dict) else None}
     return doc
 
 
@@ -57,7 +65,7 @@ def selection_view(store: Store, run_id: int) -> dict[str, Any]:
     """The pick and the evidence: per-candidate rewards, mean P(i ≻ j) per pair, every judgement."""
     run = _run(store, run_id)
     result = run.result or {}
-    if run.command != "select" or "ranking" not in result:
+    if "ranking" not in result:
         raise NotFound(f"run {run_id} is a '{run.command}' run without a selection: open it as a run instead")
     ranking = sorted(result["ranking"], key=lambda r: r["index"])
     n = len(ranking)
@@ -77,13 +85,18 @@ def selection_view(store: Store, run_id: int) -> dict[str, Any]:
     return {
         "run_id": run.id, "status": run.status, "method": result.get("method"), "task": result.get("task"),
         "best": result.get("index"), "confidence": result.get("confidence"), "decided": result.get("decided"),
-        "reason": (result.get("reason") or {}).get("text"), "stop_reason": result.get("stop_reason"),
+        "reason": _reason_text(result.get("reason")), "stop_reason": result.get("stop_reason"),
         "candidates": [{**r, "strength": strengths[r["index"]] if r["index"] < len(strengths) else None}
                        for r in ranking],
         "criteria": list((ranking[0].get("criteria") or {}).keys()) if ranking else [],
         "matrix": matrix, "counts": counts, "judgements": judgements,
         "usage": result.get("usage"), "notes": result.get("notes") or [],
     }
+
+
+def _reason_text(reason: Any) -> str | None:
+    """A selection's reason (``{"text": ...}``), or a proxied request's (already a sentence)."""
+    return reason.get("text") if isinstance(reason, dict) else reason
 
 
 def call_view(store: Store, key: str) -> dict[str, Any]:
