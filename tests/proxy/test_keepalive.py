@@ -69,3 +69,15 @@ def test_anthropic_opens_with_message_start_and_pings(slow_proxy) -> None:
     assert total_s >= DELAY_S and (first + rest).count("event: ping") >= 2  # one at the start, then each second
     assert rest.index("event: ping") < rest.index("event: content_block_start")
     assert rest.rstrip().endswith('data: {"type": "message_stop"}') and "Slow but sure." in rest
+
+
+def test_a_client_that_leaves_mid_wait_leaves_no_run_running(slow_proxy) -> None:
+    body = {"model": "m", "messages": ask("leaver"), "stream": True}
+    with httpx.stream("POST", slow_proxy.url + "/v1/chat/completions", json=body, timeout=30) as r:
+        chunks = r.iter_raw()
+        assert next(chunks) == next(chunks) == b": keep-alive\n\n"  # a second one: the candidates are running
+    deadline = time.monotonic() + DELAY_S * 4
+    while (run := max((r for r in slow_proxy.store.runs() if r.command == "proxy chat"), key=lambda r: r.id)).status \
+            == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run.status == "cancelled" and "disconnected" in run.result["error"], run

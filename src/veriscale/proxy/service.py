@@ -62,7 +62,11 @@ class ProxyService:
         run_id = self.store.start_run(f"proxy {api}", self.pools.models[0], {  # ~0.1 ms: not worth a thread hop
             "api": api, "model": conv.model, "n": len(self.pools.models), "stream": conv.stream,
             "messages": len(conv.messages), "tools": [t.get("function", {}).get("name") for t in conv.tools]})
-        results = await self.pools.fan_out(conv, run_id)
+        try:
+            results = await self.pools.fan_out(conv, run_id)
+        except (asyncio.CancelledError, GeneratorExit):  # the client went away while the candidates ran
+            self.store.finish_run(run_id, "cancelled", {"api": api, "error": "the client disconnected before the reply"})
+            raise
         sampled_s = time.perf_counter() - started
         valid = [r for r in results if r.reply is not None]
         record: dict[str, Any] = {"api": api, "candidates": [r.to_dict() for r in results], "sample_s": round(sampled_s, 4)}

@@ -17,6 +17,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 KEEPALIVE_S = 1.0
+# The answers being chosen for streams. The event loop holds tasks only weakly: a stream whose
+# client left is dropped unfinished, and its answer must still end (and record its run).
+_choosing: set[asyncio.Future] = set()
 
 
 def sse(data: Any, event: str | None = None) -> str:
@@ -29,6 +32,8 @@ async def while_choosing(answer: Awaitable[Any], *, keepalive: str, render: Call
                          after: Callable[[Any], None] | None = None,
                          interval_s: float = KEEPALIVE_S) -> AsyncIterator[str]:
     task = asyncio.ensure_future(answer)
+    _choosing.add(task)
+    task.add_done_callback(_choosing.discard)
     try:
         for chunk in opening:
             yield chunk
