@@ -30,6 +30,16 @@ def dev_pairs(n: int, max_chars: int = 3000) -> list[dict]:
     return rows
 
 
+def wait_models(url: str, tries: int = 200, pause_s: float = 0.05) -> None:
+    """Return once ``GET url/models`` answers 200 (an OpenAI-compatible server is up), or after ``tries``."""
+    for _ in range(tries):
+        try:
+            if httpx.get(url + "/models", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(pause_s)
+
+
 @contextmanager
 def llama_server(gguf: str, n_ctx: int = 8192) -> Iterator[str]:
     with socket.socket() as s:
@@ -40,12 +50,7 @@ def llama_server(gguf: str, n_ctx: int = 8192) -> Iterator[str]:
                              "--model_alias", "smollm2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        for _ in range(240):
-            try:
-                if httpx.get(url + "/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
+        wait_models(url, tries=240, pause_s=0.5)
         yield url
     finally:
         proc.terminate()

@@ -69,6 +69,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.support.served_app / fault_server
 
+from _common import wait_models  # noqa: E402  (benchmarks/ is this script's folder)
 from tests.support.served_app import served
 from veriscale.engine.store import Store
 from veriscale.models.uri import load_backend
@@ -105,12 +106,7 @@ def upstream(top: dict[str, float] | None = None, delay_s: float = 0.0) -> Itera
     proc = ctx.Process(target=_fault_main, args=(top, delay_s, ports), daemon=True)
     proc.start()
     url = f"http://127.0.0.1:{ports.get(timeout=60)}/v1"
-    for _ in range(200):
-        try:
-            if httpx.get(url + "/models", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
+    wait_models(url)
     try:
         yield url
     finally:

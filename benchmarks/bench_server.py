@@ -62,6 +62,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.support.dashboard
 
+from _common import wait_models  # noqa: E402  (benchmarks/ is this script's folder)
 from tests.support.dashboard import dashboard
 from veriscale.api import score
 from veriscale.data.model import Step
@@ -99,12 +100,7 @@ def endpoint() -> Iterator[str]:
                             stdout=subprocess.PIPE, text=True, cwd=str(REPO))
     try:
         url = f"http://127.0.0.1:{int(proc.stdout.readline())}/v1"
-        for _ in range(200):
-            try:
-                if httpx.get(url + "/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        wait_models(url)
         yield url
     finally:
         proc.terminate()
