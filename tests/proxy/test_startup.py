@@ -83,7 +83,7 @@ def test_a_verifier_without_logprobs_is_refused_at_start(store_path: Path) -> No
         with pytest.raises(UserError) as refused:
             open_proxy(settings_for((fault_uri(up), 2)), load_backend(f"{judge.url}#judge"), store)
         text = one_sentence(refused)
-        assert "logprobs" in text and "cannot score" in text and judge.url in text
+        assert "logprobs" in text and "failed its probe" in text and judge.url in text
         assert len(judge.requests) == 1 and judge.requests[0]["body"]["logprobs"] is True  # one probe, no more
         assert up.requests == []
 

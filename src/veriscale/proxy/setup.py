@@ -28,8 +28,8 @@ def require_logprobs(backend: Any, store: Store | None) -> None:
     try:
         (outcome,) = CallExecutor(backend, store, prompt_version="proxy-check").run([PlannedCall(probe)])
     except UserError as exc:
-        raise UserError(f"the proxy's verifier {backend.uri} cannot score ({exc}): set [proxy] verifier to a model "
-                        "whose server returns logprobs") from None
+        raise UserError(f"the proxy's verifier {backend.uri} failed its probe for logprobs ({exc}): fix what that says, "
+                        "or set [proxy] verifier to a reachable model whose server returns logprobs") from None
     if outcome.error:
         raise UserError(f"the proxy's verifier {backend.uri} did not answer a probe ({outcome.error}): start it, or "
                         "set [proxy] verifier to a reachable model with logprobs")
