@@ -58,6 +58,13 @@ export async function progressSection(ctx, run, body, header) {
       h("strong", {}, String(e.kind ?? "event").replace("_", " ")), ` · step ${e.step} · `, e.message ?? "")));
   };
 
+  // Live points can arrive in bursts (a stream catching up): redraw each curve once per frame.
+  const pending = new Set();
+  const schedule = (entry) => {
+    if (!pending.size) requestAnimationFrame(() => { for (const e of pending) draw(e); pending.clear(); });
+    pending.add(entry);
+  };
+
   const curveFor = (name) => curves.get(name) || addCurve({ trajectory: name, points: [], events: [], voc: null, n_steps: 0 });
 
   fill(body, h("div", { class: "progress", "data-testid": "progress-page" },
@@ -86,12 +93,12 @@ export async function progressSection(ctx, run, body, header) {
     entry.data.points.push(d.point);
     entry.data.n_steps = Math.max(entry.data.n_steps || 0, d.point.step || 0);
     if (d.voc !== undefined) entry.data.voc = d.voc;
-    draw(entry);
+    schedule(entry);
   });
   on("event", (d) => {
     const entry = curveFor(String(d.trajectory ?? ""));
     entry.data.events.push(d.event);
-    draw(entry);
+    schedule(entry);
   });
   on("calls", (d) => renderCalls(d));
   on("status", (d) => {
