@@ -161,3 +161,16 @@ def test_a_verifier_that_hangs_is_cut_at_the_timeout(store_path: Path) -> None:
             assert elapsed < 3 * 1.5, elapsed
     finally:
         judge.__exit__()
+
+
+def test_a_pick_given_up_at_the_timeout_makes_no_more_verifier_calls(store_path: Path) -> None:
+    with FaultServer() as judge:
+        verifier = load_backend(f"{judge.url}?retries=0#judge")
+        with FaultServer(chat_reply=by_seed) as up, \
+                proxied(store_path, settings_for((fault_uri(up), 4), timeout_s=1.5), verifier) as p:
+            judge.delay_s = 0.6  # 4 candidates: dozens of score calls of 0.6 s each, 4 at a time
+            raw = p.openai().chat.completions.with_raw_response.create(model="m", messages=QUESTION)
+            assert p.run(raw.headers["x-veriscale-run"]).result["how"] == "verification failed"
+            asked = len(judge.requests)
+            time.sleep(2.5)
+            assert len(judge.requests) <= asked + 4, "only the calls in flight (4 at a time) may still be sent"

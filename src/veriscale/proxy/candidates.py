@@ -99,8 +99,12 @@ class UpstreamPools:
         temperature = self.settings.temperature if conv.temperature is None else conv.temperature
         max_tokens = conv.max_tokens or self.settings.max_tokens
         try:
-            resp = await gateway.chat(_upstream(conv.messages), tools=conv.tools or None, max_tokens=max_tokens,
-                                      temperature=temperature, seed=index, run_id=run_id)
+            resp = await asyncio.wait_for(  # the wait for a free upstream slot counts too
+                gateway.chat(_upstream(conv.messages), tools=conv.tools or None, max_tokens=max_tokens,
+                             temperature=temperature, seed=index, run_id=run_id), self.settings.timeout_s)
+        except asyncio.TimeoutError:
+            return Sampled(index, gateway.model.uri, None, f"no answer within the proxy's {self.settings.timeout_s:g} s "
+                           "timeout (proxy.timeout_s)", time.perf_counter() - started)
         except (ModelCallError, UserError) as exc:
             return Sampled(index, gateway.model.uri, None, str(exc), time.perf_counter() - started)
         except Exception as exc:  # noqa: BLE001 - an upstream's crash is that candidate's failure

@@ -33,6 +33,10 @@ from veriscale.proxy.settings import ProxySettings
 MAX_TRACKED_CONVERSATIONS = 64
 
 
+class VerificationAbandoned(Exception):
+    """Raised in a pick's own thread once the request stopped waiting for it."""
+
+
 class UpstreamFailed(ModelCallError):
     """No candidate came back: the front answers with its API's error (502)."""
 
@@ -81,12 +85,14 @@ class ProxyService:
         elif len(valid) == 1:
             how = "only one valid"
         elif not agreeing(results):
+            stop = threading.Event()  # set when the pick is given up: its thread stops at its next call
             try:
-                selection = await asyncio.wait_for(asyncio.to_thread(self._select, conv, valid, run_id),
+                selection = await asyncio.wait_for(asyncio.to_thread(self._select, conv, valid, run_id, stop),
                                                    self.settings.timeout_s)
                 winner = valid[selection["index"]]
                 how = "verified"
             except asyncio.TimeoutError:  # the [proxy] timeout_s bounds the verification too
+                stop.set()
                 how, error = "verification failed", (f"the verification passed its {self.settings.timeout_s:g} s "
                                                      "timeout (proxy.timeout_s)")
             except Exception as exc:  # noqa: BLE001 - the agent still gets an answer; the failure is shown
@@ -103,7 +109,8 @@ class ProxyService:
         self.store.finish_run(run_id, "ok", record)
         return Outcome(winner.reply, run_id, how, winner.index, results, error)
 
-    def _select(self, conv: Conversation, valid: list[Sampled], run_id: int) -> dict[str, Any]:
+    def _select(self, conv: Conversation, valid: list[Sampled], run_id: int,
+                stop: threading.Event | None = None) -> dict[str, Any]:
         from veriscale.selection.select import plan_selection, run_selection
         from veriscale.selection.settings import SelectionSettings
 
@@ -116,7 +123,11 @@ class ProxyService:
         candidates = [Candidate(id=f"candidate-{r.index}", text=reply_text(r.reply), metadata={"model": r.model})
                       for r in valid]
         plan = plan_selection(Task(text=transcript(conv), id="proxy"), candidates, verifier=verifier, settings=settings)
-        return run_selection(plan, verifier=verifier).to_dict()
+        def given_up(_done: int, _planned: int) -> None:
+            if stop is not None and stop.is_set():
+                raise VerificationAbandoned("the pick passed its timeout; its remaining calls were not made")
+
+        return run_selection(plan, verifier=verifier, on_progress=given_up).to_dict()
 
     # -- progress of the agent's conversation, after the reply ---------------------------------
     def track_later(self, conv: Conversation, outcome: Outcome) -> None:
