@@ -104,7 +104,7 @@ class UpstreamPools:
                              temperature=temperature, seed=index, run_id=run_id), self.settings.timeout_s)
         except asyncio.TimeoutError:
             return Sampled(index, gateway.model.uri, None, f"no answer within the proxy's {self.settings.timeout_s:g} s "
-                           "timeout (proxy.timeout_s)", time.perf_counter() - started)
+                           "deadline (proxy.timeout_s), the wait for a free upstream slot included", time.perf_counter() - started)
         except (ModelCallError, UserError) as exc:
             return Sampled(index, gateway.model.uri, None, str(exc), time.perf_counter() - started)
         except Exception as exc:  # noqa: BLE001 - an upstream's crash is that candidate's failure
