@@ -13,7 +13,7 @@ from veriscale.cli.common import console, emit_json, user_errors
 from veriscale.cli.flags import cli_text
 from veriscale.errors import ModelCallError, UserError
 from veriscale.engine.executor import CallExecutor, PlannedCall
-from veriscale.models.base import Message, ScoreRequest
+from veriscale.verify.prompts import probe_request
 from veriscale.verify.scale import parse_scale
 
 models_app = typer.Typer(help="Check model backends.", no_args_is_help=True)
@@ -34,8 +34,7 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
         bad = backend.single_token_labels(sc.labels)
         report["labels_single_token"] = not bad
         report["labels_not_single_token"] = bad
-        probe = ScoreRequest(messages=(Message("user", "Is 2 + 2 equal to 4? " + sc.instruction()),),
-                             prefill="Grade:", labels=sc.labels)
+        probe = probe_request(sc)
         st = o.open_store(store)
         run_id = st.start_run("models check", backend.uri, {"scale": sc.name})
         # the probe goes through the gateway like every call (asked afresh: a check must reach the model)

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from veriscale.proxy.conversation import ApiError, Conversation, Reply, arguments_of, new_id
-from veriscale.proxy.streaming import sse
+from veriscale.server.stream import sse
 
 PING = sse({"type": "ping"}, event="ping")
 STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}

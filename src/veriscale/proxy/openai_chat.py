@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from veriscale.proxy.conversation import ApiError, Conversation, Reply, new_id
-from veriscale.proxy.streaming import sse
+from veriscale.server.stream import sse
 
 KEEPALIVE = ": keep-alive\n\n"
 ROLES = ("system", "developer", "user", "assistant", "tool")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from veriscale.proxy.conversation import ApiError, Conversation, Reply, content_text, new_id
-from veriscale.proxy.streaming import sse
+from veriscale.server.stream import sse
 
 MAX_HISTORY = 256
 
@@ -203,7 +203,3 @@ def item_events(items: list[dict[str, Any]], numbers: EventNumbers) -> list[str]
             out.append(numbers("response.custom_tool_call_input.done", item_id=item["id"], output_index=i, input=item["input"]))
         out.append(numbers("response.output_item.done", output_index=i, item=item))
     return out
-
-
-def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": param, "code": None}}

@@ -20,7 +20,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from veriscale.proxy import anthropic, openai_chat, responses
 from veriscale.proxy.conversation import ApiError, new_id, transcript
 from veriscale.proxy.service import Outcome, ProxyService
-from veriscale.proxy.streaming import sse, while_choosing
+from veriscale.proxy.streaming import while_choosing
+from veriscale.server.stream import sse
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -77,7 +78,7 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
         try:
             conv, kinds = responses.parse(await _body(request), history)
         except ApiError as exc:
-            return JSONResponse(responses.error_body(exc.message, exc.kind, exc.param), status_code=exc.status)
+            return JSONResponse(openai_chat.error_body(exc.message, exc.kind, exc.param), status_code=exc.status)
         rid = new_id("resp_")
 
         def remember(outcome: Outcome) -> list[dict[str, Any]]:
@@ -109,7 +110,7 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
             outcome = await service.answer(conv, "responses")
         except Exception as exc:  # noqa: BLE001
             err = _failure(exc)
-            return JSONResponse(responses.error_body(err.message, err.kind), status_code=err.status)
+            return JSONResponse(openai_chat.error_body(err.message, err.kind), status_code=err.status)
         service.track_later(conv, outcome)
         return JSONResponse(responses.response(outcome.reply, conv, rid, remember(outcome)), headers=_pick_headers(outcome))
 

@@ -14,17 +14,15 @@ from typing import Any
 from veriscale.engine.executor import CallExecutor, PlannedCall
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError, UserError
-from veriscale.models.base import Message, ScoreRequest
 from veriscale.proxy.candidates import UpstreamPools
 from veriscale.proxy.service import ProxyService
 from veriscale.proxy.settings import ProxySettings
+from veriscale.verify.prompts import probe_request
 from veriscale.verify.scale import parse_scale
 
 
 def require_logprobs(backend: Any, store: Store | None) -> None:
-    scale = parse_scale("letters")
-    probe = ScoreRequest(messages=(Message("user", "Is 2 + 2 equal to 4? " + scale.instruction()),),
-                         prefill="Grade:", labels=scale.labels)
+    probe = probe_request(parse_scale("letters"))
     try:
         (outcome,) = CallExecutor(backend, store, prompt_version="proxy-check").run([PlannedCall(probe)])
     except UserError as exc:

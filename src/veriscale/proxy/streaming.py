@@ -12,7 +12,6 @@ first, so the client's first byte does not wait for the pick.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
@@ -20,11 +19,6 @@ KEEPALIVE_S = 1.0
 # The answers being chosen for streams. The event loop holds tasks only weakly: a stream whose
 # client left is dropped unfinished, and its answer must still end (and record its run).
 _choosing: set[asyncio.Future] = set()
-
-
-def sse(data: Any, event: str | None = None) -> str:
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(data, ensure_ascii=False) if not isinstance(data, str) else data}\n\n"
 
 
 async def while_choosing(answer: Awaitable[Any], *, keepalive: str, render: Callable[[Any], Iterable[str]],

@@ -171,26 +171,18 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
 
     @app.get("/api/jobs/{job_id}")
     def get_job(job_id: int) -> Any:
-        try:
-            return runner.get(job_id)
-        except LookupError as exc:
-            return _error(404, str(exc))
+        return runner.get(job_id)  # an unknown id is views.NotFound: 404
 
     @app.post("/api/jobs/{job_id}/cancel")
     def cancel_job(job_id: int) -> Any:
         try:
             return runner.cancel(job_id)
-        except LookupError as exc:
-            return _error(404, str(exc))
-        except UserError as exc:
+        except UserError as exc:  # a running harness job
             return _error(409, str(exc))
 
     @app.get("/api/jobs/{job_id}/result")
     def job_result(job_id: int) -> Any:
-        try:
-            job = runner.get(job_id)
-        except LookupError as exc:
-            return _error(404, str(exc))
+        job = runner.get(job_id)
         if job["status"] in ("queued", "running"):
             return _error(409, f"job {job_id} is {job['status']}: wait for it (GET /api/jobs/{job_id}) or follow "
                                f"its run's stream")

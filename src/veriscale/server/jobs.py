@@ -28,6 +28,7 @@ from veriscale.engine.store import Store
 from veriscale.errors import UserError, VeriscaleError, setting
 from veriscale.harness.safe_fs import is_within
 from veriscale.server import job_kinds
+from veriscale.server.views import NotFound
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 UNFINISHED = ("queued", "running")
@@ -197,7 +198,7 @@ class JobRunner:
     def get(self, job_id: int) -> dict[str, Any]:
         job = self.table.get(job_id)
         if job is None:
-            raise LookupError(f"there is no job {job_id}: list jobs with GET /api/jobs")
+            raise NotFound(f"there is no job {job_id}: list jobs with GET /api/jobs")
         return job
 
     def cancel(self, job_id: int) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
@@ -25,9 +25,12 @@ POLL_S = 0.2
 KEEPALIVE_S = 15.0
 
 
-def sse(event_id: int | None, kind: str, data: dict) -> str:
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {kind}\ndata: {json.dumps(data, default=str)}\n\n"
+def sse(data: Any, event: str | None = None, event_id: int | None = None) -> str:
+    """One server-sent event (``data`` as JSON, or a ready string such as ``[DONE]``); the run
+    stream and the proxies' streams both use it."""
+    head = (f"id: {event_id}\n" if event_id is not None else "") + (f"event: {event}\n" if event else "")
+    body = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+    return f"{head}data: {body}\n\n"
 
 
 async def run_stream(store: Store, run_id: int, after: int = 0, *, poll_s: float = POLL_S,
@@ -39,15 +42,15 @@ async def run_stream(store: Store, run_id: int, after: int = 0, *, poll_s: float
         events = await asyncio.to_thread(log.since, run_id, after, 500)
         for event in events:
             after = event.id
-            yield sse(event.id, event.kind, {**event.data, "at": event.at})
+            yield sse({**event.data, "at": event.at}, event.kind, event.id)
         if events:
             quiet_since = time.monotonic()
             continue
         run = await asyncio.to_thread(store.run, run_id)
         if run is None or run.status != "running":
             for event in await asyncio.to_thread(log.since, run_id, after, 100_000):  # written just before it ended
-                yield sse(event.id, event.kind, {**event.data, "at": event.at})
-            yield sse(None, "end", {"status": None if run is None else run.status})
+                yield sse({**event.data, "at": event.at}, event.kind, event.id)
+            yield sse({"status": None if run is None else run.status}, "end")
             return
         if is_disconnected is not None and await is_disconnected():
             return

@@ -34,7 +34,7 @@ def _view(run: RunRecord) -> str:
     return VIEWS.get(run.command, "other")
 
 
-def _record(run: RunRecord, store: Store | None = None) -> dict[str, Any]:
+def _record(run: RunRecord) -> dict[str, Any]:
     doc = {"id": run.id, "command": run.command, "model": run.model, "status": run.status,
            "created_at": run.created_at, "finished_at": run.finished_at, "summary": run_summary(run),
            "view": _view(run), "job": run.args.get("job") if isinstance(run.args, dict) else None}

@@ -88,3 +88,10 @@ def pairwise_request(task: str, first: str, second: str, criterion: Criterion, n
         f"Grade the {SLOT_NAMES[target]} response on this criterion ({scale.hint()}).",
     ])
     return _request(user, f"Grade for the {SLOT_NAMES[target]} response:", scale, reasoning, seed, temperature)
+
+
+def probe_request(scale: Scale) -> ScoreRequest:
+    """A question any model can grade, to see whether it returns label probabilities at all
+    (``veriscale models check``, the proxy's start-up check of its verifier)."""
+    return ScoreRequest(messages=(Message("user", "Is 2 + 2 equal to 4? " + scale.instruction()),),
+                        prefill="Grade:", labels=scale.labels)
