@@ -14,6 +14,9 @@ Later parts of veriscale (the server, the proxies) add their own tables to this 
     deadline_s = 300                # per model call (0: none)
     routing = "affinity"            # or "round_robin"
 
+    [embedded]
+    threads = 4                     # CPU threads of the embedded model (0: one per core)
+
     [models.qwen]                   # one model served by several endpoints, load-balanced
     endpoints = ["http://10.0.0.5:8000/v1#Qwen/Qwen3-8B", "http://10.0.0.6:8000/v1#Qwen/Qwen3-8B"]
 
@@ -78,6 +81,7 @@ class Config:
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     models: dict[str, tuple[str, ...]] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # tables later parts read
+    values: dict[str, Any] = field(default_factory=dict, repr=False)  # "gateway.rpm" -> what the file set
 
     def model_uris(self, names: list[str] | tuple[str, ...] | str) -> list[str]:
         """The endpoint URIs ``--model`` values stand for (a [models.NAME] table, or the URI itself)."""
@@ -108,13 +112,18 @@ def load_config(path: Path | str | None = None) -> Config:
         data = tomllib.loads(chosen.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"config file '{chosen}' is not valid TOML ({exc}): fix it") from None
-    known = {"model", "store", "gateway", "models"}
+    known = {"model", "store", "gateway", "models", "embedded"}
     gateway_raw = _expect(data.get("gateway", {}), dict, "[gateway]", chosen)
     allowed = {"concurrency": int, "rpm": int, "tpm": int, "deadline_s": (int, float), "routing": str}
     for key, value in gateway_raw.items():
         if key not in allowed:
             raise UserError(f"config file '{chosen}': [gateway] has no setting '{key}': use {', '.join(allowed)}")
         _expect(value, allowed[key], f"gateway.{key}", chosen)
+    embedded_raw = _expect(data.get("embedded", {}), dict, "[embedded]", chosen)
+    for key, value in embedded_raw.items():
+        if key != "threads":
+            raise UserError(f"config file '{chosen}': [embedded] has no setting '{key}': use threads")
+        _expect(value, int, f"embedded.{key}", chosen)
     models: dict[str, tuple[str, ...]] = {}
     for name, table in _expect(data.get("models", {}), dict, "[models]", chosen).items():
         endpoints = _expect(_expect(table, dict, f"[models.{name}]", chosen).get("endpoints"), list,
@@ -127,7 +136,11 @@ def load_config(path: Path | str | None = None) -> Config:
     return Config(path=chosen, model=_expect(model, str, "model", chosen) if model is not None else None,
                   store=Path(_expect(store, str, "store", chosen)).expanduser() if store is not None else None,
                   gateway=GatewaySettings(**gateway_raw), models=models,
-                  raw={k: v for k, v in data.items() if k not in known})
+                  raw={k: v for k, v in data.items() if k not in known},
+                  values={**({"model": model} if model is not None else {}),
+                          **({"store": str(store)} if store is not None else {}),
+                          **{f"gateway.{k}": v for k, v in gateway_raw.items()},
+                          **{f"embedded.{k}": v for k, v in embedded_raw.items()}})
 
 
 def pick(*, flag: Any = None, env: str | None = None, file: Any = None, default: Any = None) -> Any:

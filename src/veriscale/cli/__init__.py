@@ -23,13 +23,15 @@ def main(
     tpm: Optional[int] = typer.Option(None, "--tpm", help="Prompt tokens a minute per model endpoint (config gateway.tpm; 0: no limit)."),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Seconds one model call may take (config gateway.deadline_s; 0: none)."),
     routing: Optional[str] = typer.Option(None, "--routing", help="affinity (same prompt prefix, same endpoint) or round_robin, for several --model endpoints."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads of the embedded model (config embedded.threads; 0: one per core)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
     from veriscale.cli.common import user_errors
 
     with user_errors():
-        settings.configure(config, rpm=rpm, tpm=tpm, deadline_s=deadline, routing=routing)
+        settings.configure(config, {"rpm": rpm, "tpm": tpm, "deadline_s": deadline, "routing": routing,
+                                    "threads": threads})
 
 
 def _register_all() -> None:

@@ -161,8 +161,9 @@ def register(app: typer.Typer) -> None:
             settings = SelectionSettings(method=method, k=pivots, repeats=repeats, adaptive=adaptive,
                                          budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits,
                                          reasoning=reasoning, discrete=discrete)
-            bench = Bench(o.open_model(model, notice=not dry_run, concurrency=o.concurrency_of(concurrency)), o.open_store(store), settings,
-                          max_calls=max_calls, concurrency=o.concurrency_of(concurrency))
+            cs = o.command_settings(model, store, concurrency)
+            bench = Bench(o.open_model(cs, notice=not dry_run), o.open_store(cs), settings,
+                          max_calls=max_calls, concurrency=cs.concurrency)
             plan = bench.plan_pairs(items, configs) if kind == "pairs" else bench.plan_pools(items, configs)
             estimate = bench.estimate(plan)
             _print_estimate(estimate, len(items), len(configs), kind)

@@ -31,8 +31,9 @@ def bench_progress(path: Path, *, limit: Optional[int], seed: int, all_tasks: bo
 
     data = load_progress_data(path, limit, seed, all_tasks)
     wanted = parse_checkpoints(checkpoints) if checkpoints else None
-    c = o.concurrency_of(concurrency)
-    judge = ProgressJudge(o.open_model(model, notice=not dry_run, concurrency=c), store=o.open_store(store),
+    cs = o.command_settings(model, store, concurrency)
+    c = cs.concurrency
+    judge = ProgressJudge(o.open_model(cs, notice=not dry_run), store=o.open_store(cs),
                           scale=scale or DEFAULT_PROGRESS_SCALE, repeats=repeats, reasoning=reasoning,
                           budget_tokens=budget_tokens, max_calls=max_calls, concurrency=c)
     plans = plan_progress(judge, data, wanted)

@@ -18,6 +18,7 @@ MODULES = [
     "veriscale.cli.serve_reward",
     "veriscale.cli.serve",
     "veriscale.cli.race",
+    "veriscale.cli.show_settings",
 ]
 
 

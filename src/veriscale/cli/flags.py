@@ -14,6 +14,10 @@ from veriscale.errors import phrase
 FLAG_FOR: dict[str, str] = {
     "max_calls": "--max-calls",
     "deadline_s": "--deadline",
+    "rpm": "--rpm",
+    "tpm": "--tpm",
+    "routing": "--routing",
+    "threads": "--threads",
     "concurrency": "--concurrency",
     "model": "--model",
     "store": "--store",

@@ -27,7 +27,7 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
     Example: veriscale models check http://127.0.0.1:8000/v1#smollm2 --scale digits
     """
     with user_errors():
-        backend = o.open_model(model)
+        backend = o.open_model(o.command_settings(model, store))
         sc = parse_scale(scale)
         report = {"model": backend.uri, "fingerprint": backend.fingerprint(),
                   "context_size": backend.context_size(), "scale": sc.name}
@@ -88,7 +88,7 @@ def calibrate(
             raise UserError(f"unknown calibration method '{method}': use spread or mle")
         rows = cal.load_labelled_pairs(pairs, limit)
         st = o.open_store(store)
-        v = Verifier(o.open_model(model), store=st, scale=scale, criteria=criteria, discrete=discrete,
+        v = Verifier(o.open_model(o.command_settings(model, store)), store=st, scale=scale, criteria=criteria, discrete=discrete,
                      max_calls=max_calls, tau=1.0)
         diffs, wins = [], []
         total = len(v.plan_compare(rows[0]["task"], rows[0]["a"], rows[0]["b"])[0]) * len(rows)

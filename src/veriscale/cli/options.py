@@ -10,6 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from veriscale.cli.common import err_console, note
+from veriscale.cli.settings import Settings, current
 from veriscale.engine.store import Store
 from veriscale.models.base import ModelBackend
 from veriscale.models.uri import URI_FORMS, load_backend
@@ -33,39 +34,30 @@ ConcurrencyOpt = Annotated[Optional[int], typer.Option(
     "--concurrency", help="Parallel calls per HTTP endpoint (default: the config file's gateway.concurrency, else 4).")]
 
 
-def concurrency_of(flag: int | None) -> int:
-    """``--concurrency``, else ``$VERISCALE_CONCURRENCY``, else the config file's, else 4."""
-    from veriscale.cli.settings import current
-    from veriscale.config import pick
+def command_settings(model: list[str] | str | None = None, store: Path | None = None,
+                     concurrency: int | None = None) -> Settings:
+    """This command's settings: the invocation's (global flags, environment, config file) with the
+    command's own ``--model``, ``--store`` and ``--concurrency`` over them."""
+    return current().with_flags(model=model, store=store, concurrency=concurrency)
 
-    value = int(pick(flag=flag, env="VERISCALE_CONCURRENCY", file=current().gateway.concurrency))
-    if value < 1:
-        from veriscale.errors import UserError
-
-        raise UserError(f"--concurrency {value} is below 1: give how many calls an endpoint may run at once")
-    return value
 
 _NOTICE_SHOWN = False
 
 
-def open_model(uri: str | list[str] | None, *, notice: bool = True, concurrency: int | None = None) -> ModelBackend:
+def open_model(settings: Settings, *, notice: bool = True) -> ModelBackend:
     """Load the backend (or an endpoint pool, for several endpoints or gateway limits) and say
     once, plainly, when it is the weak embedded model.
 
     ``notice=False`` (``--dry-run``, which makes no verdict) loads it without the note.
     """
     global _NOTICE_SHOWN
-    from veriscale.cli.settings import current
     from veriscale.engine.routing import EndpointPool
 
-    cli = current()
-    given = [uri] if isinstance(uri, str) else list(uri or [])
-    uris = cli.config.model_uris(given or [cli.config.model or "embedded"])
-    backends = [load_backend(u) for u in uris]
-    g = cli.gateway
-    if len(backends) > 1 or g.rpm or g.tpm or g.deadline_s:
-        backend = EndpointPool(backends, concurrency=concurrency or g.concurrency, rpm=g.rpm or None,
-                               tpm=g.tpm or None, routing=g.routing, deadline_s=g.deadline_s or None)
+    backends = [load_backend(with_threads(u, settings.threads)) for u in settings.model_uris()]
+    s = settings
+    if len(backends) > 1 or s.rpm or s.tpm or s.deadline_s:
+        backend = EndpointPool(backends, concurrency=s.concurrency, rpm=s.rpm or None, tpm=s.tpm or None,
+                               routing=s.routing, deadline_s=s.deadline_s or None)
     else:
         backend = backends[0]
     if notice and _uses_embedded(backend) and not _NOTICE_SHOWN:
@@ -76,21 +68,25 @@ def open_model(uri: str | list[str] | None, *, notice: bool = True, concurrency:
     return backend
 
 
+def with_threads(uri: str, threads: int) -> str:
+    """``uri`` with the embedded model's thread count, when one is set and the URI is embedded."""
+    if not threads or not (uri == "embedded" or uri.startswith("embedded:") or uri.startswith("embedded?")):
+        return uri
+    return uri + ("&" if "?" in uri else "?") + f"threads={threads}"
+
+
 def _uses_embedded(backend: ModelBackend) -> bool:
     if getattr(backend, "is_embedded", False):
         return True
     return any(_uses_embedded(getattr(backend, part)) for part in ("reasoner", "scorer") if hasattr(backend, part))
 
 
-def open_store(path: Path | None) -> Store:
-    """``--store``, else ``$VERISCALE_STORE``, else the config file's ``store``, else the default."""
-    import os
-
-    from veriscale.cli.settings import current
-
-    if path is None and not os.environ.get("VERISCALE_STORE"):
-        path = current().config.store
-    return Store.open(path)
+def open_store(settings: Settings | Path | None) -> Store:
+    """The store these settings name (``--store`` > ``$VERISCALE_STORE`` > the file's ``store`` >
+    the per-user default); a path is taken as this command's ``--store``."""
+    if not isinstance(settings, Settings):
+        settings = command_settings(store=settings)
+    return Store.open(settings.store)
 
 
 @contextmanager

@@ -103,9 +103,9 @@ def register(app: typer.Typer) -> None:
                 method=method, k=pivots, repeats=repeats, adaptive=adaptive, min_confidence=DEFAULT_MIN_CONFIDENCE,
                 budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits, reasoning=reasoning,
                 discrete=discrete)
-            verifier = settings.verifier(o.open_model(model, concurrency=o.concurrency_of(concurrency)),
-                                         store=o.open_store(store), refresh=refresh, max_calls=max_calls,
-                                         concurrency=o.concurrency_of(concurrency))
+            cs = o.command_settings(model, store, concurrency)
+            verifier = settings.verifier(o.open_model(cs), store=o.open_store(cs), refresh=refresh,
+                                         max_calls=max_calls, concurrency=cs.concurrency)
             run_store = verifier.executor.store
             run_id = run_store.start_run("race", verifier.model.uri, {
                 "command": command, "n": runs, "task": str(task), "trajectory": trajectory, "timeout_s": timeout,

@@ -164,8 +164,9 @@ def register(app: typer.Typer) -> None:
                 min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
                 budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits, reasoning=reasoning,
                 discrete=discrete)
-            verifier = settings.verifier(o.open_model(model, notice=not dry_run, concurrency=o.concurrency_of(concurrency)), store=o.open_store(store),
-                                         refresh=refresh, max_calls=max_calls, concurrency=o.concurrency_of(concurrency))
+            cs = o.command_settings(model, store, concurrency)
+            verifier = settings.verifier(o.open_model(cs, notice=not dry_run), store=o.open_store(cs),
+                                         refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency)
             plan = plan_selection(task_obj, candidates, verifier=verifier, settings=settings)
             if dry_run:
                 _print_plan(plan, json_out)

@@ -51,9 +51,10 @@ def register(app: typer.Typer) -> None:
             from veriscale.server.jobs import JobRunner
             from veriscale.server.security import AccessPolicy
 
-            st = o.open_store(store)
-            c = o.concurrency_of(concurrency)
-            runner = JobRunner(st, o.open_model(model, concurrency=c), roots=settings.allow_dirs,
+            cs = o.command_settings(model, store, concurrency)
+            st = o.open_store(cs)
+            c = cs.concurrency
+            runner = JobRunner(st, o.open_model(cs), roots=settings.allow_dirs,
                                workers=settings.workers, concurrency=c)
             policy = AccessPolicy.for_bind(settings.host, settings.port, token=settings.token,
                                            max_body_bytes=settings.max_body_bytes)

@@ -69,8 +69,9 @@ def register(app: typer.Typer) -> None:
             from veriscale.rewards.service import RewardService
             from veriscale.verify.reward import Verifier
 
-            c = o.concurrency_of(concurrency)
-            verifier = Verifier(o.open_model(model, concurrency=c), store=o.open_store(store), scale=scale,
+            cs = o.command_settings(model, store, concurrency)
+            c = cs.concurrency
+            verifier = Verifier(o.open_model(cs), store=o.open_store(cs), scale=scale,
                                 criteria=criteria, repeats=repeats, max_calls=max_calls, concurrency=c)
             service = RewardService(BatchRewarder(verifier, mode=mode), on_failure=on_failure)
             app_ = create_reward_app(service, token=token,

@@ -1,43 +1,208 @@
-"""What the whole CLI invocation runs with: the config file merged with the global flags.
+"""What one CLI invocation runs with: one typed, frozen :class:`Settings`, resolved by one rule.
 
-``veriscale [--config F] [--rpm N] [--tpm N] [--deadline S] [--routing R] COMMAND ...`` sets it
-once (flag > environment > file > default); commands read it through :func:`current`::
+Every setting is declared once in :data:`SPECS` (its flag, environment variable, config-file
+key, type, default and bounds) and resolved the same way: flag > environment > file > default.
+The app callback resolves the global flags; each command adds its own flags and passes the
+result down (to :func:`veriscale.cli.options.open_model`, ``open_store``, the verifier)::
 
-    configure(None, rpm=600)
-    current().gateway.rpm      # 600
+    configure(None, {"rpm": 600})                                  # veriscale --rpm 600 ...
+    s = current().with_flags(model=["embedded"], concurrency=2)    # the command's own flags
+    s.rpm, s.concurrency, s.origin("rpm")                          # 600, 2, '--rpm'
+
+``veriscale settings`` prints each value and where it came from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any, Callable
 
-from veriscale.config import Config, GatewaySettings, load_config, pick
+from veriscale.config import ROUTINGS, Config, load_config
+from veriscale.errors import UserError
+
+
+def _whole(text: str) -> int:
+    return int(text.strip())
+
+
+def _number(text: str) -> float:
+    return float(text.strip())
 
 
 @dataclass(frozen=True)
-class CliSettings:
-    config: Config
-    gateway: GatewaySettings
+class Spec:
+    """One setting: where it can be given, how it is read, what it may be."""
+
+    name: str
+    flag: str
+    env: str | None
+    file: str | None  # dotted key in the config file ("gateway.rpm")
+    parse: Callable[[str], Any]  # how an environment value is read
+    default: Any
+    kind: str  # "a whole number", ... for messages
+    minimum: float | None = None
+    choices: tuple[str, ...] = ()
+    help: str = ""
+
+    def check(self, value: Any, where: str) -> Any:
+        """``value`` if it is allowed, else one sentence naming ``where`` it came from."""
+        if value is None:
+            return value
+        if self.minimum is not None and value < self.minimum:
+            lowest = "0 (no limit)" if self.minimum == 0 else f"{self.minimum:g}"
+            raise UserError(f"{where} = {value!r} is below {self.minimum:g}: give {lowest} or more")
+        if self.choices and value not in self.choices:
+            raise UserError(f"{where} = {value!r} is unknown: use one of {', '.join(self.choices)}")
+        return value
 
 
-_current: CliSettings | None = None
+def _model_list(text: str) -> tuple[str, ...]:
+    return tuple(part for part in text.split() if part)
 
 
-def configure(path: Path | None, *, rpm: int | None = None, tpm: int | None = None,
-              deadline_s: float | None = None, routing: str | None = None) -> CliSettings:
-    """Read the config file and apply the global flags over its ``[gateway]`` table."""
+SPECS: tuple[Spec, ...] = (
+    Spec("model", "--model", "VERISCALE_MODEL", "model", _model_list, ("embedded",), "a model URI or [models.NAME]",
+         help="the model URIs (or config model names) every verdict uses"),
+    Spec("store", "--store", "VERISCALE_STORE", "store", lambda t: Path(t).expanduser(), None, "a file path",
+         help="the SQLite store (None: the per-user data dir)"),
+    Spec("concurrency", "--concurrency", "VERISCALE_CONCURRENCY", "gateway.concurrency", _whole, 4, "a whole number",
+         minimum=1, help="calls in flight per HTTP endpoint"),
+    Spec("rpm", "--rpm", "VERISCALE_RPM", "gateway.rpm", _whole, 0, "a whole number", minimum=0,
+         help="requests a minute per endpoint (0: no limit)"),
+    Spec("tpm", "--tpm", "VERISCALE_TPM", "gateway.tpm", _whole, 0, "a whole number", minimum=0,
+         help="prompt tokens a minute per endpoint (0: no limit)"),
+    Spec("deadline_s", "--deadline", "VERISCALE_DEADLINE", "gateway.deadline_s", _number, 0.0, "a number of seconds",
+         minimum=0, help="seconds one model call may take (0: none)"),
+    Spec("routing", "--routing", "VERISCALE_ROUTING", "gateway.routing", str.strip, "affinity", "a routing name",
+         choices=ROUTINGS, help="how calls spread over several endpoints"),
+    Spec("threads", "--threads", "VERISCALE_THREADS", "embedded.threads", _whole, 0, "a whole number", minimum=0,
+         help="CPU threads of the embedded model (0: one per core)"),
+)
+SPEC = {spec.name: spec for spec in SPECS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved settings of one command (see :data:`SPECS` for each one's sources)."""
+
+    config: Config = field(default_factory=Config)
+    model: tuple[str, ...] = ("embedded",)
+    store: Path | None = None
+    concurrency: int = 4
+    rpm: int = 0
+    tpm: int = 0
+    deadline_s: float = 0.0
+    routing: str = "affinity"
+    threads: int = 0
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def origin(self, name: str) -> str:
+        """Where ``name`` came from: its flag, its environment variable, the config file, or "default"."""
+        return self.origins.get(name, "default")
+
+    def model_uris(self) -> list[str]:
+        """The endpoint URIs the model setting stands for ([models.NAME] tables expanded)."""
+        return self.config.model_uris(list(self.model))
+
+    def with_flags(self, **flags: Any) -> "Settings":
+        """These settings with a command's own flags over them (None: not given)."""
+        given = {name: value for name, value in flags.items() if value is not None and value != [] and value != ()}
+        unknown = set(given) - set(SPEC)
+        if unknown:
+            raise TypeError(f"not settings: {sorted(unknown)}")
+        values, origins = {}, dict(self.origins)
+        for name, value in given.items():
+            values[name] = _from_flag(SPEC[name], value)
+            origins[name] = SPEC[name].flag
+        return replace(self, **values, origins=origins)
+
+    def as_rows(self) -> list[dict[str, Any]]:
+        """One row a setting: name, value, origin, flag, environment variable, file key."""
+        return [{"name": s.name, "value": _plain(getattr(self, s.name)), "origin": self.origin(s.name),
+                 "flag": s.flag, "env": s.env, "file": s.file, "help": s.help} for s in SPECS]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _from_flag(spec: Spec, value: Any) -> Any:
+    if spec.name == "model":
+        value = tuple([value] if isinstance(value, str) else value)
+    elif spec.name == "store":
+        value = Path(value).expanduser()
+    return spec.check(value, spec.flag)
+
+
+def _from_env(spec: Spec, raw: str) -> Any:
+    try:
+        value = spec.parse(raw)
+    except ValueError:
+        raise UserError(f"${spec.env} = {raw!r} is not {spec.kind}: fix it or unset it") from None
+    if spec.name == "model" and not value:
+        raise UserError(f"${spec.env} is blank: give a model URI or unset it")
+    return spec.check(value, f"${spec.env}")
+
+
+def _from_file(spec: Spec, config: Config) -> tuple[bool, Any]:
+    if spec.file is None or spec.file not in config.values:
+        return False, None
+    value = config.values[spec.file]
+    if spec.name == "model":
+        value = (value,)
+    elif spec.name == "store":
+        value = Path(value).expanduser()
+    elif spec.parse is _number:
+        value = float(value)
+    return True, spec.check(value, f"config file '{config.path}': {spec.file}")
+
+
+def resolve(config: Config, flags: Mapping[str, Any] | None = None,
+            environ: Mapping[str, str] | None = None) -> Settings:
+    """Every setting by flag > environment > file > default (``flags``: name -> value, None unset)."""
+    environ = os.environ if environ is None else environ
+    flags = flags or {}
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for spec in SPECS:
+        flag = flags.get(spec.name)
+        if flag is not None and flag != [] and flag != ():
+            values[spec.name], origins[spec.name] = _from_flag(spec, flag), spec.flag
+            continue
+        raw = environ.get(spec.env) if spec.env else None
+        if raw is not None and raw.strip():
+            values[spec.name], origins[spec.name] = _from_env(spec, raw), f"${spec.env}"
+            continue
+        found, value = _from_file(spec, config)
+        if found:
+            values[spec.name], origins[spec.name] = value, f"config file {spec.file}"
+            continue
+        values[spec.name] = spec.default
+    return Settings(config=config, **values, origins=origins)
+
+
+_current: Settings | None = None
+
+
+def configure(path: Path | None, flags: Mapping[str, Any] | None = None) -> Settings:
+    """Read the config file and resolve the global flags; the result is :func:`current`."""
     global _current
-    config = load_config(path)
-    base = config.gateway
-    gateway = replace(base,  # replace() validates the merged values again rpm=int(pick(flag=rpm, env="VERISCALE_RPM", file=base.rpm)),
-                      tpm=int(pick(flag=tpm, env="VERISCALE_TPM", file=base.tpm)),
-                      deadline_s=float(pick(flag=deadline_s, env="VERISCALE_DEADLINE", file=base.deadline_s)),
-                      routing=str(pick(flag=routing, env="VERISCALE_ROUTING", file=base.routing)))
-    _current = CliSettings(config, gateway)
+    _current = resolve(load_config(path), flags)
     return _current
 
 
-def current() -> CliSettings:
+def current() -> Settings:
     """The settings of this invocation (the config file alone when no callback ran, e.g. in tests)."""
     return _current if _current is not None else configure(None)
+
+
+def names() -> tuple[str, ...]:
+    """Every setting's name, in :data:`SPECS` order."""
+    return tuple(f.name for f in fields(Settings) if f.name in SPEC)

@@ -36,8 +36,9 @@ BudgetOpt = Annotated[Optional[int], typer.Option("--budget-tokens", help="Token
 
 def judge_from(model, store, scale, repeats, reasoning, discrete, seed, refresh, max_calls, concurrency,
                budget_tokens, step_tokens) -> ProgressJudge:
-    c = o.concurrency_of(concurrency)
-    return ProgressJudge(o.open_model(model, concurrency=c), store=o.open_store(store), scale=scale, repeats=repeats,
+    cs = o.command_settings(model, store, concurrency)
+    c = cs.concurrency
+    return ProgressJudge(o.open_model(cs), store=o.open_store(cs), scale=scale, repeats=repeats,
                          reasoning=reasoning, discrete=discrete, seed=seed, refresh=refresh, max_calls=max_calls,
                          concurrency=c, budget_tokens=budget_tokens, step_tokens=step_tokens)
 

@@ -21,9 +21,10 @@ def _verifier(model: str, store, scale: str, criteria: str, only, repeats: int, 
     crits = load_criteria(criteria)
     if only:
         crits = crits.only(only)
-    return Verifier(o.open_model(model, notice=not dry_run, concurrency=o.concurrency_of(concurrency)), store=o.open_store(store), scale=scale, criteria=crits,
+    cs = o.command_settings(model, store, concurrency)
+    return Verifier(o.open_model(cs, notice=not dry_run), store=o.open_store(cs), scale=scale, criteria=crits,
                     repeats=repeats, reasoning=reasoning, discrete=discrete, seed=seed,
-                    refresh=refresh, max_calls=max_calls, concurrency=o.concurrency_of(concurrency))
+                    refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency)
 
 
 def _print_estimate(est: Estimate, as_json: bool) -> None:
