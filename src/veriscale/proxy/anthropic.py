@@ -2,7 +2,7 @@
 
     conv = parse(body)               # system + messages with text / tool_use / tool_result blocks
     message(outcome.reply, conv)     # the message object (text and tool_use blocks, stop_reason)
-    stream_events(outcome.reply, conv, ...)   # content_block_* ... message_delta, message_stop
+    opening(conv, mid) + block_events(outcome.reply)   # message_start, ping, content_block_* ... message_stop
     error_body("...", "invalid_request_error")
 
 Translation to the chat shape: ``system`` → a system message; a user turn's ``tool_result``

@@ -1,8 +1,10 @@
 """OpenAI Responses in front (what Codex CLI speaks): ``POST /v1/responses``, streamed or not.
 
     conv, tools = parse(body, history)          # input items -> chat messages; custom tools remembered
-    response(outcome.reply, conv, tools, rid)   # the response object
-    stream_events(...)                           # response.created ... response.completed, numbered
+    items = output_items(outcome.reply, tools)  # message / function_call / custom_tool_call items
+    response(outcome.reply, conv, rid, items)   # the response object
+    numbers = EventNumbers()                    # a stream: each event numbered in order
+    opening(conv, rid, numbers) + item_events(items, numbers)   # response.created ... output_item.done
 
 Input items translated: ``message`` (input_text / output_text parts), ``function_call``,
 ``function_call_output``, ``custom_tool_call`` / ``custom_tool_call_output`` (a custom tool
