@@ -6,8 +6,20 @@
 #   libseccomp2 (Debian)                the jail's syscall filter
 #   verl, openrlhf (PyPI, --no-deps)    the reward-calling code of two RL trainers (tests/rewards)
 #   a user veriscale-ci + a venv        the unprivileged pass of the jail suites (root only)
+# and it checks that the installed llama-cpp-python evaluates on this CPU (rebuilding it
+# portably, without -march=native, when the build dies with SIGILL).
 set -eu
 cd "$(dirname "$0")/.."
+
+# A llama.cpp compiled with -march=native on one CPU, or using instructions a sandbox traps (AMX
+# tiles on some virtual machines), loads and then dies with SIGILL at its first evaluation.
+if ! python scripts/probe-llama-build.py >/dev/null 2>&1; then
+  echo "llama-cpp-python does not evaluate on this CPU: rebuilding it without -march=native (about 5 minutes)"
+  LLAMA_VERSION=$(python -c "from importlib.metadata import version; print(version('llama-cpp-python'))")
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF" \
+    python -m pip install -q --disable-pip-version-check --no-cache-dir --force-reinstall --no-deps "llama-cpp-python==$LLAMA_VERSION"
+  python scripts/probe-llama-build.py
+fi
 
 missing=""
 while read -r pkg; do
