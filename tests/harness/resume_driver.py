@@ -1,10 +1,11 @@
 """Runs the protocol on one task with a scripted chat double, for the SIGKILL-and-rerun test.
 
-    python -m tests.harness.resume_driver TASK RUNS_ROOT STORE LOG [--block-at N]
+    python -m tests.harness.resume_driver TASK RUNS_ROOT STORE LOG [--block-at N] [--kill-at N]
 
 Every model call the double answers is logged to LOG as ``start <sha>`` / ``done <sha>`` (the sha
 of the messages), flushed at once, so a killed run leaves an exact record of which turns finished.
-``--block-at N`` makes the resolver's N-th turn hang (the test kills the process there). Each
+``--block-at N`` makes the resolver's N-th turn hang (the test kills the process there);
+``--kill-at N`` SIGKILLs the process itself when the N-th model call of any phase starts. Each
 phase's script is indexed by turn number, so a rerun that gets its first turns from the store
 asks the double only for the turns after them.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -30,17 +33,22 @@ LEDGER = {"entries": [{"id": "R1", "claim": "report.md:year-over-year revenue gr
 
 
 class LoggedChat(ScriptedChat):
-    def __init__(self, scripts: dict, log: Path, block_at: int | None) -> None:
+    def __init__(self, scripts: dict, log: Path, block_at: int | None, kill_at: int | None = None) -> None:
         super().__init__(scripts)
         self.log = log
         self.block_at = block_at
+        self.kill_at = kill_at
         self.resolver_turns = 0
+        self.calls = 0
 
     def chat(self, messages, **kwargs):
         sha = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:16]
         phase = "resolve" if any("Phase: resolve" in str(m.get("content")) for m in messages) else "other"
         with self.log.open("a") as handle:
             handle.write(f"start {phase} {sha}\n")
+        self.calls += 1
+        if self.calls == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
         if phase == "resolve":
             self.resolver_turns += 1
             if self.resolver_turns == self.block_at:
@@ -59,6 +67,7 @@ def main() -> None:
     for name in ("task", "runs", "store", "log"):
         ap.add_argument(name, type=Path)
     ap.add_argument("--block-at", type=int)
+    ap.add_argument("--kill-at", type=int)
     args = ap.parse_args()
     scripts = {
         "resolve": [call("write", path="notes/plan.md", content="check the growth figure\n"),
@@ -69,7 +78,7 @@ def main() -> None:
         "adjudicate": [call("write", path="finish.json", content=json.dumps(
             {"base": "r01", "reason": "r", "revisions": [], "unresolved": []})), say("done")],
     }
-    chat = LoggedChat(scripts, args.log, args.block_at)
+    chat = LoggedChat(scripts, args.log, args.block_at, args.kill_at)
     config = ProtocolConfig(model_uri="scripted", contract="pick-only", no_jail=True,
                             limits=AgentLimits(max_steps=8, wall_clock_s=300))
     executor = BuiltinExecutor(chat, Store.open(args.store))

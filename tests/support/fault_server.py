@@ -8,8 +8,18 @@ in the ``content[].top_logprobs[]`` shape. Faults are queued per test::
         srv.url          # http://127.0.0.1:PORT/v1
         srv.requests     # every request received, in order: {"path", "body", "headers"}
 
-Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1). A chat
-upstream double answers with a scripted message instead::
+Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1), or, with
+``varied=True``, with a distribution over the letters A-T drawn from a hash of the prompt (so
+candidates differ and a rerun gets the same answers). Faults can also be drawn at random, and
+the server can SIGKILL a client process when a given request arrives (a crash at a known point)::
+
+    FaultServer(varied=True, fault_rate=0.2, fault_seed=3)   # 20 % of requests get a random fault
+    srv.kill_at(pid, 5)                                      # SIGKILL pid when request 5 arrives
+
+Fault kinds: 429 (with ``Retry-After: 0``), 500, reset (the connection closes unanswered),
+timeout (slow past a deadline), garbage, malformed, nologprobs, nolabel (top_logprobs hold no
+score label), cut (the body ends half-way), context. A chat upstream double answers with a
+scripted message instead::
 
     FaultServer(chat_reply="done")                                   # this text, finish_reason "stop"
     FaultServer(chat_reply={"content": "", "tool_calls": [...]})     # a message (tool calls: "tool_calls")
@@ -18,20 +28,49 @@ upstream double answers with a scripted message instead::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
+import random
+import signal
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DEFAULT_TOP = {"A": 0.6, " B": 0.3, "x": 0.1}
+LETTERS = "ABCDEFGHIJKLMNOPQRST"
+DIGITS = "123456789"
+#: the faults ``fault_rate`` draws from
+RANDOM_FAULTS = ("429", "500", "reset", "timeout", "garbage", "malformed", "nologprobs", "nolabel", "cut")
+
+
+def varied_top(body: dict[str, Any]) -> dict[str, float]:
+    """Two letters (A-T) and two digits (1-9), weighted by a hash of the prompt: same prompt, same
+    answer, whichever of the letter or digit scales the prompt asks for."""
+    digest = hashlib.sha256(json.dumps(body.get("messages") or body.get("prompt"), sort_keys=True).encode()).digest()
+    picks = [LETTERS[digest[0] % 20], LETTERS[digest[1] % 20], DIGITS[digest[2] % 9], DIGITS[digest[3] % 9]]
+    top: dict[str, float] = {}
+    for i, label in enumerate(picks):
+        top[label] = top.get(label, 0.0) + 1 + digest[4 + i]
+    total = sum(top.values()) * 1.1  # 1/11 of the mass on a token that is no label
+    top = {label: w / total for label, w in top.items()}
+    top["zz"] = 1 - sum(top.values())
+    return top
 
 
 class FaultServer:
     def __init__(self, top: dict[str, float] | None = None, delay_s: float = 0.0, timeout_sleep_s: float = 3.0,
-                 chat_reply: Any = None) -> None:
+                 chat_reply: Any = None, varied: bool = False, fault_rate: float = 0.0, fault_seed: int = 0,
+                 fault_kinds: tuple[str, ...] = RANDOM_FAULTS) -> None:
         self.top = top or DEFAULT_TOP
+        self.varied = varied
+        self.fault_rate = fault_rate
+        self.fault_kinds = fault_kinds
+        self._rng = random.Random(fault_seed)
+        self._kill: tuple[int, int] | None = None
+        self.faults_sent: list[str] = []
         self.chat_reply = chat_reply  # None: the logprob reply; a str, a message dict, or body -> either
         self.delay_s = delay_s
         self.timeout_sleep_s = timeout_sleep_s
@@ -44,12 +83,17 @@ class FaultServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, code: int, payload: Any, raw: bytes | None = None) -> None:
+            def _send(self, code: int, payload: Any, raw: bytes | None = None, length: int | None = None,
+                      headers: dict[str, str] | None = None) -> None:
                 body = raw if raw is not None else json.dumps(payload).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(length if length is not None else len(body)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
+                if length is not None:
+                    self.close_connection = True
                 try:
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):
@@ -69,10 +113,24 @@ class FaultServer:
                 with server.lock:
                     server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
                     fault = server.faults.pop(0) if server.faults else "ok"
+                    if fault == "ok" and server.fault_rate and server._rng.random() < server.fault_rate:
+                        fault = server._rng.choice(server.fault_kinds)
+                    if fault != "ok":
+                        server.faults_sent.append(fault)
+                    kill = server._kill
+                if kill is not None and len(server.requests) >= kill[1]:
+                    server._kill = None
+                    try:
+                        os.kill(kill[0], signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    return self._reset()
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 if fault == "429":
-                    return self._send(429, {"error": {"message": "rate limited"}})
+                    return self._send(429, {"error": {"message": "rate limited"}}, headers={"Retry-After": "0"})
+                if fault == "reset":
+                    return self._reset()
                 if fault == "500":
                     return self._send(500, {"error": {"message": "boom"}})
                 if fault == "timeout":
@@ -91,7 +149,24 @@ class FaultServer:
                         lp["top_logprobs"] = ["not-a-dict"]
                 if fault == "nologprobs":
                     payload["choices"][0].pop("logprobs")
+                if fault == "nolabel":
+                    lp = payload["choices"][0]["logprobs"]
+                    if "content" in lp:
+                        lp["content"][0]["top_logprobs"] = [{"token": "zz", "logprob": -0.01, "bytes": [122, 122]}]
+                    else:
+                        lp["top_logprobs"] = [{"zz": -0.01}]
+                if fault == "cut":
+                    whole = json.dumps(payload).encode()
+                    return self._send(200, None, raw=whole[: len(whole) // 2], length=len(whole))
                 self._send(200, payload)
+
+            def _reset(self) -> None:
+                """Close the connection without an answer (the client sees a reset or an empty reply)."""
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(2)
+                except OSError:
+                    pass
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
@@ -103,19 +178,29 @@ class FaultServer:
         usage = {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}
         if path.endswith("/chat/completions") and self.chat_reply is not None:
             return self._scripted_chat(body or {}, usage)
+        dist = varied_top(body or {}) if self.varied else self.top
+        first = next(iter(dist))
         if path.endswith("/chat/completions"):
-            top = [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in self.top.items()]
-            first = next(iter(self.top))
+            top = [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in dist.items()]
             return {"id": "c1", "object": "chat.completion", "model": "fault-model", "usage": usage,
                     "choices": [{"index": 0, "finish_reason": "length",
                                  "message": {"role": "assistant", "content": first.strip()},
-                                 "logprobs": {"content": [{"token": first, "logprob": math.log(self.top[first]), "top_logprobs": top}]}}]}
-        first = next(iter(self.top))
+                                 "logprobs": {"content": [{"token": first, "logprob": math.log(dist[first]), "top_logprobs": top}]}}]}
         return {"id": "t1", "object": "text_completion", "model": "fault-model", "usage": usage,
                 "choices": [{"index": 0, "text": first, "finish_reason": "length",
-                             "logprobs": {"tokens": [first], "token_logprobs": [math.log(self.top[first])],
-                                          "top_logprobs": [{t: math.log(p) for t, p in self.top.items()}],
+                             "logprobs": {"tokens": [first], "token_logprobs": [math.log(dist[first])],
+                                          "top_logprobs": [{t: math.log(p) for t, p in dist.items()}],
                                           "text_offset": [0]}}]}
+
+    def kill_at(self, pid: int, request_number: int) -> None:
+        """SIGKILL ``pid`` when the ``request_number``-th completions request (counting from 1) arrives."""
+        with self.lock:
+            self._kill = (pid, request_number)
+
+    def completion_requests(self) -> list[dict[str, Any]]:
+        """Every completions request so far (what the upstream was paid for)."""
+        with self.lock:
+            return list(self.requests)
 
     def _scripted_chat(self, body: dict[str, Any], usage: dict[str, int]) -> dict[str, Any]:
         scripted = self.chat_reply(body) if callable(self.chat_reply) else self.chat_reply
