@@ -82,6 +82,14 @@ def test_a_run_of_another_host_is_judged_by_its_heartbeat_alone_with_a_longer_th
     assert store.run(fresh).status == store.run(quiet).status == "running"
 
 
+def test_a_run_of_this_host_before_its_last_reboot_is_dead_once_stale(store):
+    here = ProcessIdentity.current()
+    before_boot = ProcessIdentity(here.host, "an-earlier-boot", os.getpid(), here.start)  # even "our" pid
+    fresh = _row(store, before_boot, 0.0)
+    stale = _row(store, before_boot, 2 * STALE_S)
+    assert settle_dead_runs(store) == [stale] and store.run(fresh).status == "running"
+
+
 def test_a_run_left_from_before_heartbeats_is_judged_by_its_age(store):
     old = _row(store, ProcessIdentity(None, None, None, None), 30 * STALE_S)
     store.execute("UPDATE runs SET heartbeat_at = NULL WHERE id = ?", (old,))

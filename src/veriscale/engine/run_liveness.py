@@ -93,6 +93,9 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
+_HERE: dict[int, "ProcessIdentity"] = {}
+
+
 @dataclass(frozen=True)
 class ProcessIdentity:
     """Who owns a run. ``start`` is None where /proc is missing (then the pid alone is checked)."""
@@ -105,7 +108,10 @@ class ProcessIdentity:
     @classmethod
     def current(cls) -> "ProcessIdentity":
         pid = os.getpid()
-        return cls(socket.gethostname(), _boot_id(), pid, process_start(pid))
+        if _HERE.get(pid) is None:  # once per process (a forked child has its own)
+            _HERE.clear()
+            _HERE[pid] = cls(socket.gethostname(), _boot_id(), pid, process_start(pid))
+        return _HERE[pid]
 
     def same_machine(self) -> bool:
         """Recorded on this host since its last boot (where the boot id is known on both sides)."""
@@ -127,10 +133,12 @@ def is_dead(owner: ProcessIdentity, heartbeat_at: float | None, created_at: floa
     now = time.time() if now is None else now
     stale_s = stale_after_s() if stale_s is None else stale_s
     age = now - (heartbeat_at if heartbeat_at is not None else created_at)
+    if age <= stale_s:
+        return False
     if owner.host is not None and owner.same_machine():
-        return age > stale_s and not owner.alive()
-    if owner.host is not None and owner.host == socket.gethostname():
-        return age > stale_s  # this host rebooted since (another boot id): nothing of it lives on
+        return not owner.alive()
+    if owner.host is not None and owner.host == ProcessIdentity.current().host:
+        return True  # this host rebooted since (another boot id): nothing of it lives on
     return age > stale_s * OTHER_HOST_FACTOR
 
 
