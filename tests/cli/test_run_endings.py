@@ -80,6 +80,8 @@ def test_a_user_error_mid_run_leaves_it_failed_with_the_sentence(tmp_path):
     shown = _show(store, run["id"])
     assert "call budget (--max-calls)" in shown["result"]["error"], shown
     assert shown["finished_at"] is not None
+    assert shown["process"]["pid"] not in (None, os.getpid()) and shown["process"]["start"] is not None
+    assert shown["heartbeat_at"] >= shown["created_at"]
 
 
 @pytest.mark.parametrize(("sig", "code", "words"), [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])

@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from veriscale.cli.flags import cli_text
 from veriscale.engine.run_scope import Terminated
-from veriscale.errors import ModelCallError, UserError, VeriscaleError
+from veriscale.errors import ModelCallError, UserError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -45,11 +45,6 @@ def user_errors() -> Iterator[None]:
         fail("stopped by SIGTERM; finished model calls are saved in the store and a rerun resumes", 143)
     except KeyboardInterrupt:
         fail("interrupted; finished model calls are saved in the store and a rerun resumes", 130)
-
-
-def error_text(exc: BaseException) -> str:
-    """What a failed run records: veriscale's own errors keep their setting references."""
-    return exc.template if isinstance(exc, VeriscaleError) else str(exc)
 
 
 def note(text: str) -> None:

@@ -55,8 +55,9 @@ def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(help=
 @runs_app.command("show")
 def show_run(run_id: Annotated[int, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None,
              calls: Annotated[bool, typer.Option("--calls", help="Also list every model call the run used.")] = False) -> None:
-    """Print one run as JSON: arguments, result, cost (from its linked calls) and, for a harness
-    run, each task with its phases and cost. Example: veriscale runs show 3 --calls"""
+    """Print one run as JSON: arguments, result, cost (from its linked calls), the process that ran
+    it and its last heartbeat and, for a harness run, each task with its phases and cost.
+    Example: veriscale runs show 3 --calls"""
     with user_errors():
         st = _settled(o.open_store(store))
         rec = st.run(run_id)
@@ -64,7 +65,8 @@ def show_run(run_id: Annotated[int, typer.Argument(help="Run id from `runs list`
             raise UserError(f"there is no run {run_id} in the store: see `veriscale runs list` for ids")
         doc = {"id": rec.id, "command": rec.command, "model": rec.model, "status": rec.status,
                "created_at": rec.created_at, "finished_at": rec.finished_at, "args": rec.args, "result": rec.result,
-               "cost": st.run_cost(rec.id)}
+               "cost": st.run_cost(rec.id), "heartbeat_at": rec.heartbeat_at,
+               "process": {"host": rec.host, "boot_id": rec.boot_id, "pid": rec.pid, "start": rec.pid_start}}
         children = st.child_runs(rec.id)
         if children:
             doc["tasks"] = [{"id": c.id, "task": c.args.get("task"), "status": c.status,
