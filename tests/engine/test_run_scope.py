@@ -7,6 +7,7 @@ import contextvars
 import threading
 
 import pytest
+import typer
 
 from tests.support.scripted_model import ScriptedScoreModel
 from veriscale.engine.executor import CallExecutor, PlannedCall
@@ -114,6 +115,12 @@ def test_the_bodys_own_finish_wins_over_a_later_exit(tmp_path):
     with recorded_run(store, "select", "m", {}) as quiet:
         pass
     assert store.run(quiet.id).status == "ok"
+    for raised, status in ((typer.Exit(0), "ok"), (typer.Exit(3), "failed"), (SystemExit(2), "failed"),
+                           (typer.Abort(), "cancelled")):
+        with pytest.raises(type(raised)):
+            with recorded_run(store, "race", "m", {}) as run:
+                raise raised
+        assert store.run(run.id).status == status, raised
 
 
 def test_a_run_that_outlives_a_block_is_current_only_inside_its_blocks(tmp_path):

@@ -18,7 +18,8 @@ How a run ends when the body does not call ``finish``:
   :func:`install_sigterm_handler` sets), a cancelled task or a job cancel (:class:`RunCancelled`):
   ``cancelled``. A stop that was asked for is a cancel; ``interrupted`` is kept for a run whose
   process died without ending it (:mod:`veriscale.engine.run_liveness` finds those);
-- a ``SystemExit`` or ``typer.Exit`` with code 0: ``ok``, another code: ``failed``.
+- a ``SystemExit`` or ``typer.Exit`` with code 0: ``ok``, another code: ``failed``; a prompt
+  answered with Ctrl-C (``typer.Abort``): ``cancelled``.
 
 While a run is open one daemon thread of the process beats its heartbeat. A run that outlives
 its ``with`` (a proxy's conversation) is opened with :func:`open_run`, made current around each
@@ -81,12 +82,14 @@ def _ending(exc: BaseException) -> tuple[str, str | None]:
         return "cancelled", str(exc) or "cancelled on request"
     if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
         return "cancelled", "cancelled before it finished"
-    code = exc.code if isinstance(exc, SystemExit) else (
-        getattr(exc, "exit_code", None) if type(exc).__name__ == "Exit" else None)  # typer/click Exit
-    if isinstance(exc, SystemExit) or type(exc).__name__ == "Exit":
-        if code in (0, None):
-            return "ok", None
-        return "failed", f"the command exited with code {code}"
+    import click
+    import typer  # a prompt answered with Ctrl-C, an exit with a code (typer's own, or click's beneath it)
+
+    if isinstance(exc, (typer.Abort, click.Abort)):
+        return "cancelled", "cancelled at a prompt"
+    if isinstance(exc, (SystemExit, typer.Exit, click.exceptions.Exit)):
+        code = exc.code if isinstance(exc, SystemExit) else exc.exit_code
+        return ("ok", None) if code in (0, None) else ("failed", f"the command exited with code {code}")
     return "failed", error_sentence(exc)
 
 
