@@ -153,9 +153,11 @@ class RunHandle:
         with self._lock:
             if self.status is not None:
                 return False
+            try:
+                self.store.finish_run(self.id, status, result)
+            finally:  # written or not, it beats no more: a run that could not be ended reads interrupted later
+                _HEARTBEAT.remove(self)
             self.status = status
-        _HEARTBEAT.remove(self)
-        self.store.finish_run(self.id, status, result)
         return True
 
     def end_by(self, exc: BaseException | None) -> None:
@@ -199,7 +201,10 @@ def recorded_run(store: Store, command: str, model: str | None, args: dict[str, 
         with handle.current():
             yield handle
     except BaseException as exc:
-        handle.end_by(exc)
+        try:
+            handle.end_by(exc)
+        except Exception:  # noqa: BLE001 - a store that cannot be written must not hide the error itself
+            pass
         raise
     handle.end_by(None)
 
