@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import platformdirs
 
@@ -189,7 +189,7 @@ class Store:
             self._conn.execute(f"UPDATE runs SET heartbeat_at = ? WHERE status = 'running' AND id IN ({marks})",
                                (time.time(), *run_ids))
 
-    def running_runs(self, run_ids: Any = None) -> list[dict[str, Any]]:
+    def running_runs(self, run_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
         """Owner and heartbeat of every ``running`` run (of ``run_ids``, if given)."""
         sql = "SELECT id, host, boot_id, pid, pid_start, heartbeat_at, created_at FROM runs WHERE status = 'running'"
         params: list[Any] = []
