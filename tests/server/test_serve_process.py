@@ -35,7 +35,8 @@ def _free_port() -> int:
 def _serve(store: Path, folder: Path, port: int, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "veriscale", "serve", "--store", str(store), "--allow-dir",
                              str(folder), "--port", str(port)], stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True, env={**os.environ, "VERISCALE_CONFIG": ""})
+                            start_new_session=True,  # a killed server's run reads interrupted 2 s after its last heartbeat
+                            env={**os.environ, "VERISCALE_CONFIG": "", "VERISCALE_RUN_STALE_S": "2"})
 
 
 def _wait_up(url: str, proc: subprocess.Popen, log: Path, seconds: float = 120) -> None:

@@ -88,16 +88,13 @@ class Bench:
         self.max_calls = max_calls
         self.concurrency = concurrency
         self.usage = Usage()
-        self.renderer = Renderer(model.count_tokens)
-        self.run_id: int | None = None  # the store's run of this bench: every call is linked to it
+        self.renderer = Renderer(model.count_tokens)  # calls are linked to the current run (engine.run_scope)
 
     def verifier(self, settings: SelectionSettings) -> Verifier:
         """A verifier for one configuration, with what is left of ``max_calls``."""
         spent = self.usage.model_calls
         max_calls = None if self.max_calls is None else max(self.max_calls - spent, 0)
-        verifier = settings.verifier(self.model, store=self.store, max_calls=max_calls, concurrency=self.concurrency)
-        verifier.executor.run_id = self.run_id
-        return verifier
+        return settings.verifier(self.model, store=self.store, max_calls=max_calls, concurrency=self.concurrency)
 
     # -- planning ----------------------------------------------------------------------------
     def plan_pairs(self, pairs: Sequence[LabelledPair], configs: Sequence[BenchConfig]) -> BenchPlan:

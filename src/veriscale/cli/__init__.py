@@ -28,7 +28,9 @@ def main(
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
     from veriscale.cli.common import user_errors
+    from veriscale.engine.run_scope import install_sigterm_handler
 
+    install_sigterm_handler()  # SIGTERM ends the command's run (cancelled) like Ctrl-C, not silently
     with user_errors():
         settings.configure(config, {"rpm": rpm, "tpm": tpm, "deadline_s": deadline, "routing": routing,
                                     "threads": threads})

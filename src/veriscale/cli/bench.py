@@ -23,9 +23,9 @@ from rich.table import Table
 from veriscale.bench.datasets import detect_kind, load_labelled_pools, load_pairs, sample
 from veriscale.bench.runner import Bench, BenchConfig, BenchEstimate, BenchReport, expand_configs, parse_sweeps
 from veriscale.cli import options as o
-from veriscale.cli.common import (confirm_cost, console, emit_json, err_console, finish_with, recorded_failure,
-                                  user_errors)
+from veriscale.cli.common import confirm_cost, console, emit_json, err_console, finish_with, user_errors
 from veriscale.cli.flags import cli_text
+from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
@@ -182,14 +182,12 @@ def register(app: typer.Typer) -> None:
                 beyond.append("tasks without disagreement")
             if beyond:
                 confirm_cost("this goes beyond the default subsample: " + ", ".join(beyond), yes)
-            run_id = bench.store.start_run("bench", bench.model.uri, {
-                "data": data, "kind": kind, "limit": chosen_limit, "seed": seed, "sweep": sweep,
-                "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name})
-            bench.run_id = run_id
-            with recorded_failure(bench.store, run_id), \
-                    o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out) as advance:
-                report.rows = bench.run(plan, on_progress=lambda done, total: advance())
-            payload = finish_with(bench.store, run_id, report.to_dict(), output)
+            with recorded_run(bench.store, "bench", bench.model.uri, {
+                    "data": data, "kind": kind, "limit": chosen_limit, "seed": seed, "sweep": sweep,
+                    "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name}) as run:
+                with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out) as advance:
+                    report.rows = bench.run(plan, on_progress=lambda done, total: advance())
+                payload = finish_with(run, report.to_dict(), output)
             if plot is not None:
                 from veriscale.bench.plot import plot_report
 

@@ -16,7 +16,8 @@ from rich.table import Table
 
 from veriscale.bench.progress import DEFAULT_LIMITS, load_progress_data, plan_progress, run_progress
 from veriscale.cli import options as o
-from veriscale.cli.common import confirm_cost, console, emit_json, err_console, finish_with, note, recorded_failure
+from veriscale.cli.common import confirm_cost, console, emit_json, err_console, finish_with, note
+from veriscale.engine.run_scope import recorded_run
 from veriscale.progress.judge import ProgressJudge
 from veriscale.progress.prompt import DEFAULT_PROGRESS_SCALE
 
@@ -51,13 +52,11 @@ def bench_progress(path: Path, *, limit: Optional[int], seed: int, all_tasks: bo
     default = DEFAULT_LIMITS[data.kind]
     if (limit is not None and (limit == 0 or limit > default)) or all_tasks:
         confirm_cost(f"this goes beyond the default subsample ({default} {'tasks' if data.kind == 'voc' else 'solutions'})", yes)
-    run_id = judge.executor.store.start_run("bench --progress", judge.model.uri, {
-        "data": str(path), "kind": data.kind, "limit": limit, "seed": seed, "checkpoints": checkpoints})
-    judge.executor.run_id = run_id
-    with recorded_failure(judge.executor.store, run_id), \
-            o.call_progress(len(calls), f"progress bench ({data.kind})", not json_out) as advance:
-        report = run_progress(judge, data, plans, on_call=advance)
-    payload = finish_with(judge.executor.store, run_id, report.to_dict(), output)
+    with recorded_run(judge.executor.store, "bench --progress", judge.model.uri, {
+            "data": str(path), "kind": data.kind, "limit": limit, "seed": seed, "checkpoints": checkpoints}) as run:
+        with o.call_progress(len(calls), f"progress bench ({data.kind})", not json_out) as advance:
+            report = run_progress(judge, data, plans, on_call=advance)
+        payload = finish_with(run, report.to_dict(), output)
     if plot is not None:
         from veriscale.progress.plot import plot_bench_rows
 

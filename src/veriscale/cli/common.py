@@ -19,7 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from veriscale.cli.flags import cli_text
-from veriscale.errors import ModelCallError, UserError, VeriscaleError
+from veriscale.engine.run_scope import Terminated
+from veriscale.errors import ModelCallError, UserError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -40,13 +41,10 @@ def user_errors() -> Iterator[None]:
         fail(exc.template, exc.exit_code)
     except ModelCallError as exc:
         fail(exc.template, exc.exit_code)
+    except Terminated:
+        fail("stopped by SIGTERM; finished model calls are saved in the store and a rerun resumes", 143)
     except KeyboardInterrupt:
         fail("interrupted; finished model calls are saved in the store and a rerun resumes", 130)
-
-
-def error_text(exc: BaseException) -> str:
-    """What a failed run records: veriscale's own errors keep their setting references."""
-    return exc.template if isinstance(exc, VeriscaleError) else str(exc)
 
 
 def note(text: str) -> None:
@@ -78,20 +76,11 @@ def write_json_file(path, payload: Any, what: str = "report") -> None:
         fail(f"cannot write the {what} to '{path}' ({exc.strerror}): pass a writable --output", 2)
 
 
-@contextlib.contextmanager
-def recorded_failure(store: Any, run_id: int) -> Iterator[None]:
-    """Mark the store's run ``run_id`` failed, with the error, when the body raises."""
-    try:
-        yield
-    except Exception as exc:
-        store.finish_run(run_id, "failed", {"error": error_text(exc)})
-        raise
-
-
-def finish_with(store: Any, run_id: int, payload: dict[str, Any], output: Any = None, status: str = "ok") -> dict[str, Any]:
-    """Record the run's result, write it to ``output`` if given; returns the payload with its run id."""
-    store.finish_run(run_id, status, payload)
-    payload = {**payload, "run_id": run_id}
+def finish_with(run: Any, payload: dict[str, Any], output: Any = None, status: str = "ok") -> dict[str, Any]:
+    """End the open run (a :class:`~veriscale.engine.run_scope.RunHandle`) with its result, write it
+    to ``output`` if given; returns the payload with its run id."""
+    run.finish(status, payload)
+    payload = {**payload, "run_id": run.id}
     if output is not None:
         write_json_file(output, payload)
     return payload

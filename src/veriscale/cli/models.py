@@ -13,6 +13,7 @@ from veriscale.cli.common import console, emit_json, user_errors
 from veriscale.cli.flags import cli_text
 from veriscale.errors import ModelCallError, UserError
 from veriscale.engine.executor import CallExecutor, PlannedCall
+from veriscale.engine.run_scope import recorded_run
 from veriscale.verify.prompts import probe_request
 from veriscale.verify.scale import parse_scale
 
@@ -36,21 +37,21 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
         report["labels_not_single_token"] = bad
         probe = probe_request(sc)
         st = o.open_store(store)
-        run_id = st.start_run("models check", backend.uri, {"scale": sc.name})
-        # the probe goes through the gateway like every call (asked afresh: a check must reach the model)
-        gateway = CallExecutor(backend, st, prompt_version="models-check", refresh=True, run_id=run_id)
-        try:
-            (outcome,) = gateway.run([PlannedCall(probe)])
-            if outcome.error:
-                raise ModelCallError(outcome.error)
-            resp = outcome.response
-            report.update(logprobs=True, label_mass=resp.label_mass, unseen_mass=resp.unseen_mass,
-                          top_tokens=resp.top_tokens)
-        except UserError as exc:
-            report.update(logprobs=False, logprob_error=exc.template)
-        except ModelCallError as exc:
-            report.update(logprobs=None, logprob_error=exc.template)
-        st.finish_run(run_id, "ok" if report.get("logprobs") else "failed", report)
+        with recorded_run(st, "models check", backend.uri, {"scale": sc.name}) as run:
+            # the probe goes through the gateway like every call (asked afresh: a check must reach the model)
+            gateway = CallExecutor(backend, st, prompt_version="models-check", refresh=True)
+            try:
+                (outcome,) = gateway.run([PlannedCall(probe)])
+                if outcome.error:
+                    raise ModelCallError(outcome.error)
+                resp = outcome.response
+                report.update(logprobs=True, label_mass=resp.label_mass, unseen_mass=resp.unseen_mass,
+                              top_tokens=resp.top_tokens)
+            except UserError as exc:
+                report.update(logprobs=False, logprob_error=exc.template)
+            except ModelCallError as exc:
+                report.update(logprobs=None, logprob_error=exc.template)
+            run.finish("ok" if report.get("logprobs") else "failed", report)
         if json_out:
             emit_json(report)
             return

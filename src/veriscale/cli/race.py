@@ -25,12 +25,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from veriscale.cli import options as o
-from veriscale.cli.common import console, emit_json, err_console, error_text, fail, note, user_errors
+from veriscale.cli.common import console, emit_json, err_console, fail, note, user_errors
 from veriscale.cli.select import (
     DEFAULT_MIN_CONFIDENCE, AdaptiveOpt, BudgetOpt, MethodOpt, PivotsOpt, SelectCriteriaOpt, SelectRepeatsOpt,
     SelectSeedOpt,
 )
 from veriscale.engine.run_log import RunLog
+from veriscale.engine.run_scope import RunHandle, recorded_run
 from veriscale.errors import UserError
 from veriscale.race.apply import apply_patch, refusal, uncommitted_paths
 from veriscale.race.candidates import to_candidates
@@ -106,31 +107,23 @@ def register(app: typer.Typer) -> None:
             cs = o.command_settings(model, store, concurrency)
             verifier = settings.verifier(o.open_model(cs), store=o.open_store(cs), refresh=refresh,
                                          max_calls=max_calls, concurrency=cs.concurrency)
-            run_store = verifier.executor.store
-            run_id = run_store.start_run("race", verifier.model.uri, {
-                "command": command, "n": runs, "task": str(task), "trajectory": trajectory, "timeout_s": timeout,
-                "base": repo.head, "method": method, "k": pivots, "criteria": crits.name, "seed": seed, "apply": apply})
-            verifier.executor.run_id = run_id  # every call (cache hits too) is linked to this run
-            outcome: dict[str, Any] = {}
             try:
-                code = _race(repo, command, runs, task, trajectory, timeout, apply, save_diff, json_out,
-                             task_obj, settings, verifier, run_store, run_id, outcome)
+                with recorded_run(verifier.executor.store, "race", verifier.model.uri, {
+                        "command": command, "n": runs, "task": str(task), "trajectory": trajectory, "timeout_s": timeout,
+                        "base": repo.head, "method": method, "k": pivots, "criteria": crits.name, "seed": seed,
+                        "apply": apply}) as run:  # every call (cache hits too) is linked to this run
+                    code = _race(repo, command, runs, task, trajectory, timeout, apply, save_diff, json_out,
+                                 task_obj, settings, verifier, run, run.partial)  # an early end keeps what is known
             except KeyboardInterrupt:
-                run_store.finish_run(run_id, "failed", {"error": "interrupted", **outcome})
                 fail("interrupted: every agent was stopped and every worktree removed; nothing was applied",
                      INTERRUPTED_EXIT)
-            except typer.Exit:
-                raise
-            except Exception as exc:
-                run_store.finish_run(run_id, "failed", {"error": error_text(exc), **outcome})
-                raise
             if code:
                 raise typer.Exit(code)
 
 
 def _race(repo: Repo, command: list[str], n: int, task: Path, trajectory: str | None, timeout: float,
           apply: bool, save_diff: Path | None, json_out: bool, task_obj, settings: SelectionSettings,
-          verifier, run_store, run_id: int, outcome: dict[str, Any]) -> int:
+          verifier, run: RunHandle, outcome: dict[str, Any]) -> int:
     """The race, the selection, the apply; returns the exit code (the store run is finished here)."""
     if uncommitted_paths(repo.root):
         note(f"the worktrees start from HEAD ({repo.head[:12]}): your uncommitted changes are not in them, "
@@ -142,16 +135,16 @@ def _race(repo: Repo, command: list[str], n: int, task: Path, trajectory: str | 
     outcome["base"] = repo.head
 
     if all(r.failed for r in results):
-        return _all_failed(results, run_store, run_id, outcome, json_out)
+        return _all_failed(results, run, outcome, json_out)
     if all(r.diff.empty for r in results):
         outcome["apply"] = {"status": "nothing", "message": "no run changed any file: nothing to apply"}
-        run_store.finish_run(run_id, "ok", outcome)
-        _report(None, results, json_out, {**outcome, "run_id": run_id})
+        run.finish("ok", outcome)
+        _report(None, results, json_out, {**outcome, "run_id": run.id})
         note(outcome["apply"]["message"])
         return 0
 
     candidates, notes = to_candidates(results, trajectory)
-    RunLog(run_store).record_candidates(run_id, candidates)  # for the dashboard's trajectory viewer
+    RunLog(run.store).record_candidates(run.id, candidates)  # for the dashboard's trajectory viewer
     plan = plan_selection(task_obj, candidates, verifier=verifier, settings=settings)
     with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as step:
         sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: step())
@@ -163,11 +156,11 @@ def _race(repo: Repo, command: list[str], n: int, task: Path, trajectory: str | 
         note(text)
     if save_diff is not None and not winner.diff.empty:
         _save(save_diff, winner)
-    status, message, code = _decide_apply(repo, winner, apply, run_id)
+    status, message, code = _decide_apply(repo, winner, apply, run.id)
     payload["apply"] = {"status": status, "message": message}
-    run_store.finish_run(run_id, "ok", payload)
+    run.finish("ok", payload)
     if json_out:
-        emit_json({**payload, "run_id": run_id})
+        emit_json({**payload, "run_id": run.id})
     if status == "applied" and not json_out:
         console.print(message, highlight=False, soft_wrap=True)
     elif code:
@@ -205,11 +198,11 @@ def can_confirm() -> bool:
     return sys.stdin.isatty()
 
 
-def _all_failed(results: list[RunResult], run_store, run_id: int, outcome: dict[str, Any], json_out: bool) -> int:
+def _all_failed(results: list[RunResult], run: RunHandle, outcome: dict[str, Any], json_out: bool) -> int:
     message = f"every run failed ({', '.join(f'{r.id}: {r.status}' for r in results)}): nothing was selected or applied"
-    run_store.finish_run(run_id, "failed", {"error": message, **outcome})
+    run.finish("failed", {"error": message, **outcome})
     if json_out:
-        emit_json({"error": message, **outcome, "run_id": run_id})
+        emit_json({"error": message, **outcome, "run_id": run.id})
     else:
         table = Table(title=f"race · {len(results)} runs · every run failed")
         for name, justify in (("run", "left"), ("status", "left"), ("time", "right"), ("last stderr lines", "left")):

@@ -13,10 +13,18 @@ from rich.table import Table
 from veriscale.cli import options as o
 from veriscale.cli.common import cli_data, console, emit_json, user_errors
 from veriscale.cli.flags import cli_text
+from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_summary import run_summary
+from veriscale.engine.store import Store
 from veriscale.errors import UserError
 
 runs_app = typer.Typer(help="Inspect and export earlier runs recorded in the store.", no_args_is_help=True)
+
+
+def _settled(store: Store) -> Store:
+    """``store``, its runs whose process died without ending them rewritten as interrupted."""
+    settle_dead_runs(store)
+    return store
 
 
 def _when(ts: float | None) -> str:
@@ -31,7 +39,7 @@ def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(help=
     Example: veriscale runs list --limit 5
     """
     with user_errors():
-        runs = o.open_store(store).runs(limit)
+        runs = _settled(o.open_store(store)).runs(limit)
         if json_out:
             emit_json([{"id": r.id, "command": r.command, "model": r.model, "status": r.status,
                         "created_at": r.created_at, "args": r.args, "summary": run_summary(r)} for r in runs])
@@ -47,16 +55,18 @@ def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(help=
 @runs_app.command("show")
 def show_run(run_id: Annotated[int, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None,
              calls: Annotated[bool, typer.Option("--calls", help="Also list every model call the run used.")] = False) -> None:
-    """Print one run as JSON: arguments, result, cost (from its linked calls) and, for a harness
-    run, each task with its phases and cost. Example: veriscale runs show 3 --calls"""
+    """Print one run as JSON: arguments, result, cost (from its linked calls), the process that ran
+    it and its last heartbeat and, for a harness run, each task with its phases and cost.
+    Example: veriscale runs show 3 --calls"""
     with user_errors():
-        st = o.open_store(store)
+        st = _settled(o.open_store(store))
         rec = st.run(run_id)
         if rec is None:
             raise UserError(f"there is no run {run_id} in the store: see `veriscale runs list` for ids")
         doc = {"id": rec.id, "command": rec.command, "model": rec.model, "status": rec.status,
                "created_at": rec.created_at, "finished_at": rec.finished_at, "args": rec.args, "result": rec.result,
-               "cost": st.run_cost(rec.id)}
+               "cost": st.run_cost(rec.id), "heartbeat_at": rec.heartbeat_at,
+               "process": {"host": rec.host, "boot_id": rec.boot_id, "pid": rec.pid, "start": rec.pid_start}}
         children = st.child_runs(rec.id)
         if children:
             doc["tasks"] = [{"id": c.id, "task": c.args.get("task"), "status": c.status,
@@ -71,7 +81,7 @@ def export_runs(out: Annotated[Optional[Path], typer.Option("--out", "-o", help=
                 store: o.StoreOpt = None) -> None:
     """Export every run as JSON Lines. Example: veriscale runs export -o runs.jsonl"""
     with user_errors():
-        runs = o.open_store(store).runs()
+        runs = _settled(o.open_store(store)).runs()
         lines = [json.dumps(cli_data({"id": r.id, "command": r.command, "model": r.model, "status": r.status,
                                       "created_at": r.created_at, "args": r.args, "result": r.result}))
                  for r in reversed(runs)]

@@ -21,8 +21,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from veriscale.cli import options as o
-from veriscale.cli.common import console, emit_json, error_text, fail, note, user_errors
+from veriscale.cli.common import console, emit_json, fail, note, user_errors
 from veriscale.engine.run_log import RunLog
+from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError
 from veriscale.selection.inputs import default_criteria, resolve_inputs
 from veriscale.selection.select import Selection, SelectionPlan, plan_selection, run_selection
@@ -171,21 +172,15 @@ def register(app: typer.Typer) -> None:
             if dry_run:
                 _print_plan(plan, json_out)
                 return
-            run_store = verifier.executor.store
-            run_id = run_store.start_run("select", verifier.model.uri, {
-                "paths": paths, "task": task, "method": method, "k": pivots, "criteria": crits.name,
-                "budget_tokens": plan.budget_tokens, "adaptive": adaptive, "seed": seed})
-            verifier.executor.run_id = run_id  # every call (cache hits too) is linked to this run
-            RunLog(run_store).record_candidates(run_id, candidates)  # for the dashboard's trajectory viewer
-            try:
+            with recorded_run(verifier.executor.store, "select", verifier.model.uri, {
+                    "paths": paths, "task": task, "method": method, "k": pivots, "criteria": crits.name,
+                    "budget_tokens": plan.budget_tokens, "adaptive": adaptive, "seed": seed}) as run:
+                RunLog(run.store).record_candidates(run.id, candidates)  # for the dashboard's trajectory viewer
                 with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as advance:
                     sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance())
-            except Exception as exc:
-                run_store.finish_run(run_id, "failed", {"error": error_text(exc)})
-                raise
-            payload = sel.to_dict()
-            run_store.finish_run(run_id, "ok", payload)
-            payload["run_id"] = run_id
+                payload = sel.to_dict()
+                run.finish("ok", payload)
+            payload["run_id"] = run.id
             if json_out:
                 emit_json(payload)
             else:

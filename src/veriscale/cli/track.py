@@ -17,6 +17,7 @@ from rich.table import Table
 from veriscale.cli import options as o
 from veriscale.cli.common import confirm_cost, console, emit_json, fail, finish_with, note, user_errors
 from veriscale.engine.run_log import RunLog
+from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError, setting
 from veriscale.progress.curve import ProgressCurve
 from veriscale.progress.events import (DEFAULT_DONE_THRESHOLD, DEFAULT_REGRESSION_DROP, DEFAULT_STALL_WINDOW,
@@ -146,20 +147,20 @@ def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every,
     plans = [(c, resolve_checkpoints(len(c.trajectory.steps), wanted, every)) for c in cands]
     judge = judge_from(*judge_args)
     store = judge.executor.store
-    run_id = store.start_run("track", judge.model.uri, {"trajectory": [str(t) for t in trajectory], "runs": len(cands),
-                                                       "checkpoints": checkpoints, "every": every})
-    judge.executor.run_id = run_id
-    total = sum(len(points) for _, points in plans) * len(judge.repeats)
-    curves: list[ProgressCurve] = []
-    log = RunLog(store)  # the trajectory viewer's steps, and the curve as events for the dashboard
-    with o.call_progress(total, "progress calls", not json_out) as advance:
-        for cand, chosen in plans:
-            log.record_steps(run_id, cand.id, cand.trajectory.steps, start=0)
-            feed = judge.point_feed(log.point_emitter(run_id, cand.id))
-            curves.append(track_curve(task, cand, chosen, judge=judge, watch=EventWatch(**watch_args),
-                                      progress=lambda outcome: (advance(outcome), feed(outcome))))
-            log.emit_events(run_id, cand.id, curves[-1].events)
-    payload = finish_with(store, run_id, _payload(curves), output, "failed" if any(c.failed for c in curves) else "ok")
+    with recorded_run(store, "track", judge.model.uri, {"trajectory": [str(t) for t in trajectory], "runs": len(cands),
+                                                        "checkpoints": checkpoints, "every": every}) as run:
+        run_id = run.id
+        total = sum(len(points) for _, points in plans) * len(judge.repeats)
+        curves: list[ProgressCurve] = []
+        log = RunLog(store)  # the trajectory viewer's steps, and the curve as events for the dashboard
+        with o.call_progress(total, "progress calls", not json_out) as advance:
+            for cand, chosen in plans:
+                log.record_steps(run_id, cand.id, cand.trajectory.steps, start=0)
+                feed = judge.point_feed(log.point_emitter(run_id, cand.id))
+                curves.append(track_curve(task, cand, chosen, judge=judge, watch=EventWatch(**watch_args),
+                                          progress=lambda outcome: (advance(outcome), feed(outcome))))
+                log.emit_events(run_id, cand.id, curves[-1].events)
+        payload = finish_with(run, _payload(curves), output, "failed" if any(c.failed for c in curves) else "ok")
     _emit(curves, payload, output, plot, json_out)
 
 

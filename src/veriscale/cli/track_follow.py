@@ -15,6 +15,7 @@ from typing import Any, Optional
 from veriscale.cli.common import console, emit_json, err_console, fail, finish_with, note
 from veriscale.cli.flags import cli_text
 from veriscale.engine.run_log import RunLog
+from veriscale.engine.run_scope import RunHandle, recorded_run
 from veriscale.errors import UserError, setting
 from veriscale.progress.events import EventWatch
 from veriscale.progress.follow import IdleTimeout, follow_lines
@@ -29,8 +30,13 @@ def follow_run(path: Path, task_file: Optional[Path], judge: ProgressJudge, watc
 
     task = read_text_input(str(task_file)) if task_file else None
     store = judge.executor.store
-    run_id = store.start_run("track --follow", judge.model.uri, {"follow": str(path), "task_file": str(task_file)})
-    judge.executor.run_id = run_id
+    with recorded_run(store, "track --follow", judge.model.uri, {"follow": str(path), "task_file": str(task_file)}) as run:
+        _follow(run, path, task, judge, watch_args, output, plot, idle_timeout, strict, json_out)
+
+
+def _follow(run: RunHandle, path: Path, task: Optional[str], judge: ProgressJudge, watch_args: dict[str, Any],
+            output: Path, plot: Optional[Path], idle_timeout: Optional[float], strict: bool, json_out: bool) -> None:
+    store, run_id = run.store, run.id
     tracker: ProgressTracker | None = None
     ended = "interrupted"
     log = RunLog(store)  # the dashboard streams these: each step, its point and events, as they come
@@ -77,7 +83,7 @@ def follow_run(path: Path, task_file: Optional[Path], judge: ProgressJudge, watc
         note(f"no new line in '{path}' for {idle_timeout:g} s: stopped following")
     except KeyboardInterrupt:
         ended = "interrupted"
-    _finish(tracker, store, run_id, ended, output, plot, json_out)
+    _finish(tracker, run, ended, output, plot, json_out)
 
 
 def _bad_line(path: Path, number: int, why: str, strict: bool) -> None:
@@ -87,14 +93,14 @@ def _bad_line(path: Path, number: int, why: str, strict: bool) -> None:
     err_console.print(f"[yellow]warning:[/] {cli_text(message)}; skipped it", highlight=False, soft_wrap=True)
 
 
-def _finish(tracker: ProgressTracker | None, store, run_id: int, ended: str, output: Path,
+def _finish(tracker: ProgressTracker | None, run: RunHandle, ended: str, output: Path,
             plot: Optional[Path], json_out: bool) -> None:
     if tracker is None or not tracker.curve.points:
-        store.finish_run(run_id, "failed", {"ended": ended, "error": "no step arrived"})
+        run.finish("cancelled" if ended == "interrupted" else "failed", {"ended": ended, "error": "no step arrived"})
         fail(f"no step arrived before the run ended ({ended}): nothing to score", 2)
     curve = tracker.curve
-    payload = finish_with(store, run_id, {"ended": ended, "curves": [curve.to_dict()]}, output,
-                          "failed" if curve.failed else "ok")
+    status = "cancelled" if ended == "interrupted" else "failed" if curve.failed else "ok"  # Ctrl-C: the curve so far
+    payload = finish_with(run, {"ended": ended, "curves": [curve.to_dict()]}, output, status)
     if plot is not None:
         from veriscale.progress.plot import plot_curves
 

@@ -11,6 +11,7 @@ from veriscale.cli.common import console, emit_json, err_console, fail, note, us
 from veriscale.cli import options as o
 from veriscale.data.text_input import read_text_input
 from veriscale.engine.executor import Estimate
+from veriscale.engine.run_scope import recorded_run
 from veriscale.verify.criteria import load_criteria
 from veriscale.verify.results import CompareResult, ScoreResult
 from veriscale.verify.reward import Verifier
@@ -53,14 +54,12 @@ def _execute(v: Verifier, command: str, args: dict[str, Any], calls: list, run: 
     if dry_run:
         _print_estimate(v.executor.estimate(calls), json_out)
         return
-    store = v.executor.store
-    run_id = store.start_run(command, v.model.uri, args)
-    v.executor.run_id = run_id  # every call (cache hits too) is linked to this run
-    with o.call_progress(len(calls), f"{command} calls", not json_out) as advance:
-        result = run(advance)
-    payload = result.to_dict()
-    store.finish_run(run_id, "failed" if result.failed else "ok", payload)
-    payload["run_id"] = run_id
+    with recorded_run(v.executor.store, command, v.model.uri, args) as recorded:  # every call is linked to it
+        with o.call_progress(len(calls), f"{command} calls", not json_out) as advance:
+            result = run(advance)
+        payload = result.to_dict()
+        recorded.finish("failed" if result.failed else "ok", payload)
+    payload["run_id"] = recorded.id
     if json_out:
         emit_json(payload)
     else:

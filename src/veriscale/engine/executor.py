@@ -43,14 +43,6 @@ class CallExecutor:
     usage = property(lambda self: self.gateway.usage)
     prompt_version = property(lambda self: self.gateway.prompt_version)
 
-    @property
-    def run_id(self) -> int | None:
-        return self.gateway.run_id
-
-    @run_id.setter
-    def run_id(self, value: int | None) -> None:
-        self.gateway.run_id = value
-
     def fingerprint(self) -> str:
         return self.gateway.fingerprint()
 

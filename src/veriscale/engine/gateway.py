@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from veriscale.engine.routing import Endpoint, EndpointPool
+from veriscale.engine.run_scope import current_run_id
 from veriscale.engine.store import Store, call_key
 from veriscale.engine.usage import Estimate, Usage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting, worded
@@ -129,7 +130,8 @@ class Gateway:
         return self.store.get_call(key)
 
     def _link(self, key: str, *, cache_hit: bool, label: str | None = None, run_id: int | None = None) -> None:
-        run_id = self.run_id if run_id is None else run_id
+        if run_id is None:  # the gateway's own run if it was made for one, else the caller's current run
+            run_id = self.run_id if self.run_id is not None else current_run_id()
         if self.store is not None and run_id is not None:
             self.store.link_call(run_id, key, cache_hit=cache_hit, label=label)
 

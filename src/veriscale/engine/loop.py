@@ -4,12 +4,18 @@
 
 Async callers (the server, proxies, RL reward functions) await the gateway directly on their own
 loop instead; calling :func:`run_sync` from inside a running loop is refused.
+
+The coroutine runs in a copy of the caller's context (its context variables, such as the current
+run of :mod:`veriscale.engine.run_scope`), though it runs on the loop's thread; the worker threads
+the gateway hands blocking calls to (``asyncio.to_thread``) copy it in turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
+import contextvars
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -59,7 +65,13 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     else:
         coro.close()
         raise RuntimeError("the synchronous gateway facade was called from inside an event loop: await the Gateway instead")
-    return asyncio.run_coroutine_threadsafe(coro, background_loop()).result()
+    return _submit(coro).result()
+
+
+def _submit(coro: Coroutine[Any, Any, T]) -> "concurrent.futures.Future[T]":
+    """Schedule ``coro`` on the gateway loop as a task that runs in a copy of the caller's context."""
+    context = contextvars.copy_context()
+    return context.run(asyncio.run_coroutine_threadsafe, coro, background_loop())  # the task copies ``context``
 
 
 async def on_gateway_loop(coro: Coroutine[Any, Any, T]) -> T:
@@ -68,4 +80,4 @@ async def on_gateway_loop(coro: Coroutine[Any, Any, T]) -> T:
     A gateway's locks and limits belong to the loop it runs on, so async callers that share a
     gateway with synchronous code (a tracker, a reward function) await it through this.
     """
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, background_loop()))
+    return await asyncio.wrap_future(_submit(coro))

@@ -98,6 +98,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "CREATE INDEX runs_by_command ON runs(command, id)",
         "CREATE INDEX runs_by_parent ON runs(parent_id)",
     ]),
+    (4, [
+        # who runs a run, so a reader can tell a live one from one whose process died
+        # (veriscale.engine.run_liveness): host, boot id, pid and the pid's start time in clock
+        # ticks after boot (/proc/<pid>/stat field 22: a reused pid has another), and a heartbeat
+        "ALTER TABLE runs ADD COLUMN host TEXT",
+        "ALTER TABLE runs ADD COLUMN boot_id TEXT",
+        "ALTER TABLE runs ADD COLUMN pid INTEGER",
+        "ALTER TABLE runs ADD COLUMN pid_start INTEGER",
+        "ALTER TABLE runs ADD COLUMN heartbeat_at REAL",
+        "CREATE INDEX runs_by_status ON runs(status)",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -23,14 +23,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import platformdirs
 
 from veriscale.engine.migrations import migrate
+from veriscale.engine.run_liveness import ProcessIdentity
 from veriscale.errors import UserError, setting
 
-_RUN_COLUMNS = "id, command, model, args, status, result, created_at, finished_at, parent_id"
+_RUN_COLUMNS = ("id, command, model, args, status, result, created_at, finished_at, parent_id, "
+                "host, boot_id, pid, pid_start, heartbeat_at")
 
 
 def default_store_path() -> Path:
@@ -58,6 +60,11 @@ class RunRecord:
     created_at: float
     finished_at: float | None
     parent_id: int | None = None
+    host: str | None = None  # who runs it (veriscale.engine.run_liveness), and its last heartbeat
+    boot_id: str | None = None
+    pid: int | None = None
+    pid_start: int | None = None
+    heartbeat_at: float | None = None
 
 
 class Store:
@@ -159,13 +166,51 @@ class Store:
 
     # -- runs --------------------------------------------------------------------------
     def start_run(self, command: str, model: str | None, args: dict[str, Any], *,
-                  parent_id: int | None = None) -> int:
+                  parent_id: int | None = None, owner: ProcessIdentity | None = None) -> int:
+        """A new ``running`` run owned by ``owner`` (default: this process). Open runs with
+        :func:`veriscale.engine.run_scope.recorded_run`, which beats its heartbeat and ends it."""
+        owner = owner or ProcessIdentity.current()
+        now = time.time()
         with self._lock:
             cur = self._conn.execute(
-                "INSERT INTO runs (command, model, args, status, created_at, parent_id) VALUES (?, ?, ?, 'running', ?, ?)",
-                (command, model, json.dumps(args, default=str), time.time(), parent_id),
+                "INSERT INTO runs (command, model, args, status, created_at, parent_id, host, boot_id, pid, pid_start, "
+                "heartbeat_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                (command, model, json.dumps(args, default=str), now, parent_id, owner.host, owner.boot_id,
+                 owner.pid, owner.start, now),
             )
             return int(cur.lastrowid)
+
+    def beat(self, run_ids: list[int]) -> None:
+        """Refresh the heartbeat of those of ``run_ids`` still running."""
+        if not run_ids:
+            return
+        marks = ", ".join("?" * len(run_ids))
+        with self._lock:
+            self._conn.execute(f"UPDATE runs SET heartbeat_at = ? WHERE status = 'running' AND id IN ({marks})",
+                               (time.time(), *run_ids))
+
+    def running_runs(self, run_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
+        """Owner and heartbeat of every ``running`` run (of ``run_ids``, if given)."""
+        sql = "SELECT id, host, boot_id, pid, pid_start, heartbeat_at, created_at FROM runs WHERE status = 'running'"
+        params: list[Any] = []
+        if run_ids is not None:
+            params = [int(r) for r in run_ids]
+            if not params:
+                return []
+            sql += f" AND id IN ({', '.join('?' * len(params))})"
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        names = ("id", "host", "boot_id", "pid", "pid_start", "heartbeat_at", "created_at")
+        return [dict(zip(names, row)) for row in rows]
+
+    def interrupt_run(self, run_id: int, *, heartbeat_at: float | None, error: str) -> bool:
+        """End a dead run as ``interrupted``, if it is still running with that heartbeat; True if it was."""
+        with self._lock:
+            cur = self._conn.execute(
+                "UPDATE runs SET status = 'interrupted', result = ?, finished_at = ? "
+                "WHERE id = ? AND status = 'running' AND heartbeat_at IS ?",
+                (json.dumps({"error": error}), time.time(), run_id, heartbeat_at))
+            return cur.rowcount > 0
 
     def child_runs(self, run_id: int) -> list[RunRecord]:
         with self._lock:
@@ -201,7 +246,7 @@ class Store:
     @staticmethod
     def _run(row: tuple[Any, ...]) -> RunRecord:
         return RunRecord(row[0], row[1], row[2], json.loads(row[3]), row[4],
-                         json.loads(row[5]) if row[5] else None, row[6], row[7], row[8])
+                         json.loads(row[5]) if row[5] else None, *row[6:])
 
     def iter_calls(self) -> Iterator[dict[str, Any]]:
         with self._lock:

@@ -24,6 +24,7 @@ from typing import Any
 
 from veriscale.data.model import Candidate, Step, Task
 from veriscale.engine.run_log import RunLog
+from veriscale.engine.run_scope import RunHandle, open_run, recorded_run
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError
 from veriscale.proxy.candidates import Sampled, UpstreamPools, agreeing
@@ -63,13 +64,16 @@ class ProxyService:
 
     async def answer(self, conv: Conversation, api: str) -> Outcome:
         started = time.perf_counter()
-        run_id = self.store.start_run(f"proxy {api}", self.pools.models[0], {  # ~0.1 ms: not worth a thread hop
-            "api": api, "model": conv.model, "n": len(self.pools.models), "stream": conv.stream,
-            "messages": len(conv.messages), "tools": [t.get("function", {}).get("name") for t in conv.tools]})
+        with recorded_run(self.store, f"proxy {api}", self.pools.models[0], {  # ~0.1 ms: not worth a thread hop
+                "api": api, "model": conv.model, "n": len(self.pools.models), "stream": conv.stream,
+                "messages": len(conv.messages), "tools": [t.get("function", {}).get("name") for t in conv.tools]}) as run:
+            return await self._answer(conv, api, run, started)  # the request's run is current: its calls link to it
+
+    async def _answer(self, conv: Conversation, api: str, run: RunHandle, started: float) -> Outcome:
         try:
-            results = await self.pools.fan_out(conv, run_id)
+            results = await self.pools.fan_out(conv, run.id)
         except (asyncio.CancelledError, GeneratorExit):  # the client went away while the candidates ran
-            self.store.finish_run(run_id, "cancelled", {"api": api, "error": "the client disconnected before the reply"})
+            run.finish("cancelled", {"api": api, "error": "the client disconnected before the reply"})
             raise
         sampled_s = time.perf_counter() - started
         valid = [r for r in results if r.reply is not None]
@@ -77,7 +81,7 @@ class ProxyService:
         if not valid:
             errors = "; ".join(sorted({r.error or "no reply" for r in results}))[:500]
             record.update(how="every candidate failed", error=errors, latency_s=round(sampled_s, 4))
-            self.store.finish_run(run_id, "failed", record)
+            run.finish("failed", record)
             raise UpstreamFailed(f"every upstream candidate failed: {errors}")
         how, winner, error, selection = "agreed", valid[0], None, None
         if len(results) == 1:
@@ -86,8 +90,8 @@ class ProxyService:
             how = "only one valid"
         elif not agreeing(results):
             stop = threading.Event()  # set when the pick is given up: its thread stops at its next call
-            try:
-                selection = await asyncio.wait_for(asyncio.to_thread(self._select, conv, valid, run_id, stop),
+            try:  # the worker thread inherits this context, so the pick's calls link to the request's run
+                selection = await asyncio.wait_for(asyncio.to_thread(self._select, conv, valid, stop),
                                                    self.settings.timeout_s)
                 winner = valid[selection["index"]]
                 how = "verified"
@@ -106,11 +110,10 @@ class ProxyService:
                                                      "usage", "best", "decided") if k in selection})
             record["index"] = next(i for i, r in enumerate(valid) if r is winner)
             record["reason"] = _reason(how, selection, error)
-        self.store.finish_run(run_id, "ok", record)
-        return Outcome(winner.reply, run_id, how, winner.index, results, error)
+        run.finish("ok", record)
+        return Outcome(winner.reply, run.id, how, winner.index, results, error)
 
-    def _select(self, conv: Conversation, valid: list[Sampled], run_id: int,
-                stop: threading.Event | None = None) -> dict[str, Any]:
+    def _select(self, conv: Conversation, valid: list[Sampled], stop: threading.Event | None = None) -> dict[str, Any]:
         from veriscale.selection.select import plan_selection, run_selection
         from veriscale.selection.settings import SelectionSettings
 
@@ -118,8 +121,7 @@ class ProxyService:
         settings = SelectionSettings(method="round_robin" if few else "ppt", repeats=1 if few else None,
                                      k=min(self.settings.k, len(valid) - 1) or 1, criteria=self.settings.criteria,
                                      adaptive=True)
-        verifier = settings.verifier(self.verifier_model, store=self.store)
-        verifier.executor.run_id = run_id
+        verifier = settings.verifier(self.verifier_model, store=self.store)  # links to the current run
         candidates = [Candidate(id=f"candidate-{r.index}", text=reply_text(r.reply), metadata={"model": r.model})
                       for r in valid]
         plan = plan_selection(Task(text=transcript(conv), id="proxy"), candidates, verifier=verifier, settings=settings)
@@ -145,27 +147,28 @@ class ProxyService:
         key = _conversation_key(conv)
         with self._track_lock:  # one conversation at a time: the judge's prefix cache follows it
             entry = self._trackers.get(key)
-            if entry is None:
-                run_id = self.store.start_run("proxy conversation", getattr(self.verifier_model, "uri", None),
-                                              {"conversation": key})
+            if entry is None:  # a conversation's run outlives each request: open until it is evicted
+                run = open_run(self.store, "proxy conversation", getattr(self.verifier_model, "uri", None),
+                               {"conversation": key})
                 judge = ProgressJudge(self.verifier_model, store=self.store)
-                judge.executor.run_id = run_id
-                entry = {"tracker": ProgressTracker(_task(conv), judge=judge), "run_id": run_id, "seen": 0}
+                entry = {"tracker": ProgressTracker(_task(conv), judge=judge), "run": run, "seen": 0}
                 self._trackers[key] = entry
                 while len(self._trackers) > MAX_TRACKED_CONVERSATIONS:
                     _, old = self._trackers.popitem(last=False)
-                    self.store.finish_run(old["run_id"], "ok", {"curves": [old["tracker"].curve.to_dict()]})
+                    old["run"].finish("ok", {"curves": [old["tracker"].curve.to_dict()]})
             self._trackers.move_to_end(key)
-            tracker, run_id = entry["tracker"], entry["run_id"]
-            for step in steps[entry["seen"]:]:
-                try:
-                    point = tracker.update(step)
-                except Exception as exc:  # noqa: BLE001 - tracking is advisory; the reply already went
-                    self.log.emit(run_id, "status", {"status": "tracking failed", "error": str(exc)})
-                    return
-                self.log.record_steps(run_id, key, [step])
-                self.log.emit(run_id, "point", {"trajectory": key, "point": point.to_dict(), "voc": tracker.curve.voc})
-                self.log.emit_events(run_id, key, tracker.new_events)
+            tracker, run = entry["tracker"], entry["run"]
+            run_id = run.id
+            with run.current():  # the judge's calls link to the conversation's run
+                for step in steps[entry["seen"]:]:
+                    try:
+                        point = tracker.update(step)
+                    except Exception as exc:  # noqa: BLE001 - tracking is advisory; the reply already went
+                        self.log.emit(run_id, "status", {"status": "tracking failed", "error": str(exc)})
+                        return
+                    self.log.record_steps(run_id, key, [step])
+                    self.log.emit(run_id, "point", {"trajectory": key, "point": point.to_dict(), "voc": tracker.curve.voc})
+                    self.log.emit_events(run_id, key, tracker.new_events)
             entry["seen"] = len(steps)
 
 

@@ -15,6 +15,8 @@ import signal
 import threading
 from collections.abc import Iterator
 
+from veriscale.engine.run_scope import Terminated
+
 
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
@@ -45,7 +47,7 @@ def signals_raise_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum, frame):
-        raise KeyboardInterrupt
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt  # Terminated is a KeyboardInterrupt
 
     saved = _hook((signal.SIGTERM, signal.SIGHUP), interrupt)
     try:

@@ -25,6 +25,7 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.store import RunRecord, Store
 from veriscale.harness.claims.claim_map import STATUSES, validate
 from veriscale.harness.protocol.layout import DELIVERABLES_SUBDIR, RunLayout
@@ -59,6 +60,7 @@ def harness_view(store: Store, run_id: int, allowed_roots: tuple[Path, ...], *, 
     A diff's status is ``modified``, ``added``, ``removed``, ``unchanged``, ``binary`` (no text,
     ``changed`` says whether the bytes differ) or ``skipped`` (the file was refused; see ``note``).
     """
+    settle_dead_runs(store)  # a task whose process died reads interrupted, not running
     run = store.run(run_id)
     if run is None:
         raise HarnessViewError(f"run {run_id} is not in the store '{store.path}': pick an id from `veriscale runs list`")

@@ -114,14 +114,14 @@ def _verifier(params: ScoreParams | CompareParams, ctx: Any):
 
 def run_score(params: ScoreParams, ctx: Any) -> dict[str, Any]:
     verifier = _verifier(params, ctx)
-    verifier.executor.run_id = ctx.start_run("score", verifier.model.uri, {"criteria": params.criteria})
+    ctx.start_run("score", verifier.model.uri, {"criteria": params.criteria})  # current: calls link to it
     planned = len(verifier.plan_score(params.task, params.candidate)[0])
     return verifier.score(params.task, params.candidate, progress=ctx.call_counter(planned)).to_dict()
 
 
 def run_compare(params: CompareParams, ctx: Any) -> dict[str, Any]:
     verifier = _verifier(params, ctx)
-    verifier.executor.run_id = ctx.start_run("compare", verifier.model.uri, {"criteria": params.criteria})
+    ctx.start_run("compare", verifier.model.uri, {"criteria": params.criteria})
     planned = len(verifier.plan_compare(params.task, params.a, params.b)[0])
     return verifier.compare(params.task, params.a, params.b, progress=ctx.call_counter(planned)).to_dict()
 
@@ -141,7 +141,6 @@ def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
     plan = plan_selection(task, candidates, verifier=verifier, settings=settings)
     run_id = ctx.start_run("select", verifier.model.uri, {"paths": paths, "task": params.task, "method": params.method,
                                                           "k": params.k, "criteria": crits.name})
-    verifier.executor.run_id = run_id
     ctx.log.record_candidates(run_id, candidates)
     count = ctx.call_counter(plan.judgements_planned * plan.calls_per_judgement)
     return run_selection(plan, verifier=verifier, on_progress=lambda done, planned: count(None)).to_dict()
@@ -167,7 +166,6 @@ def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:
     judge = ProgressJudge(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
     run_id = ctx.start_run("track", judge.model.uri, {"trajectory": [str(p) for p in paths], "runs": len(cands),
                                                       "every": params.every})
-    judge.executor.run_id = run_id
     plans = [(c, resolve_checkpoints(len(c.trajectory.steps), params.checkpoints, params.every)) for c in cands]
     count = ctx.call_counter(sum(len(points) for _, points in plans) * len(judge.repeats))
     curves = []

@@ -7,12 +7,15 @@
     runner.cancel(job["id"])
 
 A job's work goes through the gateway with the store as its cache, so a job that was running
-when the server died resumes on restart without repeating a finished model call: its old run
-is marked ``interrupted`` and a new run answers the finished calls from the store.
+when the server died resumes on restart without repeating a finished model call: a new run
+answers the finished calls from the store, and the old run reads ``interrupted`` once its
+heartbeat is stale (:mod:`veriscale.engine.run_liveness`). A job's run is a
+:func:`~veriscale.engine.run_scope.recorded_run`: a cancel ends it ``cancelled``, a crash ``failed``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -23,7 +26,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from veriscale.cli.flags import cli_text
+from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_log import RunLog
+from veriscale.engine.run_scope import RunCancelled, RunHandle, recorded_run
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, VeriscaleError, setting
 from veriscale.harness.safe_fs import is_within
@@ -60,8 +65,8 @@ def _no_links_out(given: str, folder: Path, roots: tuple[Path, ...]) -> None:
                                 "folders this server may read: remove it or copy the files it points to")
 
 
-class JobCancelled(Exception):
-    """Raised inside a job's progress callback once cancel was asked for."""
+class JobCancelled(RunCancelled):
+    """Raised inside a job's progress callback once cancel was asked for (its run ends ``cancelled``)."""
 
 
 class JobTable:
@@ -111,20 +116,26 @@ class JobContext:
     roots: tuple[Path, ...]
     cancelled: threading.Event
     concurrency: int = 4
-    run_id: int | None = None
+    run: RunHandle | None = None
+    runs: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # the job's run ends with it
     log: RunLog = field(init=False)
 
     def __post_init__(self) -> None:
         self.log = RunLog(self.store)
+
+    @property
+    def run_id(self) -> int | None:
+        return None if self.run is None else self.run.id
 
     def path(self, given: str) -> Path:
         """``given`` resolved, if it lies under an ``--allow-dir`` root; else one sentence."""
         return allowed_path(given, self.roots)
 
     def start_run(self, command: str, model: str | None, args: dict[str, Any]) -> int:
-        self.run_id = self.store.start_run(command, model, {**args, "job": self.job_id})
-        JobTable(self.store).update(self.job_id, run_id=self.run_id)
-        return self.run_id
+        """Open the job's run, current for the rest of the job (its calls are linked to it); its id."""
+        self.run = self.runs.enter_context(recorded_run(self.store, command, model, {**args, "job": self.job_id}))
+        JobTable(self.store).update(self.job_id, run_id=self.run.id)
+        return self.run.id
 
     def adopt_run(self, run_id: int) -> None:
         """A job whose work records its own run (the harness) names it afterwards."""
@@ -167,13 +178,9 @@ class JobRunner:
 
     def start(self) -> int:
         """Queue again the jobs an earlier server left unfinished; start the workers. Returns how many resumed."""
+        settle_dead_runs(self.store)  # an earlier server's runs, once their heartbeat is stale
         resumed = self.table.unfinished()
         for job in resumed:
-            if job["status"] == "running" and job["run_id"] is not None:
-                run = self.store.run(job["run_id"])
-                if run is not None and run.status == "running":
-                    self.store.finish_run(run.id, "interrupted", {"error": "the server stopped during this run; "
-                                                                  f"job {job['id']} resumed in a new run"})
             self.table.update(job["id"], status="queued")
             self._enqueue(job["id"])
         for n in range(self.workers):
@@ -231,20 +238,19 @@ class JobRunner:
                           error=None, run_id=None)
         ctx = JobContext(job_id, self.store, self.model, self.roots, self._cancel[job_id], self.concurrency)
         status, error, result = "done", None, None
-        try:
-            result = job_kinds.run_job(job["kind"], job["params"], ctx)
-        except JobCancelled:
-            status, error = "cancelled", "cancelled on request"
-        except VeriscaleError as exc:
-            status, error = "failed", cli_text(exc.template)  # the server was started with flags
-        except Exception as exc:  # noqa: BLE001 - a job's crash is its result, the server goes on
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
-        if ctx.run_id is not None:
-            run = self.store.run(ctx.run_id)
-            if run is not None and run.status == "running":
+        with ctx.runs:  # whatever escapes below still ends the job's run
+            try:
+                result = job_kinds.run_job(job["kind"], job["params"], ctx)
+            except JobCancelled:
+                status, error = "cancelled", "cancelled on request"
+            except VeriscaleError as exc:
+                status, error = "failed", cli_text(exc.template)  # the server was started with flags
+            except Exception as exc:  # noqa: BLE001 - a job's crash is its result, the server goes on
+                status, error = "failed", f"{type(exc).__name__}: {exc}"
+            if ctx.run is not None:
+                ctx.log.emit(ctx.run.id, "status", {"job": job_id, "status": status, "error": error})
                 run_status = {"done": "failed" if _failed(result) else "ok"}.get(status, status)
-                self.store.finish_run(ctx.run_id, run_status, result if result is not None else {"error": error})
-            ctx.log.emit(ctx.run_id, "status", {"job": job_id, "status": status, "error": error})
+                ctx.run.finish(run_status, result if result is not None else {"error": error})
         self.table.update(job_id, status=status, error=error, finished_at=time.time())
 
 

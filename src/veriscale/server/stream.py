@@ -7,7 +7,8 @@
     data: {"trajectory": "t1", "point": {"step": 7, "value": 0.42, ...}}
 
 The stream polls the store (``POLL_S``), so a ``track --follow`` in another terminal shows up
-as it scores; it ends with an ``end`` event once the run is no longer running and every event
+as it scores; it ends with an ``end`` event once the run is no longer running (or is found dead:
+its process stopped without ending it, see :mod:`veriscale.engine.run_liveness`) and every event
 was sent, and sends a comment line every ``KEEPALIVE_S`` so proxies keep it open.
 """
 
@@ -18,8 +19,9 @@ import json
 import time
 from typing import Any, AsyncIterator
 
+from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_log import RunLog
-from veriscale.engine.store import Store
+from veriscale.engine.store import RunRecord, Store
 
 POLL_S = 0.2
 KEEPALIVE_S = 15.0
@@ -31,6 +33,12 @@ def sse(data: Any, event: str | None = None, event_id: int | None = None) -> str
     head = (f"id: {event_id}\n" if event_id is not None else "") + (f"event: {event}\n" if event else "")
     body = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
     return f"{head}data: {body}\n\n"
+
+
+def _settled_run(store: Store, run_id: int) -> RunRecord | None:
+    """The run, rewritten as interrupted first if its process died without ending it."""
+    settle_dead_runs(store, [run_id])
+    return store.run(run_id)
 
 
 async def run_stream(store: Store, run_id: int, after: int = 0, *, poll_s: float = POLL_S,
@@ -46,7 +54,7 @@ async def run_stream(store: Store, run_id: int, after: int = 0, *, poll_s: float
         if events:
             quiet_since = time.monotonic()
             continue
-        run = await asyncio.to_thread(store.run, run_id)
+        run = await asyncio.to_thread(_settled_run, store, run_id)
         if run is None or run.status != "running":
             for event in await asyncio.to_thread(log.since, run_id, after, 100_000):  # written just before it ended
                 yield sse({**event.data, "at": event.at}, event.kind, event.id)

@@ -6,13 +6,16 @@
     progress_view(store, 13)     # curves (finished) or the points so far (running), with events
     call_view(store, key)        # one judgement call: the exact prompt, label distribution, mass, cost
 
-Every string in these dicts is data from a run; the dashboard renders it as text.
+Every string in these dicts is data from a run; the dashboard renders it as text. Each view
+first rewrites the runs whose process died without ending them as ``interrupted``
+(:func:`veriscale.engine.run_liveness.settle_dead_runs`), so none shows ``running`` forever.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_summary import run_summary
 from veriscale.engine.store import RunRecord, Store
@@ -43,11 +46,13 @@ def _record(run: RunRecord) -> dict[str, Any]:
 
 def runs_page(store: Store, *, command: str | None = None, status: str | None = None, text: str | None = None,
               offset: int = 0, limit: int = 50) -> dict[str, Any]:
+    settle_dead_runs(store)
     total, runs = store.query_runs(command=command, status=status, text=text, offset=offset, limit=limit)
     return {"total": total, "offset": offset, "limit": limit, "runs": [_record(r) for r in runs]}
 
 
 def _run(store: Store, run_id: int) -> RunRecord:
+    settle_dead_runs(store)  # the run and its children (a harness run's tasks)
     run = store.run(run_id)
     if run is None:
         raise NotFound(f"there is no run {run_id} in the store: pick one from the runs list")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from veriscale.engine.run_scope import recorded_run
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
 from veriscale.harness.sessions.agent import AgentLimits
@@ -127,38 +128,33 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
     slots = threading.BoundedSemaphore(options.concurrency)
     # The run and each task are runs in the store: `veriscale runs list/show` shows them, their
     # phases and every model call they made (the sessions' calls are linked to the task's run).
-    parent = store.start_run("harness run", options.model_uri, {
-        "run_id": run_id, "tasks": [str(t) for t in task_dirs], "contract": options.contract,
-        "executor": getattr(executor, "name", options.executor), "jail": "off" if options.no_jail else "on"})
+    with recorded_run(store, "harness run", options.model_uri, {
+            "run_id": run_id, "tasks": [str(t) for t in task_dirs], "contract": options.contract,
+            "executor": getattr(executor, "name", options.executor), "jail": "off" if options.no_jail else "on"}) as parent:
 
-    def one(task_dir: Path) -> dict[str, Any]:
-        task_dir = Path(task_dir)
-        task_run = store.start_run("harness task", options.model_uri, {"task": str(task_dir), "run_id": run_id},
-                                   parent_id=parent)
-        try:
-            layout = RunLayout.for_task(task_dir, run_id, options.runs_root)
-            outcome = run_protocol(task_dir, layout, config, executor, log=log, slots=slots, store_run_id=task_run)
-        except Exception as exc:  # noqa: BLE001 - a failing task must not stop the others
-            message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
-            log(f"{task_dir.name}: task failed ({message})")
-            outcome = {"task": task_dir.name, "task_dir": str(task_dir), "outcome": "error", "error": message}
-        store.finish_run(task_run, "ok" if outcome["outcome"] not in FAILED_OUTCOMES else "failed",
-                         _task_record(outcome))
-        return outcome
+        def one(task_dir: Path) -> dict[str, Any]:
+            task_dir = Path(task_dir)
+            with recorded_run(store, "harness task", options.model_uri, {"task": str(task_dir), "run_id": run_id},
+                              parent=parent.id) as task_run:
+                try:
+                    layout = RunLayout.for_task(task_dir, run_id, options.runs_root)
+                    outcome = run_protocol(task_dir, layout, config, executor, log=log, slots=slots,
+                                           store_run_id=task_run.id)
+                except Exception as exc:  # noqa: BLE001 - a failing task must not stop the others
+                    message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+                    log(f"{task_dir.name}: task failed ({message})")
+                    outcome = {"task": task_dir.name, "task_dir": str(task_dir), "outcome": "error", "error": message}
+                task_run.finish("ok" if outcome["outcome"] not in FAILED_OUTCOMES else "failed", _task_record(outcome))
+            return outcome
 
-    started = time.monotonic()
-    try:
+        started = time.monotonic()
         with ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="task") as pool:
-            outcomes = list(pool.map(one, task_dirs))
-    except BaseException as exc:
-        store.finish_run(parent, "failed", {"error": f"{type(exc).__name__}: {exc}"})
-        raise
-    failed = sum(1 for o in outcomes if o["outcome"] in FAILED_OUTCOMES)
-    summary = {"run_id": run_id, "contract": options.contract, "model": options.model_uri,
-               "jail": "off" if options.no_jail else "on", "tasks": outcomes, "failed": failed,
-               "wall_s": round(time.monotonic() - started, 3), "store_run": parent}
-    store.finish_run(parent, "ok" if not failed else "failed",
-                     {**summary, "tasks": [_task_record(o) for o in outcomes]})
+            outcomes = list(pool.map(one, task_dirs))  # an error, Ctrl-C or SIGTERM here ends the run (run_scope)
+        failed = sum(1 for o in outcomes if o["outcome"] in FAILED_OUTCOMES)
+        summary = {"run_id": run_id, "contract": options.contract, "model": options.model_uri,
+                   "jail": "off" if options.no_jail else "on", "tasks": outcomes, "failed": failed,
+                   "wall_s": round(time.monotonic() - started, 3), "store_run": parent.id}
+        parent.finish("ok" if not failed else "failed", {**summary, "tasks": [_task_record(o) for o in outcomes]})
     return summary
 
 
