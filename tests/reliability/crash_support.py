@@ -25,7 +25,9 @@ PROCESS_TIMEOUT_S = 600
 
 
 def cli_env(**extra: str) -> dict[str, str]:
-    env = {**os.environ, "VERISCALE_CONFIG": "", **extra}
+    """The environment of a child ``veriscale``: no config file, and a killed run's heartbeat goes
+    stale after 1 s (so it reads ``interrupted`` by the time the rerun has finished)."""
+    env = {**os.environ, "VERISCALE_CONFIG": "", "VERISCALE_RUN_STALE_S": "1", **extra}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     return env
 
