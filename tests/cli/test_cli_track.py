@@ -76,7 +76,7 @@ def test_follow_a_growing_file_until_done(tmp_path: Path) -> None:
     _write(steps, "{not json\n")
     _write(steps, _step("cat hello.txt shows hello; done."))
     _write(steps, json.dumps({"done": True}) + "\n")
-    stdout, stderr = proc.communicate(timeout=300)
+    stdout, stderr = proc.communicate(timeout=1800)  # generous: the model and the follow loop both wait
     stderr = _seen.pop(err_fd, b"").decode() + stderr
     assert proc.returncode == 0, stderr
     assert "waiting for" in stderr and "line 4" in stderr and "skipped" in stderr

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fault_server import FaultServer
+from tests.support.hang_guard import guarded_run
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "pair"
 
@@ -16,7 +17,7 @@ def cli(*args, store=None, input=None):
     cmd = [sys.executable, "-m", "veriscale", *args]
     if store is not None:
         cmd += ["--store", str(store)]
-    return subprocess.run(cmd, capture_output=True, text=True, input=input, timeout=300)
+    return guarded_run(cmd, capture_output=True, text=True, input=input)  # CPU progress, not wall time
 
 
 def assert_one_line_error(proc, *needles):

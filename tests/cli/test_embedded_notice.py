@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.hang_guard import guarded_run
 from veriscale.models.embedded import EMBEDDED_NOTICE
 
 pytestmark = pytest.mark.embedded
@@ -15,8 +16,8 @@ NOTICE_START = EMBEDDED_NOTICE.split(":")[0]  # "Using the embedded SmolLM2-135M
 
 
 def cli(*args: str, store: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "veriscale", *args, "--store", str(store)],
-                          capture_output=True, text=True, timeout=300)
+    return guarded_run([sys.executable, "-m", "veriscale", *args, "--store", str(store)],
+                       capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("args", [

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.hang_guard import watch
+
 REPO = Path(__file__).resolve().parents[2]
 #: every key whose value says when or how fast, or which run or process: not part of a verdict
 VOLATILE = {"run_id", "usage", "latency_s", "created_at", "finished_at", "at", "elapsed_s", "notes", "calls_saved",
@@ -40,7 +42,9 @@ def start_cli(args: list[str], store: Path, **env: str) -> subprocess.Popen:
 
 def run_cli(args: list[str], store: Path, **env: str) -> dict[str, Any]:
     proc = start_cli(args, store, **env)
-    out, err = proc.communicate(timeout=PROCESS_TIMEOUT_S)
+    fired = watch(proc)  # a hang is no CPU progress, however slow the machine
+    out, err = proc.communicate()
+    assert not fired.is_set(), f"veriscale {' '.join(args[:2])} hung: {err[-2000:]}"
     assert proc.returncode == 0, f"exit {proc.returncode}: {err[-2000:]}"
     return json.loads(out)
 
