@@ -21,7 +21,9 @@ from tests.support.hang_guard import watch
 REPO = Path(__file__).resolve().parents[2]
 #: every key whose value says when or how fast, or which run or process: not part of a verdict
 VOLATILE = {"run_id", "usage", "latency_s", "created_at", "finished_at", "at", "elapsed_s", "notes", "calls_saved",
-            "cost", "job", "key", "keys", "call_keys", "calls"}  # call keys embed the server port
+            "cost", "job", "key", "keys", "call_keys", "calls",
+            "model", "cache_hits", "prompt_tokens", "completion_tokens", "prompt_tokens_total",
+            "cached_prompt_tokens"}  # cost, not verdict; call keys and model URIs embed the fault server's port
 #: hang guard for one CLI process (generous: a loaded CI machine is slow, a hang is endless)
 PROCESS_TIMEOUT_S = 600
 

@@ -70,8 +70,9 @@ def test_a_kill_at_a_seeded_call_then_a_rerun_equals_the_uninterrupted_run(job, 
         sent_by_rerun = len(srv.completion_requests()) - sent_before
 
     assert comparable(rerun) == comparable(baseline)
-    assert rerun["usage"]["model_calls"] == total - after_kill["ok_calls"], "a finished call was made again"
-    assert rerun["usage"]["cache_hits"] >= after_kill["ok_calls"]
-    assert sent_by_rerun == rerun["usage"]["model_calls"], "the rerun paid for a call twice"
+    assert sent_by_rerun == total - after_kill["ok_calls"], "a finished call was paid for again"
+    if "usage" in rerun:  # select reports its own count too
+        assert rerun["usage"]["model_calls"] == sent_by_rerun
+        assert rerun["usage"]["cache_hits"] >= after_kill["ok_calls"]
     assert store_check(store)["integrity"] == "ok"
     assert _runs_running(store) == [], "a killed run still says running"
