@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -23,6 +24,7 @@ def main(
     tpm: Optional[int] = typer.Option(None, "--tpm", help="Prompt tokens a minute per model endpoint (config gateway.tpm; 0: no limit)."),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Seconds one model call may take (config gateway.deadline_s; 0: none)."),
     routing: Optional[str] = typer.Option(None, "--routing", help="affinity (same prompt prefix, same endpoint) or round_robin, for several --model endpoints."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads of the embedded model (default: every core; a model URI's ?threads=N wins)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
@@ -30,6 +32,10 @@ def main(
 
     with user_errors():
         settings.configure(config, rpm=rpm, tpm=tpm, deadline_s=deadline, routing=routing)
+        if threads is not None or "veriscale.models.embedded" in sys.modules:  # numpy only when needed
+            from veriscale.models.embedded import set_default_threads
+
+            set_default_threads(threads)
 
 
 def _register_all() -> None:
