@@ -85,7 +85,8 @@ class ModelBackend(Protocol):
     is_embedded: bool
 
     def fingerprint(self) -> str:
-        """A stable id of the exact model (file hash, or server URL + reported model id)."""
+        """A stable id of the exact model: the GGUF file hash, or the server URL + model id + what the
+        server says about its weights (``veriscale.models.weights``)."""
 
     def score(self, request: ScoreRequest) -> ScoreResponse:
         """Probabilities of every label at the slot; raises ModelCallError on failure."""

@@ -206,6 +206,11 @@ class OpenAICompatModel:
         info = self._probe.info(self._client)
         return f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
 
+    async def afingerprint(self) -> str:
+        """:meth:`fingerprint` through the async client (for the gateway's event loop)."""
+        info = await self._probe.ainfo(self._async_client()[0])
+        return f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
+
     def context_size(self) -> int | None:
         """The context the server reports, else the one an overflow reply named, else the URI's ``context``."""
         self._probe.info(self._client)
