@@ -152,3 +152,25 @@ def test_close_and_aclose_close_the_http_clients(server):
 
     client = asyncio.run(use_then_close())
     assert client.is_closed and m._client.is_closed
+
+
+def test_close_from_another_thread_closes_a_client_whose_loop_still_runs(server):
+    import threading
+
+    m = OpenAICompatModel(server.url, model="fault-model")
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(m.ascore(REQ), loop).result(timeout=60)
+        client = asyncio.run_coroutine_threadsafe(_client_of(m), loop).result(timeout=60)
+        m.close()
+        assert client.is_closed and m._client.is_closed
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(60)
+        loop.close()
+
+
+async def _client_of(m: OpenAICompatModel) -> httpx.AsyncClient:
+    return m._async_client()[0]

@@ -254,8 +254,9 @@ class OpenAICompatModel:
         self._client.close()
         with self._lock:
             clients, self._aclients = list(self._aclients.values()), {}
+        current = asyncio.get_running_loop() if _on_event_loop() else None
         for loop, client, _ in clients:
-            if loop.is_closed():
+            if loop.is_closed() or loop is current:  # on its own loop only aclose() can wait for it
                 continue
             if loop.is_running():
                 try:
