@@ -78,3 +78,22 @@ def test_an_explicit_budget_that_cannot_fit_names_the_setting():
         srv.model_fields = {"max_model_len": 4096}
         with pytest.raises(UserError, match=r"budget_tokens 6000 does not fit the model's 4096-token context .*use at most \d+"):
             fit_prompt(_verifier(f"{srv.url}#fault-model"), Task(text="Review this."), 6000, pairwise=True)
+
+
+def test_select_refits_once_to_the_context_an_overflow_names():
+    from veriscale.selection.select import select
+
+    with FaultServer() as srv:
+        srv.queue("context")  # the first prompt is refused: "... exceed context window of 8192"
+        verifier = _verifier(f"{srv.url}?retries=0#fault-model")
+        cands = [Candidate(id="a", text="x " * 20000), Candidate(id="b", text="y " * 20000)]
+        sel = select(Task(text="Review this."), cands, verifier=verifier, adaptive=False)
+        assert sel.plan.budget_tokens < 4096 and verifier.model.context_size() == 8192
+        assert any("overflowed the model's 8192-token context" in n for n in sel.notes)
+        calls = sel.plan.calls_per_judgement  # one comparison of two candidates
+        srv.queue(*["context"] * 2 * calls)  # still too long after the refit: one sentence, no third plan
+        before = len(srv.requests)
+        more = [Candidate(id="c", text="z " * 20000), Candidate(id="d", text="w " * 20000)]
+        with pytest.raises(UserError, match="longer than the 8192-token context"):
+            select(Task(text="Review this."), more, verifier=verifier, adaptive=False)
+        assert len(srv.requests) - before <= 2 * calls  # two plans at most

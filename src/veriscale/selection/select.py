@@ -151,10 +151,11 @@ def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress |
     try:
         return _run_plan(plan, verifier, on_progress)
     except ContextOverflow as overflow:
-        if overflow.context is None or verifier.model.context_size() != overflow.context:
+        context = overflow.context
+        if context is None or verifier.model.context_size() != context:
             raise
         refit = plan_selection(plan.pool.task, plan.pool.candidates, verifier=verifier, settings=plan.settings)
-    note = (f"the prompts overflowed the model's {overflow.context}-token context: the render budget was "
+    note = (f"the prompts overflowed the model's {context}-token context: the render budget was "
             f"refitted to {refit.budget_tokens} tokens per candidate")
     return _run_plan(replace(refit, notes=(*refit.notes, note)), verifier, on_progress)
 
