@@ -19,6 +19,7 @@ def store_path(tmp_path: Path) -> Path:
 def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test writes into the user's real store."""
     monkeypatch.setenv("VERISCALE_STORE", str(tmp_path / "default-store.sqlite3"))
+    monkeypatch.setenv("VERISCALE_CACHE_DIR", str(tmp_path / "cache"))
 
 
 @pytest.fixture(scope="session")

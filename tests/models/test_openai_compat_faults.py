@@ -65,10 +65,13 @@ def test_no_logprobs_suggests_two_stage(server):
         model(server).score(REQ)
 
 
-def test_context_overflow_is_a_user_error(server):
+def test_context_overflow_is_a_user_error_that_teaches_the_context(server):
     server.queue("context")
-    with pytest.raises(UserError, match="longer than the context"):
-        model(server).score(REQ)
+    m = model(server)
+    assert m.context_size() is None  # the fault server does not say
+    with pytest.raises(UserError, match="longer than the 8192-token context .*lower budget_tokens"):
+        m.score(REQ)
+    assert m.context_size() == 8192
 
 
 def test_unreachable_server_is_a_user_error():

@@ -8,6 +8,10 @@ in the ``content[].top_logprobs[]`` shape. Faults are queued per test::
         srv.url          # http://127.0.0.1:PORT/v1
         srv.requests     # every request received, in order: {"path", "body", "headers"}
 
+What the server says about itself can be set: ``srv.model_ids`` (listed by ``/v1/models``),
+``srv.model_fields`` (vLLM's ``max_model_len``, ``root``), ``srv.props`` (llama-server's
+``/props``), ``srv.system_fingerprint`` (named in every reply).
+
 Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1), or, with
 ``varied=True``, with a distribution over the letters A-T drawn from a hash of the prompt (so
 candidates differ and a rerun gets the same answers). Faults can also be drawn at random, and
@@ -63,7 +67,11 @@ def varied_top(body: dict[str, Any]) -> dict[str, float]:
 class FaultServer:
     def __init__(self, top: dict[str, float] | None = None, delay_s: float = 0.0, timeout_sleep_s: float = 3.0,
                  chat_reply: Any = None, varied: bool = False, fault_rate: float = 0.0, fault_seed: int = 0,
-                 fault_kinds: tuple[str, ...] = RANDOM_FAULTS) -> None:
+                 fault_kinds: tuple[str, ...] = RANDOM_FAULTS, model_ids: tuple[str, ...] = ("fault-model", "judge")) -> None:
+        self.model_ids = model_ids  # what GET /v1/models lists
+        self.system_fingerprint = ""  # set: every reply names these weights (as OpenAI's replies do)
+        self.model_fields: dict[str, Any] = {}  # more fields of each listed model (vLLM: max_model_len, root)
+        self.props: dict[str, Any] | None = None  # set: GET /props answers it (as the C++ llama-server does)
         self.top = top or DEFAULT_TOP
         self.varied = varied
         self.fault_rate = fault_rate
@@ -101,7 +109,10 @@ class FaultServer:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": "fault-model", "object": "model"}]})
+                    self._send(200, {"object": "list", "data": [{"id": i, "object": "model", **server.model_fields}
+                                                                for i in server.model_ids]})
+                elif self.path == "/props" and server.props is not None:
+                    self._send(200, server.props)
                 else:
                     self._send(404, {"error": "not found"})
 
@@ -141,6 +152,8 @@ class FaultServer:
                 if fault == "context":
                     return self._send(400, {"error": {"message": "Requested tokens exceed context window of 8192"}})
                 payload = server.reply(self.path, body)
+                if server.system_fingerprint:
+                    payload["system_fingerprint"] = server.system_fingerprint
                 if fault == "malformed":
                     lp = payload["choices"][0]["logprobs"]
                     if "content" in lp:

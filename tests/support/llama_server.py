@@ -1,6 +1,7 @@
 """Start a real ``python -m llama_cpp.server`` on a free 127.0.0.1 port with the embedded GGUF.
 
     proc, url = start_llama_server("--logits_all", "true")        # url: http://127.0.0.1:P/v1
+    proc, url = start_llama_server("--logits_all", "true", n_ctx=2048)   # a small context
     stop_llama_server(proc)
 
 The model id is always ``smollm2``.
@@ -25,11 +26,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_llama_server(*extra_args: str, timeout_s: float = 120) -> tuple[subprocess.Popen, str]:
+def start_llama_server(*extra_args: str, timeout_s: float = 120, n_ctx: int = 8192) -> tuple[subprocess.Popen, str]:
     from veriscale.models.embedded import default_gguf_path
 
     port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()), "--n_ctx", "8192",
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()), "--n_ctx", str(n_ctx),
            "--n_threads", str(os.cpu_count() or 1), "--host", "127.0.0.1", "--port", str(port),
            "--model_alias", MODEL_ID, *extra_args]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -23,7 +24,7 @@ def main(
     tpm: Optional[int] = typer.Option(None, "--tpm", help="Prompt tokens a minute per model endpoint (config gateway.tpm; 0: no limit)."),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Seconds one model call may take (config gateway.deadline_s; 0: none)."),
     routing: Optional[str] = typer.Option(None, "--routing", help="affinity (same prompt prefix, same endpoint) or round_robin, for several --model endpoints."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads of the embedded model (config embedded.threads; 0: one per core)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads of the embedded model (config embedded.threads; 0: one per core; a model URI's ?threads=N wins)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
@@ -32,8 +33,12 @@ def main(
 
     install_sigterm_handler()  # SIGTERM ends the command's run (cancelled) like Ctrl-C, not silently
     with user_errors():
-        settings.configure(config, {"rpm": rpm, "tpm": tpm, "deadline_s": deadline, "routing": routing,
-                                    "threads": threads})
+        resolved = settings.configure(config, {"rpm": rpm, "tpm": tpm, "deadline_s": deadline, "routing": routing,
+                                               "threads": threads})
+        if resolved.threads or "veriscale.models.embedded" in sys.modules:  # numpy only when needed
+            from veriscale.models.embedded import set_default_threads
+
+            set_default_threads(resolved.threads or None)
 
 
 def _register_all() -> None:

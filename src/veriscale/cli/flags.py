@@ -27,6 +27,7 @@ FLAG_FOR: dict[str, str] = {
     "scale": "--scale",
     "reasoning": "--reasoning",
     "budget_tokens": "--budget-tokens",
+    "threads": "--threads",
     "task": "--task",
     "limit": "--limit",
     "sweep": "--sweep",

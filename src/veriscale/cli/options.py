@@ -53,7 +53,7 @@ def open_model(settings: Settings, *, notice: bool = True) -> ModelBackend:
     global _NOTICE_SHOWN
     from veriscale.engine.routing import EndpointPool
 
-    backends = [load_backend(with_threads(u, settings.threads)) for u in settings.model_uris()]
+    backends = [load_backend(u) for u in settings.model_uris()]
     s = settings
     if len(backends) > 1 or s.rpm or s.tpm or s.deadline_s:
         backend = EndpointPool(backends, concurrency=s.concurrency, rpm=s.rpm or None, tpm=s.tpm or None,
@@ -66,13 +66,6 @@ def open_model(settings: Settings, *, notice: bool = True) -> ModelBackend:
         note(EMBEDDED_NOTICE)
         _NOTICE_SHOWN = True
     return backend
-
-
-def with_threads(uri: str, threads: int) -> str:
-    """``uri`` with the embedded model's thread count, when one is set and the URI is embedded."""
-    if not threads or not (uri == "embedded" or uri.startswith("embedded:") or uri.startswith("embedded?")):
-        return uri
-    return uri + ("&" if "?" in uri else "?") + f"threads={threads}"
 
 
 def _uses_embedded(backend: ModelBackend) -> bool:

@@ -28,6 +28,7 @@ from veriscale.engine.store import Store, call_key
 from veriscale.engine.usage import Estimate, Usage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting, worded
 from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
+from veriscale.models import weights
 
 #: Version of the chat-call cache key (messages, tools, parameters, seed).
 CHAT_KEY_VERSION = "chat-v1"
@@ -116,6 +117,7 @@ class Gateway:
     def fingerprint(self) -> str:
         if self._fingerprint is None:
             self._fingerprint = self.model.fingerprint()
+            weights.note_fingerprint(self.store, self.model.uri, self._fingerprint)
         return self._fingerprint
 
     def keyed(self, calls: Sequence[PlannedCall]) -> list[PlannedCall]:
@@ -124,10 +126,11 @@ class Gateway:
                 c.key = call_key(self.fingerprint(), self.prompt_version, c.request.to_dict())
         return list(calls)
 
-    def _cached(self, key: str) -> dict[str, Any] | None:
+    def _cached(self, key: str, owner: ModelBackend | None = None) -> dict[str, Any] | None:
         if self.refresh or self.store is None:
             return None
-        return self.store.get_call(key)
+        hit = self.store.get_call(key)
+        return hit if weights.serves(self.store, (owner or self.model).uri, hit) else None
 
     def _link(self, key: str, *, cache_hit: bool, label: str | None = None, run_id: int | None = None) -> None:
         if run_id is None:  # the gateway's own run if it was made for one, else the caller's current run
@@ -170,6 +173,7 @@ class Gateway:
         """Commit one outcome and count it (``counted=False``: a composite's own record, whose steps counted)."""
         if self.store is not None:
             owner = model or self.model
+            weights.note_reply(self.store, owner.uri, response)
             self.store.put_call(key, model=owner.uri, fingerprint=owner.fingerprint() if model else self.fingerprint(),
                                 prompt_version=self.prompt_version if kind == "score" else CHAT_KEY_VERSION,
                                 request=request, status="failed" if error else "ok", response=response,
@@ -191,7 +195,7 @@ class Gateway:
                     run_id: int | None = None) -> Any:
         """One cached call: a hit comes from the store; otherwise ``make()`` runs and its outcome is
         committed, counted and linked (a failure is recorded, then raised)."""
-        if (hit := self._cached(key)) is not None:
+        if (hit := self._cached(key, owner)) is not None:
             self.usage.cache_hits += 1
             self._link(key, cache_hit=True, label=label, run_id=run_id)
             return ChatResponse(**hit) if kind == "chat" else ScoreResponse.from_dict(hit)

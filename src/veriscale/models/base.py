@@ -52,6 +52,7 @@ class ScoreResponse:
     completion_tokens: int = 0
     latency_s: float = 0.0
     top_tokens: list[tuple[str, float]] = field(default_factory=list)  # what the model preferred
+    system_fingerprint: str = ""  # the weights/backend identity the reply named, if any (veriscale.models.weights)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,6 +73,7 @@ class ChatResponse:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str = ""
+    system_fingerprint: str = ""
 
 
 @runtime_checkable
@@ -83,7 +85,8 @@ class ModelBackend(Protocol):
     is_embedded: bool
 
     def fingerprint(self) -> str:
-        """A stable id of the exact model (file hash, or server URL + reported model id)."""
+        """A stable id of the exact model: the GGUF file hash, or the server URL + model id + what the
+        server says about its weights (``veriscale.models.weights``)."""
 
     def score(self, request: ScoreRequest) -> ScoreResponse:
         """Probabilities of every label at the slot; raises ModelCallError on failure."""
@@ -101,6 +104,18 @@ class ModelBackend(Protocol):
              max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
         """Plain chat completion (used by the two-stage reasoner, the harness and the proxies);
         ``seed`` is passed only when set, so N samples of one request differ reproducibly."""
+
+    # Optional: ``async def aclose()`` / ``def close()`` free what the backend holds (HTTP clients,
+    # a loaded model); :func:`aclose_backend` calls whichever a backend has.
+
+
+async def aclose_backend(backend: Any) -> None:
+    """Close ``backend`` (its ``aclose()``, else its ``close()``; nothing when it has neither)."""
+    aclose = getattr(backend, "aclose", None)
+    if aclose is not None:
+        await aclose()
+    elif callable(getattr(backend, "close", None)):
+        backend.close()
 
 
 def drive_sync(coro: Any) -> Any:

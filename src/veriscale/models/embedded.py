@@ -7,6 +7,10 @@ calls, so C criteria and both slots of a pair re-process only their differing su
 
     model = EmbeddedModel.default()
     resp = model.score(request)        # ScoreResponse with label_probs, label_mass, tokens
+    model = EmbeddedModel.load(threads=2)   # the same instance, now on 2 threads (URI: embedded?threads=2)
+
+Its fingerprint is the GGUF file's SHA-256, hashed once per file version (path, size and mtime)
+and kept in ``gguf-hashes.json`` of the user cache folder (``$VERISCALE_CACHE_DIR`` overrides).
 
 It is a 135M-parameter model: good for trying the tool offline, weak as a judge.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib.util
+import json
 import os
 import threading
 import time
@@ -38,6 +43,21 @@ DEFAULT_N_CTX = 8192
 WHITESPACE_MIN_PROB = 0.01  # follow a whitespace path at the slot only when it is this likely
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[str, "EmbeddedModel"] = {}
+_default_threads: int | None = None
+
+
+def all_cores() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def set_default_threads(threads: int | None) -> None:
+    """Threads for embedded models loaded without a ``threads`` option (the CLI's ``--threads``);
+    None: every core."""
+    global _default_threads
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise UserError(f"{setting('threads')} {threads!r} is not a positive number: give how many CPU threads the "
+                        f"embedded model may use, e.g. {setting('threads', 2)}")
+    _default_threads = threads
 
 
 def default_gguf_path() -> Path:
@@ -61,13 +81,39 @@ def _close_all() -> None:
         _LOADED.clear()
 
 
+def _hash_cache() -> Path:
+    import platformdirs
+
+    folder = os.environ.get("VERISCALE_CACHE_DIR") or platformdirs.user_cache_dir("veriscale")
+    return Path(folder) / "gguf-hashes.json"
+
+
 @lru_cache(maxsize=8)
-def _file_sha256(path: str, size: int, mtime: float) -> str:
+def file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """SHA-256 of a (large) file, hashed once per (path, size, mtime) and kept in the cache folder."""
+    cache = _hash_cache()
+    entry = f"{path}|{size}|{mtime_ns}"
+    try:
+        known = json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    known = known if isinstance(known, dict) else {}
+    if isinstance(known.get(entry), str):
+        return known[entry]
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
-    return h.hexdigest()
+    known = {k: v for k, v in known.items() if not k.startswith(f"{path}|")}
+    known[entry] = h.hexdigest()
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known), encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # an unwritable cache folder only costs hashing again next time
+    return known[entry]
 
 
 class EmbeddedModel:
@@ -75,7 +121,8 @@ class EmbeddedModel:
 
     is_embedded = True
 
-    def __init__(self, gguf: Path, n_ctx: int = DEFAULT_N_CTX, template: str | None = None) -> None:
+    def __init__(self, gguf: Path, n_ctx: int = DEFAULT_N_CTX, template: str | None = None,
+                 threads: int | None = None) -> None:
         try:
             from llama_cpp import Llama
         except ImportError:
@@ -84,8 +131,9 @@ class EmbeddedModel:
         self.uri = "embedded" if gguf == default_gguf_path() else f"embedded:{gguf}"
         self.display_name = f"embedded {gguf.stem}"
         self._lock = threading.RLock()
+        self.threads = threads or all_cores()
         self._llm = Llama(model_path=str(gguf), n_ctx=n_ctx, n_batch=512, logits_all=False,
-                          n_threads=max(1, os.cpu_count() or 1), verbose=False)
+                          n_threads=self.threads, n_threads_batch=self.threads, verbose=False)
         own = self._llm.metadata.get("tokenizer.chat_template", "")
         self.template = template or detect_template(own)
         if self.template is None:
@@ -98,25 +146,57 @@ class EmbeddedModel:
         self.reuse_prefix = True
 
     @classmethod
-    def load(cls, gguf: Path | None = None) -> "EmbeddedModel":
-        """The process-wide instance for this file, loaded on first use."""
+    def load(cls, gguf: Path | None = None, *, threads: int | None = None, n_ctx: int | None = None) -> "EmbeddedModel":
+        """The process-wide instance for this file (and context size), loaded on first use.
+
+        ``threads``: CPU threads for prompt and generation (default: :func:`set_default_threads`,
+        else every core); it applies to a loaded instance too."""
         path = Path(gguf) if gguf else default_gguf_path()
         if not path.is_file():
             raise UserError(f"model file '{path}' does not exist: use {setting('model', 'embedded')} or an existing .gguf path")
+        for name, value in (("threads", threads), ("context", n_ctx)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise UserError(f"embedded model option {name}={value!r} is not a positive number: give e.g. {name}=4")
         with _LOAD_LOCK:
-            key = str(path.resolve())
+            key = str(path.resolve()) + ("" if n_ctx in (None, DEFAULT_N_CTX) else f"?context={n_ctx}")
             if key not in _LOADED:
                 if not _LOADED:
                     atexit.register(_close_all)
-                _LOADED[key] = cls(path)
-            return _LOADED[key]
+            wanted = threads or _default_threads or all_cores()
+            if key not in _LOADED:
+                _LOADED[key] = cls(path, n_ctx=n_ctx or DEFAULT_N_CTX, threads=wanted)
+            model = _LOADED[key]
+        if wanted != model.threads:
+            model.set_threads(wanted)
+        return model
+
+    def set_threads(self, threads: int) -> None:
+        """Run prompt evaluation and generation on ``threads`` CPU threads from the next call on."""
+        import llama_cpp
+
+        with self._lock:
+            llama_cpp.llama_set_n_threads(self._llm.ctx, threads, threads)
+            self._llm.n_threads = self._llm.n_threads_batch = threads
+            self.threads = threads
+
+    def close(self) -> None:
+        """Free the model (this process's instance for the file is dropped; a later load reloads it)."""
+        with _LOAD_LOCK:
+            for key in [k for k, m in _LOADED.items() if m is self]:
+                del _LOADED[key]
+        with self._lock:
+            self._llm.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` (there is nothing to await: the model is in process)."""
+        self.close()
 
     default = load
 
     # -- identity and limits -------------------------------------------------------------
     def fingerprint(self) -> str:
         st = self.path.stat()
-        return "gguf:" + _file_sha256(str(self.path), st.st_size, st.st_mtime)
+        return "gguf:" + file_sha256(str(self.path.resolve()), st.st_size, st.st_mtime_ns)
 
     def context_size(self) -> int:
         return self._llm.n_ctx()

@@ -2,6 +2,7 @@
 
     m = OpenAICompatModel("http://127.0.0.1:8000/v1", model="qwen3-8b")
     m = OpenAICompatModel("http://127.0.0.1:8000/v1", template="chatml")   # /v1/completions + prefill
+    m = OpenAICompatModel("http://127.0.0.1:8000/v1", template="chatml", endpoint="chat")  # chat after all
 
 With a chat template named, the score slot is prefilled client-side and read through
 ``/v1/completions``; otherwise ``/v1/chat/completions`` is asked for one token. Both logprob
@@ -9,11 +10,17 @@ shapes are parsed. Retries with exponential backoff on 429, 5xx, timeouts and dr
 connections (a ``Retry-After`` header on 429/503 sets the wait); a call that still fails raises
 ModelCallError (recorded as failed upstream). ``ascore``/``achat`` are the same calls over an
 ``httpx.AsyncClient`` for the gateway's event loop; one implementation serves both.
+
+What the server says about itself (the ids it serves, its context, its weights, its tokenizer) is
+asked once, by ``veriscale.models.server_info``; a model id it does not list is a UserError. A
+prompt the server refuses as too long teaches the backend its context (``context_size()``) and
+raises ``ContextOverflow``. ``close()``/``aclose()`` close the HTTP clients.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import threading
 import time
@@ -34,7 +41,9 @@ from tenacity import (
 from veriscale.errors import ModelCallError, UserError, setting
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync
 from veriscale.models.chat_template import TEMPLATES, render_chat
+from veriscale.models.context import estimate_tokens, overflow_error, read_overflow
 from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
+from veriscale.models.server_info import ServerProbe
 
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
 #: The longest ``Retry-After`` honoured; a server asking for more gets this.
@@ -62,6 +71,14 @@ def _retry_after(resp: httpx.Response) -> float | None:
 
 
 
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class OpenAICompatModel:
     """One model on one OpenAI-compatible server."""
 
@@ -70,7 +87,7 @@ class OpenAICompatModel:
     def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                  template: str | None = None, endpoint: str = "auto", top_logprobs: int = 20,
                  timeout_s: float = 120.0, max_retries: int = 4, concurrency: int = 8,
-                 backoff_s: float = 0.5, uri: str | None = None) -> None:
+                 backoff_s: float = 0.5, uri: str | None = None, context: int | None = None) -> None:
         if template is not None and template not in TEMPLATES:
             raise UserError(f"unknown chat template '{template}': use one of {', '.join(TEMPLATES)}")
         if endpoint not in ("auto", "chat", "completions"):
@@ -80,7 +97,7 @@ class OpenAICompatModel:
         self.base_url = base_url.rstrip("/")
         self.requested_model = model
         self.template = template
-        self.endpoint = "completions" if template else "chat"
+        self.endpoint = endpoint if endpoint != "auto" else ("completions" if template else "chat")
         self.top_logprobs = top_logprobs
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -95,7 +112,7 @@ class OpenAICompatModel:
                                     limits=httpx.Limits(max_connections=concurrency))
         self._aclients: dict[int, tuple[Any, httpx.AsyncClient, asyncio.Semaphore]] = {}
         self._slots = threading.BoundedSemaphore(concurrency)
-        self._model_id: str | None = None
+        self._probe = ServerProbe(self.base_url, model, context=context)
         self._label_checks: dict[tuple[str, ...], list[str]] = {}
         self._lock = threading.Lock()
 
@@ -106,8 +123,9 @@ class OpenAICompatModel:
             raise _Retryable(f"HTTP {resp.status_code} from {url}", _retry_after(resp))
         if resp.status_code >= 400:
             detail = resp.text[:300].replace("\n", " ")
-            if any(w in detail.lower() for w in ("context", "too long", "maximum", "exceed")):
-                raise UserError(f"the prompt is longer than the context of {self.display_name} ({detail}): shorten the inputs or use a model with a longer context")
+            if (overflow := read_overflow(resp.status_code, resp.text)) is not None:
+                self._probe.learned_context = overflow.context or self._probe.learned_context
+                raise overflow_error(overflow, self.display_name, detail)
             raise ModelCallError(f"{url} answered HTTP {resp.status_code}: {detail}")
         try:
             return resp.json()
@@ -171,37 +189,45 @@ class OpenAICompatModel:
             raise self._failure(url, exc) from None
         raise AssertionError("unreachable")
 
-    # -- identity --------------------------------------------------------------------------
+    # -- identity ----------------------------------------------------------------------------
     def model_id(self) -> str:
-        """The model id the server reports (checked against the one the URI names)."""
-        with self._lock:
-            if self._model_id is not None:
-                return self._model_id
-            try:
-                resp = self._client.get(f"{self.base_url}/models", timeout=10.0)
-                resp.raise_for_status()
-                ids = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
-            except httpx.ConnectError:
-                raise UserError(f"cannot reach the model server at {self.base_url}: start it, or fix the URL in {setting('model')}") from None
-            except (httpx.HTTPError, ValueError, AttributeError):
-                ids = []
-            if self.requested_model:
-                self._model_id = self.requested_model
-            elif ids:
-                self._model_id = str(ids[0])
-            else:
-                raise UserError(f"the server at {self.base_url} lists no models: name one in the URI, e.g. {self.base_url}#my-model")
-            return self._model_id
+        """The model id used in requests: the URI's, checked against the server's list (asked once)."""
+        return self._probe.info(self._client).model_id
+
+    async def amodel_id(self) -> str:
+        """:meth:`model_id` through the async client (for the gateway's event loop)."""
+        return (await self._probe.ainfo(self._async_client()[0])).model_id
+
+    async def _model(self, post: Post) -> str:
+        return self.model_id() if post == self._sync_post else await self.amodel_id()
 
     def fingerprint(self) -> str:
-        return f"http:{self.base_url}#{self.model_id()}"
+        """``http:<url>#<model id>``, with what the server says about the weights where it says it."""
+        info = self._probe.info(self._client)
+        return f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
+
+    async def afingerprint(self) -> str:
+        """:meth:`fingerprint` through the async client (for the gateway's event loop)."""
+        info = await self._probe.ainfo(self._async_client()[0])
+        return f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
 
     def context_size(self) -> int | None:
-        return None
+        """The context the server reports, else the one an overflow reply named, else the URI's ``context``."""
+        self._probe.info(self._client)
+        return self._probe.context()
 
     def count_tokens(self, text: str) -> int:
-        """An estimate (4 characters a token): servers rarely expose their tokenizer."""
-        return max(1, len(text) // 4)
+        """The server's own count where it has a tokenizer, else ``context.estimate_tokens`` (a margin
+        over the truth). On a running event loop (the gateway's) it never blocks: the estimate."""
+        if _on_event_loop():
+            return estimate_tokens(text)
+        n = self._probe.count(self._client, text)
+        return estimate_tokens(text) if n is None else n
+
+    async def acount_tokens(self, text: str) -> int:
+        """:meth:`count_tokens` through the async client (the server's count where it has one)."""
+        n = await self._probe.acount(self._async_client()[0], text)
+        return estimate_tokens(text) if n is None else n
 
     def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
         """Labels that tokenize to more than one token, where the server can tokenize."""
@@ -210,12 +236,11 @@ class OpenAICompatModel:
         return list(self._label_checks[labels])
 
     def _check_labels(self, labels: tuple[str, ...]) -> list[str]:
-        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
         bad = []
         for lab in labels:
             counts = []
             for text in (lab, " " + lab):
-                n = self._tokenize_count(root, text)
+                n = self._probe.count(self._client, text)
                 if n is None:
                     return []  # cannot check on this server
                 counts.append(n)
@@ -223,28 +248,44 @@ class OpenAICompatModel:
                 bad.append(lab)
         return bad
 
-    def _tokenize_count(self, root: str, text: str) -> int | None:
-        for path, body, field in (("/extras/tokenize", {"input": text}, "tokens"),
-                                  ("/tokenize", {"prompt": text, "add_special_tokens": False}, "tokens")):
-            try:
-                resp = self._client.post(root + path, json={**body, "model": self.requested_model or ""}, timeout=10.0)
-                if resp.status_code == 200 and isinstance(resp.json().get(field), list):
-                    return len(resp.json()[field])
-            except (httpx.HTTPError, ValueError):
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the HTTP clients (async ones on their own loops, where those still run)."""
+        self._client.close()
+        with self._lock:
+            clients, self._aclients = list(self._aclients.values()), {}
+        current = asyncio.get_running_loop() if _on_event_loop() else None
+        for loop, client, _ in clients:
+            if loop.is_closed() or loop is current:  # on its own loop only aclose() can wait for it
                 continue
-        return None
+            if loop.is_running():
+                try:
+                    asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=30)
+                except (RuntimeError, TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError):
+                    pass
+            else:
+                loop.run_until_complete(client.aclose())
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients from the running loop (the others as :meth:`close` does)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            mine = self._aclients.pop(id(loop), None)
+        if mine is not None and mine[0] is loop:
+            await mine[1].aclose()
+        await asyncio.to_thread(self.close)
 
     # -- scoring ---------------------------------------------------------------------------
     async def _generate_reasoning(self, request: ScoreRequest, post: Post) -> tuple[str, int]:
         if self.endpoint == "completions":
-            body = {"model": self.model_id(), "prompt": render_chat(self.template, request.messages, request.reasoning_prefix),
+            body = {"model": await self._model(post), "prompt": render_chat(self.template, request.messages, request.reasoning_prefix),
                     "max_tokens": request.max_reasoning_tokens, "temperature": request.temperature,
                     "seed": request.seed, "stop": ["Grade"]}
             data = await post("/completions", body)
             text = data["choices"][0].get("text", "")
         else:
             msgs = [{"role": m.role, "content": m.content} for m in request.messages]
-            body = {"model": self.model_id(), "messages": msgs, "max_tokens": request.max_reasoning_tokens,
+            body = {"model": await self._model(post), "messages": msgs, "max_tokens": request.max_reasoning_tokens,
                     "temperature": request.temperature, "seed": request.seed, "stop": ["Grade"]}
             data = await post("/chat/completions", body)
             text = data["choices"][0]["message"].get("content") or ""
@@ -264,7 +305,7 @@ class OpenAICompatModel:
             reasoning, completion = await self._generate_reasoning(request, post)
         if self.endpoint == "completions":
             prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}" if request.reasoning else request.prefill
-            body = {"model": self.model_id(), "prompt": render_chat(self.template, request.messages, prefill),
+            body = {"model": await self._model(post), "prompt": render_chat(self.template, request.messages, prefill),
                     "max_tokens": 1, "temperature": 0.0, "logprobs": self.top_logprobs}
             data = await post("/completions", body)
         else:
@@ -272,7 +313,7 @@ class OpenAICompatModel:
             if request.reasoning:
                 msgs += [{"role": "assistant", "content": f"{request.reasoning_prefix} {reasoning}"},
                          {"role": "user", "content": "Now reply with the grade only."}]
-            body = {"model": self.model_id(), "messages": msgs, "max_tokens": 1, "temperature": 0.0,
+            body = {"model": await self._model(post), "messages": msgs, "max_tokens": 1, "temperature": 0.0,
                     "logprobs": True, "top_logprobs": self.top_logprobs}
             data = await post("/chat/completions", body)
         try:
@@ -291,6 +332,7 @@ class OpenAICompatModel:
             prompt_tokens=int(usage.get("prompt_tokens", 0)), prompt_tokens_total=int(usage.get("prompt_tokens", 0)),
             completion_tokens=completion + int(usage.get("completion_tokens", 0)),
             latency_s=time.perf_counter() - start, top_tokens=sorted(top, key=lambda t: -t[1])[:5],
+            system_fingerprint=str(data.get("system_fingerprint") or ""),
         )
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
@@ -304,7 +346,7 @@ class OpenAICompatModel:
 
     async def _chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int,
                     temperature: float, seed: int | None, post: Post) -> ChatResponse:
-        body: dict[str, Any] = {"model": self.model_id(), "messages": messages, "max_tokens": max_tokens,
+        body: dict[str, Any] = {"model": await self._model(post), "messages": messages, "max_tokens": max_tokens,
                                 "temperature": temperature}
         if seed is not None:
             body["seed"] = seed
@@ -321,4 +363,5 @@ class OpenAICompatModel:
         return ChatResponse(content=msg.get("content") or "", tool_calls=list(msg.get("tool_calls") or []),
                             prompt_tokens=int(usage.get("prompt_tokens", 0)),
                             completion_tokens=int(usage.get("completion_tokens", 0)),
-                            finish_reason=str(choice.get("finish_reason") or ""))
+                            finish_reason=str(choice.get("finish_reason") or ""),
+                            system_fingerprint=str(data.get("system_fingerprint") or ""))

@@ -14,14 +14,29 @@ the full URI to a backend, and the forms shown in help and error messages::
 A new backend is one module that defines its backend and calls ``register_backend`` when
 imported. ``veriscale.models.uri.load_backend`` looks the scheme up here; the built-in schemes
 are registered by ``veriscale.models.schemes``, which ``uri`` imports.
+
+A backend can also come from another installed distribution, through the entry point group
+``veriscale.backends`` (loaded by :func:`load_plugins` the first time a URI names a scheme that
+is not built in). The entry point's name is the scheme; its object is either a module that
+calls ``register_backend`` when imported, or the parse function itself (its ``forms``
+attribute, if any, lists its URI forms)::
+
+    # the plugin's pyproject.toml
+    [project.entry-points."veriscale.backends"]
+    mybackend = "veriscale_mybackend:from_uri"
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import ModuleType
 
+from veriscale.errors import UserError
 from veriscale.models.base import ModelBackend
+
+PLUGIN_GROUP = "veriscale.backends"
 
 ParseBackend = Callable[[str], ModelBackend]
 
@@ -46,10 +61,31 @@ def register_backend(schemes: tuple[str, ...], parse: ParseBackend, *, forms: tu
 
 
 def scheme_of(uri: str) -> str:
-    """``"openai"`` for ``"openai:gpt-4.1"``, ``"http"`` for ``"http://h/v1"``, the URI itself without a colon."""
-    return uri.split(":", 1)[0]
+    """``"openai"`` for ``"openai:gpt-4.1"``, ``"http"`` for ``"http://h/v1"``, ``"embedded"`` for
+    ``"embedded?threads=2"``: the URI up to its first ``:`` (or ``?``)."""
+    return uri.split(":", 1)[0].split("?", 1)[0]
 
 
 def uri_forms() -> str:
     """Every registered URI form, comma-separated, in registration order."""
     return ", ".join(form for scheme in SCHEMES.values() for form in scheme.forms)
+
+
+_plugins_loaded = False
+
+
+def load_plugins() -> None:
+    """Register the backends of every installed ``veriscale.backends`` entry point (once a process)."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for ep in entry_points(group=PLUGIN_GROUP):
+        try:
+            loaded = ep.load()
+        except Exception as exc:  # noqa: BLE001 - any import failure of a third-party plugin
+            raise UserError(f"the backend plugin '{ep.name}' ({ep.value}) does not load ({type(exc).__name__}: {exc}): "
+                            f"fix or uninstall the distribution that provides it") from None
+        if not isinstance(loaded, ModuleType) and callable(loaded):
+            forms = tuple(getattr(loaded, "forms", None) or (f"{ep.name}:<model>",))
+            register_backend((ep.name,), loaded, forms=forms)

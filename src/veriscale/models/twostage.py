@@ -17,7 +17,15 @@ import time
 from typing import Any
 
 from veriscale.fence import fence
-from veriscale.models.base import ChatResponse, Message, ModelBackend, ScoreRequest, ScoreResponse, drive_sync
+from veriscale.models.base import (
+    ChatResponse,
+    Message,
+    ModelBackend,
+    ScoreRequest,
+    ScoreResponse,
+    aclose_backend,
+    drive_sync,
+)
 
 ANALYSIS_INSTRUCTION = (
     "Write a short analysis (under 150 words) of how well the response(s) meet the criterion. "
@@ -54,6 +62,17 @@ class TwoStageModel:
 
     def context_size(self) -> int | None:
         return self.scorer.context_size()
+
+    def close(self) -> None:
+        """Close both stages' backends."""
+        for stage in (self.reasoner, self.scorer):
+            if callable(getattr(stage, "close", None)):
+                stage.close()
+
+    async def aclose(self) -> None:
+        """Close both stages' backends from the running loop."""
+        await aclose_backend(self.reasoner)
+        await aclose_backend(self.scorer)
 
     def count_tokens(self, text: str) -> int:
         return self.scorer.count_tokens(text)

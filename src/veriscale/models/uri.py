@@ -10,8 +10,13 @@
 Query options for HTTP URIs: template (chatml|llama3|gemma), top_logprobs (default 20),
 timeout (s), retries, concurrency.
 
+Embedded options: threads (CPU threads, default every core), context (n_ctx), e.g.
+``embedded?threads=2``. HTTP options also: endpoint (chat|completions), context (the window,
+where the server does not report it).
+
 The scheme (text before the first ``:``) picks a parse function registered in
-``veriscale.models.registry``; the built-in ones live in ``veriscale.models.schemes``.
+``veriscale.models.registry``; the built-in ones live in ``veriscale.models.schemes``, others
+come from installed plugins (entry point group ``veriscale.backends``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import veriscale.models.schemes  # noqa: F401  (registers the built-in schemes)
 from veriscale.errors import UserError
 from veriscale.models.base import ModelBackend
-from veriscale.models.registry import SCHEMES, scheme_of, uri_forms
+from veriscale.models.registry import SCHEMES, load_plugins, scheme_of, uri_forms
 
 URI_FORMS = uri_forms()  # the built-in forms, for --help; errors list every registered form
 
@@ -28,6 +33,9 @@ def load_backend(uri: str) -> ModelBackend:
     """The backend a model URI names; an unknown form raises a UserError listing the forms."""
     uri = (uri or "").strip()
     scheme = SCHEMES.get(scheme_of(uri))
+    if scheme is None:
+        load_plugins()
+        scheme = SCHEMES.get(scheme_of(uri))
     if scheme is None:
         raise UserError(f"unknown model URI '{uri}': use one of {uri_forms()}")
     return scheme.parse(uri)

@@ -17,17 +17,23 @@ pairs and ``VerifierJudge`` (``veriscale.selection.judge``) judges them; Bradley
 every judgement gives the win mass, ranking and confidence. Each judgement carries its
 per-criterion rewards: a candidate's criteria scores are their means over the comparisons it
 took part in, and the reason compares the winner's with the runner-up's.
+
+A server that does not report its context may refuse the first prompts as too long, naming its
+context (``veriscale.models.context.ContextOverflow``): ``run_selection`` then plans once more
+for that context (a given ``budget_tokens`` that cannot fit it is refused in one sentence) and
+runs the new plan.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from veriscale.data.model import Candidate, Task
 from veriscale.engine.executor import Usage
 from veriscale.errors import setting, worded
+from veriscale.models.context import ContextOverflow
 from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection
 from veriscale.selection.reason import Reason, explain
@@ -140,7 +146,21 @@ def select(
 
 
 def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress | None = None) -> Selection:
-    """Run ``plan`` (from ``plan_selection`` with a verifier for the same model) and explain the pick."""
+    """Run ``plan`` (from ``plan_selection`` with a verifier for the same model) and explain the pick;
+    replanned once for the context a too-long prompt's reply names."""
+    try:
+        return _run_plan(plan, verifier, on_progress)
+    except ContextOverflow as overflow:
+        context = overflow.context
+        if context is None or verifier.model.context_size() != context:
+            raise
+        refit = plan_selection(plan.pool.task, plan.pool.candidates, verifier=verifier, settings=plan.settings)
+    note = (f"the prompts overflowed the model's {context}-token context: the render budget was "
+            f"refitted to {refit.budget_tokens} tokens per candidate")
+    return _run_plan(replace(refit, notes=(*refit.notes, note)), verifier, on_progress)
+
+
+def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) -> Selection:
     settings, pool = plan.settings, plan.pool
     candidates = list(pool.candidates)
     names = [c.name for c in verifier.criteria.items]
