@@ -85,7 +85,7 @@ def test_each_gateway_setting_reaches_the_gateway(name, source, server, built, t
     value, read = GATEWAY_SETTINGS[name]
     files = _files(tmp_path)
     globals_, command_args, env = _given(name, value, source, tmp_path)
-    models = ["--model", f"{server.url}#m", "--model", f"{server.url}#m"]  # two endpoints: routing applies
+    models = ["--model", f"{server.url}#fault-model", "--model", f"{server.url}#fault-model"]  # two endpoints: routing applies
     _invoke([*globals_, "score", files["task"], files["a"], *models, "--store", str(tmp_path / "s.sqlite3"),
              "--json", *command_args], env)
     assert built, "the command built no gateway"
@@ -103,7 +103,7 @@ COMMANDS = {
 def test_every_verdict_command_passes_the_settings_down(command, server, built, tmp_path):
     files = _files(tmp_path)
     env = {"VERISCALE_RPM": "600", "VERISCALE_DEADLINE": "33"}
-    _invoke(["--tpm", "90000", *COMMANDS[command](files), "--model", f"{server.url}#m", "--concurrency", "3",
+    _invoke(["--tpm", "90000", *COMMANDS[command](files), "--model", f"{server.url}#fault-model", "--concurrency", "3",
              "--store", str(tmp_path / "s.sqlite3"), "--json"], env)
     gw = built[-1]
     assert {e.concurrency for e in gw.pool.endpoints} == {3}
@@ -115,7 +115,7 @@ def test_every_verdict_command_passes_the_settings_down(command, server, built, 
 @pytest.mark.parametrize("source", SOURCES)
 def test_the_model_and_store_settings_reach_the_gateway(source, server, built, tmp_path):
     files = _files(tmp_path)
-    uri, store = f"{server.url}#from-{source}", tmp_path / f"{source}.sqlite3"
+    uri, store = f"{server.url}#fault-model", tmp_path / f"{source}.sqlite3"
     if source == "flag":
         globals_, args, env = [], ["--model", uri, "--store", str(store)], {}
     elif source == "env":
@@ -135,7 +135,7 @@ def test_a_flag_beats_the_environment_which_beats_the_file(server, built, tmp_pa
     config = tmp_path / "config.toml"
     config.write_text("[gateway]\nrpm = 100\ntpm = 200\ndeadline_s = 300\n")
     _invoke(["--config", str(config), "--rpm", "111", "score", files["task"], files["a"], "--model",
-             f"{server.url}#m", "--store", str(tmp_path / "s.sqlite3"), "--json"],
+             f"{server.url}#fault-model", "--store", str(tmp_path / "s.sqlite3"), "--json"],
             {"VERISCALE_RPM": "222", "VERISCALE_TPM": "333"})
     gw = built[-1]
     assert {e.requests.per_minute for e in gw.pool.endpoints} == {111}  # flag over env and file

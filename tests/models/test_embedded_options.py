@@ -47,7 +47,8 @@ def test_the_threads_flag_reaches_the_embedded_model(restore_threads, tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--threads", "0", "runs", "list"], "--threads 0 is not a positive number"),
+    (["--threads", "-1", "runs", "list"], "--threads = -1 is below 0"),  # 0 means one thread per core
+    (["--threads", "two", "runs", "list"], "Invalid value for '--threads'"),
 ])
 def test_a_bad_thread_count_is_one_sentence(args, needle, tmp_path):
     r = CliRunner().invoke(app, args)
