@@ -27,7 +27,7 @@ def follow_run(path: Path, task_file: Optional[Path], judge: ProgressJudge, watc
                output: Path, plot: Optional[Path], idle_timeout: Optional[float], strict: bool, json_out: bool) -> None:
     from veriscale.data.text_input import read_text_input
 
-    task = read_text_input(str(task_file)) if task_file else None
+    task = read_text_input(str(task_file), "task") if task_file else None
     store = judge.executor.store
     run_id = store.start_run("track --follow", judge.model.uri, {"follow": str(path), "task_file": str(task_file)})
     judge.executor.run_id = run_id

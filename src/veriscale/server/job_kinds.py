@@ -163,7 +163,7 @@ def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:
     if not cands:
         raise UserError("the paths hold no run with steps" + (f" and id '{params.id}'" if params.id else "")
                         + ": progress is scored on a trajectory's steps")
-    task = read_text_input(str(ctx.path(params.task))) if params.task else None
+    task = read_text_input(str(ctx.path(params.task)), "task") if params.task else None
     judge = ProgressJudge(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
     run_id = ctx.start_run("track", judge.model.uri, {"trajectory": [str(p) for p in paths], "runs": len(cands),
                                                       "every": params.every})
