@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from veriscale.cli.common import console, emit_json, err_console, fail, finish_with, note
 from veriscale.cli.flags import cli_text
+from veriscale.data.reader import BadInput, parse_json
 from veriscale.engine.run_log import RunLog
 from veriscale.errors import UserError, setting
 from veriscale.progress.events import EventWatch
@@ -40,9 +41,12 @@ def follow_run(path: Path, task_file: Optional[Path], judge: ProgressJudge, watc
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = parse_json(line, f"line {number} of '{path}'")
             except json.JSONDecodeError as exc:
                 _bad_line(path, number, f"not JSON ({exc.msg})", strict)
+                continue
+            except BadInput as exc:
+                _bad_line(path, number, exc.reason, strict)
                 continue
             if is_done(record):
                 ended = "done"

@@ -9,7 +9,7 @@
 Every path is checked before it is opened: only a regular file is read. A FIFO, a device (such as
 ``/dev/zero``) or a socket is refused in one sentence, and the file is opened with ``O_NONBLOCK``
 so a FIFO swapped in after the check cannot block the open. An input larger than
-``max_input_bytes()`` (``VERISCALE_MAX_INPUT_MB``, default 32 MiB; also after gunzip) is refused,
+``max_input_bytes()`` (``VERISCALE_MAX_INPUT_MB``, default 128 MiB; also after gunzip) is refused,
 as is text that is not UTF-8. :func:`parse_json` refuses documents nested deeper than
 ``MAX_JSON_DEPTH`` (checked by a linear scan, before the parser can recurse), numbers longer than
 ``MAX_NUMBER_CHARS`` characters, and lone surrogate escapes such as ``"\\ud800"`` (no UTF-8 text
@@ -20,6 +20,7 @@ Every refusal is a :class:`BadInput` (a ``UserError``) naming the input and the 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import re
@@ -32,7 +33,7 @@ from typing import Any, BinaryIO
 from veriscale.errors import UserError
 
 MAX_INPUT_ENV = "VERISCALE_MAX_INPUT_MB"
-DEFAULT_MAX_INPUT_MB = 32
+DEFAULT_MAX_INPUT_MB = 128
 MAX_JSON_DEPTH = 100
 MAX_NUMBER_CHARS = 1000
 _CHUNK = 1 << 20
@@ -51,7 +52,7 @@ class BadInput(UserError):
 
 
 def max_input_bytes() -> int:
-    """The size cap of one input: ``$VERISCALE_MAX_INPUT_MB`` MiB, else 32 MiB."""
+    """The size cap of one input: ``$VERISCALE_MAX_INPUT_MB`` MiB, else 128 MiB."""
     raw = os.environ.get(MAX_INPUT_ENV, "").strip()
     if not raw:
         return DEFAULT_MAX_INPUT_MB << 20
@@ -70,8 +71,8 @@ def _too_big(what: str, size: int | str, cap: int) -> BadInput:
                     f"(now {cap / (1 << 20):g})", "too large")
 
 
-def check_regular(path: Path, what: str) -> os.stat_result:
-    """The file's status, when ``path`` is a regular file; else a BadInput naming ``what``."""
+def check_regular(path: Path, what: str, fix: str = "") -> os.stat_result:
+    """The file's status, when ``path`` is a regular file; else a BadInput naming ``what`` (and ``fix``)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -80,21 +81,22 @@ def check_regular(path: Path, what: str) -> os.stat_result:
         raise BadInput(f"cannot read {what} '{path}' ({exc.strerror}): check the path and its permissions") from None
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-        fix = "pass a file inside it" if stat.S_ISDIR(st.st_mode) else "save it to a regular file first, or pipe it in as -"
+        fix = fix or ("pass a file inside it" if stat.S_ISDIR(st.st_mode)
+                      else "save it to a regular file first, or pipe it in as -")
         raise BadInput(f"{what} '{path}' is {kind}, not a regular file: {fix}", kind)
     return st
 
 
-def open_regular(path: Path, what: str) -> BinaryIO:
+def open_regular(path: Path, what: str, fix: str = "") -> BinaryIO:
     """A binary handle on the regular file ``path`` (opened non-blocking, then checked again)."""
-    check_regular(path, what)
+    check_regular(path, what, fix)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise BadInput(f"cannot read {what} '{path}' ({exc.strerror}): check its permissions") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the check and the open
         os.close(fd)
-        raise BadInput(f"{what} '{path}' is not a regular file: save it to a regular file first, or pipe it in as -")
+        raise BadInput(f"{what} '{path}' is not a regular file: {fix or 'save it to a regular file first'}")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 
@@ -118,21 +120,11 @@ def _gunzip(raw: bytes, what: str, cap: int) -> bytes:
         raise BadInput(f"{what} is a truncated gzip file: re-compress it")
     if inflater.unused_data.strip(b"\0"):  # a further gzip member: let gzip read the whole stream
         try:
-            with gzip.GzipFile(fileobj=_Bytes(raw)) as handle:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as handle:
                 out = _read_capped(handle, what + " (uncompressed)", cap)
         except (OSError, EOFError) as exc:
             raise BadInput(f"{what} is not a valid gzip file ({exc}): re-compress it") from None
     return out
-
-
-class _Bytes:
-    """A minimal read-only file over bytes for ``gzip.GzipFile``."""
-
-    def __init__(self, data: bytes) -> None:
-        import io
-
-        self._io = io.BytesIO(data)
-        self.read, self.seek, self.tell = self._io.read, self._io.seek, self._io.tell
 
 
 def read_bytes(source: str | os.PathLike[str], what: str, *, gunzip: bool = False,
