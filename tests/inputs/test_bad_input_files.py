@@ -11,36 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from tests.inputs.cli import one_sentence, run_cli
 from tests.support.fault_server import FaultServer
 
-HANG_GUARD_S = 120  # each command here answers in a few seconds; a hang is what this catches
 PAIR = Path(__file__).resolve().parents[2] / "examples" / "pair"
-
-
-def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "veriscale", *args], capture_output=True, input=stdin,
-                          timeout=HANG_GUARD_S, env={**os.environ, **(env or {})},
-                          stdin=None if stdin is not None else subprocess.DEVNULL)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                                       proc.stderr.decode("utf-8", "replace"))
-
-
-def one_sentence(proc: subprocess.CompletedProcess, *needles: str) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
-    err = " ".join(proc.stderr.split())
-    assert err.count("error:") == 1, err
-    err = err[err.index("error:"):]  # after any note (the embedded model names itself first)
-    for needle in needles:
-        assert needle in err, err
-    return err
 
 
 @pytest.fixture(scope="module")

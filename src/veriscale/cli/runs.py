@@ -13,6 +13,7 @@ from rich.table import Table
 from veriscale.cli import options as o
 from veriscale.cli.common import cli_data, console, emit_json, user_errors
 from veriscale.cli.flags import cli_text
+from veriscale.engine.ids import parse_id
 from veriscale.engine.run_summary import run_summary
 from veriscale.errors import UserError
 
@@ -45,11 +46,12 @@ def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(help=
 
 
 @runs_app.command("show")
-def show_run(run_id: Annotated[int, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None,
+def show_run(run_id: Annotated[str, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None,
              calls: Annotated[bool, typer.Option("--calls", help="Also list every model call the run used.")] = False) -> None:
     """Print one run as JSON: arguments, result, cost (from its linked calls) and, for a harness
     run, each task with its phases and cost. Example: veriscale runs show 3 --calls"""
     with user_errors():
+        run_id = parse_id(run_id, "run", "`veriscale runs list`")
         st = o.open_store(store)
         rec = st.run(run_id)
         if rec is None:
@@ -57,10 +59,13 @@ def show_run(run_id: Annotated[int, typer.Argument(help="Run id from `runs list`
         doc = {"id": rec.id, "command": rec.command, "model": rec.model, "status": rec.status,
                "created_at": rec.created_at, "finished_at": rec.finished_at, "args": rec.args, "result": rec.result,
                "cost": st.run_cost(rec.id)}
+        if rec.damaged:
+            doc["damaged"] = list(rec.damaged)
         children = st.child_runs(rec.id)
         if children:
             doc["tasks"] = [{"id": c.id, "task": c.args.get("task"), "status": c.status,
-                             "phases": (c.result or {}).get("phases"), "cost": st.run_cost(c.id)} for c in children]
+                             "phases": c.result.get("phases") if isinstance(c.result, dict) else None,
+                             "cost": st.run_cost(c.id)} for c in children]
         if calls:
             doc["calls"] = st.run_calls(rec.id) + [call for c in children for call in st.run_calls(c.id)]
         emit_json(doc)

@@ -27,6 +27,7 @@ from typing import Any, Iterator
 
 import platformdirs
 
+from veriscale.engine.ids import valid_id
 from veriscale.engine.migrations import migrate
 from veriscale.errors import UserError, setting
 
@@ -47,6 +48,15 @@ def call_key(fingerprint: str, prompt_version: str, request: dict[str, Any]) -> 
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _stored_json(text: Any, column: str, damaged: list[str]) -> Any:
+    """``text`` decoded; None (and ``column`` added to ``damaged``) when it is not JSON."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        damaged.append(column)
+        return None
+
+
 @dataclass
 class RunRecord:
     id: int
@@ -58,6 +68,7 @@ class RunRecord:
     created_at: float
     finished_at: float | None
     parent_id: int | None = None
+    damaged: tuple[str, ...] = ()  # columns whose stored JSON cannot be read ("args", "result")
 
 
 class Store:
@@ -191,6 +202,8 @@ class Store:
         return [self._run(row) for row in rows]
 
     def run(self, run_id: int) -> RunRecord | None:
+        if not valid_id(run_id):  # no row has it (and SQLite cannot bind an int past 2**63 - 1)
+            return None
         with self._lock:
             row = self._conn.execute(
                 f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
@@ -200,8 +213,15 @@ class Store:
 
     @staticmethod
     def _run(row: tuple[Any, ...]) -> RunRecord:
-        return RunRecord(row[0], row[1], row[2], json.loads(row[3]), row[4],
-                         json.loads(row[5]) if row[5] else None, row[6], row[7], row[8])
+        """The row as a record; a column whose JSON is corrupt reads as empty and is named in ``damaged``."""
+        damaged: list[str] = []
+        args = _stored_json(row[3], "args", damaged)
+        if not isinstance(args, dict):
+            args = {}
+            if "args" not in damaged:
+                damaged.append("args")
+        result = _stored_json(row[5], "result", damaged) if row[5] else None
+        return RunRecord(row[0], row[1], row[2], args, row[4], result, row[6], row[7], row[8], tuple(damaged))
 
     def iter_calls(self) -> Iterator[dict[str, Any]]:
         with self._lock:
