@@ -23,8 +23,8 @@ from rich.table import Table
 from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, error_text, fail, note, user_errors
 from veriscale.engine.run_log import RunLog
-from veriscale.errors import UserError
-from veriscale.selection.inputs import default_criteria, resolve_inputs
+from veriscale.errors import UserError, setting
+from veriscale.selection.inputs import default_criteria, resolve_inputs, task_taken_from
 from veriscale.selection.select import Selection, SelectionPlan, plan_selection, run_selection
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
@@ -52,9 +52,9 @@ MIN_PREFIX_SHOWN_AS_ELLIPSIS = 4
 MIN_TAIL_SHOWN = 6
 
 
-def _print_plan(plan: SelectionPlan, as_json: bool) -> None:
+def _print_plan(plan: SelectionPlan, as_json: bool, task_file: str | None) -> None:
     if as_json:
-        emit_json({"dry_run": True, **plan.to_dict()})
+        emit_json({"dry_run": True, **plan.to_dict(), **({"task_taken_from": task_file} if task_file else {})})
         return
     bound = "" if plan.model_calls_upper_bound == plan.model_calls_planned else (
         f" (at most {plan.model_calls_upper_bound} with adaptive extra repeats)")
@@ -156,6 +156,10 @@ def register(app: typer.Typer) -> None:
             if min_confidence is not None and not 0.0 < min_confidence <= 1.0:
                 raise UserError(f"--min-confidence {min_confidence} is out of range: give a number in (0, 1], e.g. 0.9")
             task_obj, candidates = resolve_inputs(paths, task, fmt)
+            took = task_taken_from(task_obj, task)
+            if took is not None:  # the TASK CANDIDATES... form: say so, a user may have meant a candidate
+                note(f"took '{took}' as the task (the first path: one plain answer with no task of its own) and "
+                     f"{len(candidates)} candidate(s) after it; name the task with {setting('task')} FILE to be explicit")
             crits = load_criteria(criteria or default_criteria(candidates))
             if criterion:
                 crits = crits.only(criterion)
@@ -168,7 +172,7 @@ def register(app: typer.Typer) -> None:
                                          refresh=refresh, max_calls=max_calls, concurrency=o.concurrency_of(concurrency))
             plan = plan_selection(task_obj, candidates, verifier=verifier, settings=settings)
             if dry_run:
-                _print_plan(plan, json_out)
+                _print_plan(plan, json_out, took)
                 return
             run_store = verifier.executor.store
             run_id = run_store.start_run("select", verifier.model.uri, {
@@ -183,6 +187,8 @@ def register(app: typer.Typer) -> None:
                 run_store.finish_run(run_id, "failed", {"error": error_text(exc)})
                 raise
             payload = sel.to_dict()
+            if took is not None:
+                payload["task_taken_from"] = took
             run_store.finish_run(run_id, "ok", payload)
             payload["run_id"] = run_id
             if json_out:
