@@ -45,6 +45,9 @@ def sigmoid(x: float) -> float:
     return float(expit(x))
 
 
+MAX_CHARS_PER_TOKEN = 128  # more than the longest token of common vocabularies (SmolLM2's: 32 characters)
+
+
 class Verifier:
     """Scores and compares candidates with one model, scale, criteria set and repeat count."""
 
@@ -108,9 +111,28 @@ class Verifier:
             ))
         return repeats, notes
 
+    def _require_fits(self, texts: dict[str, str]) -> None:
+        """Refuse texts that cannot fit the model's context at any tokenization, before a tokenizer
+        sees them (a long run without spaces is quadratic in some, e.g. llama.cpp's BPE)."""
+        try:
+            context = self.model.context_size()
+        except Exception:  # a backend that cannot say: the call itself reports an overflow
+            context = None
+        if not isinstance(context, int) or isinstance(context, bool) or context <= 0:
+            return
+        limit = context * MAX_CHARS_PER_TOKEN
+        longest = max(texts, key=lambda what: len(texts[what]))
+        total = sum(len(t) for t in texts.values())
+        if total > limit:
+            raise UserError(
+                f"the {longest} is {len(texts[longest]):,} characters long: with it the prompt cannot fit "
+                f"{self.model.display_name}'s {context:,}-token context (no token holds more than "
+                f"{MAX_CHARS_PER_TOKEN} characters); shorten it to its answer, or use a model with a larger context")
+
     def plan_score(self, task: str, candidate: str) -> tuple[list[PlannedCall], list[str]]:
         _require_text(task, "task")
         _require_text(candidate, "candidate")
+        self._require_fits({"task": task, "candidate": candidate})
         repeats, notes = self._repeats(pairwise=False)
         calls = []
         for rep in repeats:
@@ -125,6 +147,7 @@ class Verifier:
         _require_text(task, "task")
         _require_text(a, "candidate A")
         _require_text(b, "candidate B")
+        self._require_fits({"task": task, "candidate A": a, "candidate B": b})
         if only_repeat is None:
             repeats, notes = self._repeats(pairwise=True)
         else:  # one repeat of a tournament
