@@ -146,3 +146,10 @@ def test_inspect_samples_that_are_not_objects_are_bad_input(tmp_path):
         zf.writestr("samples/1.json", json.dumps([1, 2, 3]))
     one_sentence(run_cli("select", "--task", str(PAIR / "task.md"), str(archive), "--dry-run"), "run.eval",
                  "sample 1 is a list")
+
+
+def test_a_followed_line_over_the_size_limit_is_refused(server, tmp_path):
+    steps = tmp_path / "steps.jsonl"
+    steps.write_bytes(json.dumps({"task": "t"}).encode() + b"\n" + b"x" * (2 << 20))  # a line that never ends
+    one_sentence(run_cli("track", "--follow", str(steps), "--idle-timeout", "30", *_model(server, tmp_path),
+                         env={"VERISCALE_MAX_INPUT_MB": "1"}), "line 2", "1 MiB input limit", "VERISCALE_MAX_INPUT_MB")

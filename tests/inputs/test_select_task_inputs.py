@@ -53,3 +53,16 @@ def test_select_with_a_task_and_no_candidate_is_refused(server, answers, tmp_pat
     one_sentence(run_cli("select", str(answers["a"]), *_model(server, tmp_path)), "a.md", "no candidate",
                  "select TASK CANDIDATE", "--task")
     one_sentence(run_cli("select", str(answers["a"]), "--dry-run", *_model(server, tmp_path)), "no candidate")
+
+
+def test_a_select_job_says_which_file_it_took_as_the_task(answers, tmp_path):
+    from tests.support.dashboard import dashboard
+    from tests.support.scripted_model import ScriptedScoreModel
+
+    paths = [str(answers[n]) for n in "abc"]
+    with dashboard(tmp_path / "j.sqlite3", ScriptedScoreModel(), roots=(tmp_path,)) as d, d.client() as c:
+        job = d.wait(d.submit("select", {"paths": paths, "criteria": "general"})["id"])
+        assert job["status"] == "done", job
+        assert c.get(f"/api/jobs/{job['id']}/result").json()["result"]["task_taken_from"] == paths[0]
+        alone = d.wait(d.submit("select", {"paths": paths[:1], "criteria": "general"})["id"])
+        assert alone["status"] == "failed" and "no candidate" in alone["error"], alone

@@ -62,13 +62,15 @@ def max_input_bytes() -> int:
         mb = -1.0
     if not 0 < mb < 1 << 20:
         raise UserError(f"{MAX_INPUT_ENV}={raw!r} is not a size in MiB: give a positive number such as 64")
-    return int(mb * (1 << 20))
+    return max(1, round(mb * (1 << 20)))
 
 
-def _too_big(what: str, size: int | str, cap: int) -> BadInput:
-    return BadInput(f"{what} is larger than {size if isinstance(size, str) else format(size, ',') + ' bytes'}, "
-                    f"above the {cap >> 20} MiB input limit: shorten it, or raise {MAX_INPUT_ENV} "
-                    f"(now {cap / (1 << 20):g})", "too large")
+def _too_big(what: str, cap: int, size: int | None = None) -> BadInput:
+    """``size`` when known (a file's), else "more than" the cap (a stream, an inflated file)."""
+    mib = f"{cap / (1 << 20):.3g}"
+    told = f"is {size:,} bytes" if size is not None else f"is more than {cap:,} bytes"
+    return BadInput(f"{what} {told}, above the {mib} MiB input limit: shorten it, or raise {MAX_INPUT_ENV} "
+                    f"(now {mib})", "too large")
 
 
 def check_regular(path: Path, what: str, fix: str = "") -> os.stat_result:
@@ -81,8 +83,7 @@ def check_regular(path: Path, what: str, fix: str = "") -> os.stat_result:
         raise BadInput(f"cannot read {what} '{path}' ({exc.strerror}): check the path and its permissions") from None
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-        fix = fix or ("pass a file inside it" if stat.S_ISDIR(st.st_mode)
-                      else "save it to a regular file first, or pipe it in as -")
+        fix = fix or ("pass a file inside it" if stat.S_ISDIR(st.st_mode) else "save it to a regular file first")
         raise BadInput(f"{what} '{path}' is {kind}, not a regular file: {fix}", kind)
     return st
 
@@ -104,7 +105,7 @@ def open_regular(path: Path, what: str, fix: str = "") -> BinaryIO:
 def _read_capped(handle: BinaryIO, what: str, cap: int) -> bytes:
     data = handle.read(cap + 1)
     if len(data) > cap:
-        raise _too_big(what, cap, cap)
+        raise _too_big(what, cap)
     return data
 
 
@@ -115,7 +116,7 @@ def _gunzip(raw: bytes, what: str, cap: int) -> bytes:
     except zlib.error as exc:
         raise BadInput(f"{what} is not a valid gzip file ({exc}): re-compress it") from None
     if len(out) > cap:
-        raise _too_big(what + " (uncompressed)", cap, cap)
+        raise _too_big(what + " (uncompressed)", cap)
     if not inflater.eof:
         raise BadInput(f"{what} is a truncated gzip file: re-compress it")
     if inflater.unused_data.strip(b"\0"):  # a further gzip member: let gzip read the whole stream
@@ -128,10 +129,11 @@ def _gunzip(raw: bytes, what: str, cap: int) -> bytes:
 
 
 def read_bytes(source: str | os.PathLike[str], what: str, *, gunzip: bool = False,
-               max_bytes: int | None = None) -> bytes:
+               max_bytes: int | None = None, fix: str = "") -> bytes:
     """The bytes of ``source`` (``"-"``: stdin), a regular file of at most the input limit.
 
     ``gunzip``: inflate it when its name ends in ``.gz`` (the limit applies to what comes out).
+    ``fix``: what a refusal of a FIFO or device tells the user to do instead.
     """
     cap = max_input_bytes() if max_bytes is None else max_bytes
     if str(source) == "-":
@@ -139,15 +141,15 @@ def read_bytes(source: str | os.PathLike[str], what: str, *, gunzip: bool = Fals
         if stream is None:  # a text stdin (a test harness): its text as UTF-8
             data = sys.stdin.read(cap + 1).encode("utf-8", "surrogatepass")
             if len(data) > cap:
-                raise _too_big(f"{what} from stdin", cap, cap)
+                raise _too_big(f"{what} from stdin", cap)
             return data
         return _read_capped(stream, f"{what} from stdin", cap)
     path = Path(source)
     label = f"{what} '{path}'"
-    st = check_regular(path, what)
+    st = check_regular(path, what, fix)
     if st.st_size > cap:
-        raise _too_big(label, st.st_size, cap)
-    with open_regular(path, what) as handle:
+        raise _too_big(label, cap, st.st_size)
+    with open_regular(path, what, fix) as handle:
         try:
             raw = _read_capped(handle, label, cap)
         except OSError as exc:
@@ -167,9 +169,9 @@ def decode_text(raw: bytes, what: str) -> str:
 
 
 def read_text(source: str | os.PathLike[str], what: str, *, gunzip: bool = False,
-              max_bytes: int | None = None) -> str:
+              max_bytes: int | None = None, fix: str = "") -> str:
     """The UTF-8 text of ``source`` (``"-"``: stdin); see :func:`read_bytes` for what is refused."""
-    raw = read_bytes(source, what, gunzip=gunzip, max_bytes=max_bytes)
+    raw = read_bytes(source, what, gunzip=gunzip, max_bytes=max_bytes, fix=fix)
     return decode_text(raw, f"{what} from stdin" if str(source) == "-" else f"{what} '{source}'")
 
 

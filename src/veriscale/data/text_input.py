@@ -36,7 +36,7 @@ def _from_json(data: Any) -> str | None:
 
 def read_text_input(source: str, what: str) -> str:
     """The text behind ``source``; an unreadable, oversized, non-UTF-8 or empty input raises a UserError."""
-    raw = read_text(source, what)
+    raw = read_text(source, what, fix="save it to a regular file first, or pipe it in as -")
     name = "stdin" if source == "-" else source
     label = f"{what} from stdin" if source == "-" else f"{what} file '{source}'"
     text = raw

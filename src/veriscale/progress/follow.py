@@ -53,7 +53,7 @@ def follow_lines(path: Path, *, idle_timeout: float | None = None, poll_s: float
                     number += 1
                     yield number, raw.decode("utf-8", errors="replace")
                 if len(buffer) > cap:
-                    raise UserError(f"line {number + 1} of '{path}' is longer than the {cap >> 20} MiB input limit: "
+                    raise UserError(f"line {number + 1} of '{path}' is longer than the {cap / (1 << 20):.3g} MiB input limit: "
                                     f"write one step a line, or raise {MAX_INPUT_ENV}")
                 continue
             try:

@@ -127,7 +127,7 @@ def run_compare(params: CompareParams, ctx: Any) -> dict[str, Any]:
 
 
 def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
-    from veriscale.selection.inputs import default_criteria, resolve_inputs
+    from veriscale.selection.inputs import default_criteria, resolve_inputs, task_taken_from
     from veriscale.selection.select import plan_selection, run_selection
     from veriscale.selection.settings import SelectionSettings
 
@@ -144,7 +144,9 @@ def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
     verifier.executor.run_id = run_id
     ctx.log.record_candidates(run_id, candidates)
     count = ctx.call_counter(plan.judgements_planned * plan.calls_per_judgement)
-    return run_selection(plan, verifier=verifier, on_progress=lambda done, planned: count(None)).to_dict()
+    result = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: count(None)).to_dict()
+    took = task_taken_from(task, params.task)
+    return {**result, "task_taken_from": took} if took else result
 
 
 def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:

@@ -90,12 +90,12 @@ def _member_json(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
     """One archive member as JSON, under the reader's size and JSON limits."""
     cap = max_input_bytes()
     if archive.getinfo(name).file_size > cap:
-        raise UserError(f"'{path}' member {name} is larger than the {cap >> 20} MiB input limit: "
+        raise UserError(f"'{path}' member {name} is larger than the {cap / (1 << 20):.3g} MiB input limit: "
                         "re-export a smaller log, or raise VERISCALE_MAX_INPUT_MB")
     with archive.open(name) as member:
         raw = member.read(cap + 1)
     if len(raw) > cap:
-        raise UserError(f"'{path}' member {name} is larger than the {cap >> 20} MiB input limit: "
+        raise UserError(f"'{path}' member {name} is larger than the {cap / (1 << 20):.3g} MiB input limit: "
                         "re-export a smaller log, or raise VERISCALE_MAX_INPUT_MB")
     return parse_json(raw.decode("utf-8"), f"'{path}' member {name}")
 
