@@ -85,3 +85,15 @@ def test_a_regular_file_opens_as_a_blocking_handle(tmp_path):
         import os
 
         assert os.get_blocking(handle.fileno())
+
+
+def test_a_calibration_pairs_file_is_read_by_the_reader(tmp_path):
+    from veriscale.verify.calibration import load_labelled_pairs
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_bytes(b'{"instruction": "caf\xe9", "output_1": "a", "output_2": "b", "label": 1}\n')
+    with pytest.raises(BadInput, match=r"pairs file '.*pairs\.jsonl' is not UTF-8 text"):
+        load_labelled_pairs(str(pairs))
+    pairs.write_text("[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(BadInput, match=r"line 1 of pairs file '.*' nests arrays or objects more than 100 deep"):
+        load_labelled_pairs(str(pairs))
