@@ -97,3 +97,22 @@ def test_a_calibration_pairs_file_is_read_by_the_reader(tmp_path):
     pairs.write_text("[" * 5000 + "]" * 5000 + "\n")
     with pytest.raises(BadInput, match=r"line 1 of pairs file '.*' nests arrays or objects more than 100 deep"):
         load_labelled_pairs(str(pairs))
+
+
+def test_a_lone_surrogate_from_a_python_caller_is_refused_before_the_store(tmp_path):
+    """(The scripted scorer is a test double: nothing here is about its verdicts.)"""
+    from tests.support.scripted_model import ScriptedScoreModel
+    from veriscale import compare, score
+    from veriscale.data.model import Candidate
+    from veriscale.engine.store import Store
+    from veriscale.selection.select import select
+    from veriscale.verify.reward import Verifier
+
+    store = tmp_path / "s.sqlite3"
+    with pytest.raises(BadInput, match=r"the candidate holds a lone UTF-16 surrogate \(U\+D800 at character 5\)"):
+        score("Sum a list.", "done \ud800", model=ScriptedScoreModel(), store=store)
+    with pytest.raises(BadInput, match="the task holds a lone UTF-16 surrogate"):
+        compare("Sum \udfff", "a", "b", model=ScriptedScoreModel(), store=store)
+    with pytest.raises(BadInput, match="candidate r2 holds a lone UTF-16 surrogate"):
+        select("Sum a list.", [Candidate(id="r1", text="sum(xs)"), Candidate(id="r2", text="x \udc80")],
+               verifier=Verifier(ScriptedScoreModel(), store=Store.open(store), criteria="general"))

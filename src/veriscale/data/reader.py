@@ -36,7 +36,6 @@ MAX_INPUT_ENV = "VERISCALE_MAX_INPUT_MB"
 DEFAULT_MAX_INPUT_MB = 128
 MAX_JSON_DEPTH = 100
 MAX_NUMBER_CHARS = 1000
-_CHUNK = 1 << 20
 _STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a whole string, or a bracket
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
@@ -175,6 +174,17 @@ def read_text(source: str | os.PathLike[str], what: str, *, gunzip: bool = False
     return decode_text(raw, f"{what} from stdin" if str(source) == "-" else f"{what} '{source}'")
 
 
+def require_utf8(text: str, what: str) -> str:
+    """``text`` when UTF-8 can hold it; a lone surrogate (from a Python caller, a JSON escape) is a BadInput."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadInput(f"the {what} holds a lone UTF-16 surrogate (U+{ord(text[exc.start]):04X} at character "
+                       f"{exc.start:,}), which no UTF-8 text can hold: remove it or fix the writer",
+                       "a lone surrogate") from None
+    return text
+
+
 def json_depth_over(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     """True when ``text`` opens more than ``limit`` arrays/objects at once (strings skipped; linear)."""
     if isinstance(text, (bytes, bytearray)):
@@ -235,4 +245,4 @@ def parse_json(text: str | bytes, what: str) -> Any:
 
 
 __all__ = ["BadInput", "MAX_INPUT_ENV", "MAX_JSON_DEPTH", "MAX_NUMBER_CHARS", "check_regular", "decode_text",
-           "json_depth_over", "max_input_bytes", "open_regular", "parse_json", "read_bytes", "read_text"]
+           "json_depth_over", "max_input_bytes", "open_regular", "parse_json", "read_bytes", "read_text", "require_utf8"]

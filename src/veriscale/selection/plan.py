@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from veriscale.data.model import Candidate, Task
 from veriscale.data.pool import require_single_task
+from veriscale.data.reader import require_utf8
 from veriscale.errors import UserError, setting, worded
 from veriscale.selection.prompt_fit import fit_prompt
 from veriscale.selection.rendering import Renderer
@@ -107,7 +108,8 @@ def plan_selection(
     fit = fit_prompt(verifier, task, settings.budget_tokens, pairwise=method != "pointwise", renderer=renderer)
     notes: list[str] = list(fit.notes)
 
-    texts = tuple(renderer.candidate(c, fit.budget_tokens) for c in candidates)
+    require_utf8(fit.task_text, "task")
+    texts = tuple(require_utf8(renderer.candidate(c, fit.budget_tokens), f"candidate {c.id}") for c in candidates)
     groups = tuple(hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts)
     n_distinct = len(set(groups))
     if 1 < n_distinct < len(candidates):

@@ -18,6 +18,7 @@ from typing import Callable
 
 from scipy.special import expit
 
+from veriscale.data.reader import require_utf8
 from veriscale.engine.executor import CallExecutor, CallOutcome, Estimate, PlannedCall
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
@@ -253,6 +254,7 @@ class Verifier:
 def _require_text(text: str, what: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise UserError(f"the {what} is empty: give it the text to verify")
+    require_utf8(text, what)  # before it reaches a prompt, the store key or SQLite
 
 
 __all__ = ["Verifier", "VerdictBase", "sigmoid"]
