@@ -116,3 +116,12 @@ def test_a_lone_surrogate_from_a_python_caller_is_refused_before_the_store(tmp_p
     with pytest.raises(BadInput, match="candidate r2 holds a lone UTF-16 surrogate"):
         select("Sum a list.", [Candidate(id="r1", text="sum(xs)"), Candidate(id="r2", text="x \udc80")],
                verifier=Verifier(ScriptedScoreModel(), store=Store.open(store), criteria="general"))
+
+
+def test_the_store_key_refuses_a_lone_surrogate_in_one_sentence():
+    from veriscale.engine.store import call_key
+    from veriscale.errors import UserError
+
+    assert len(call_key("fp", "v3", {"messages": [{"role": "user", "content": "😀"}]})) == 64
+    with pytest.raises(UserError, match=r"a prompt holds a lone UTF-16 surrogate \(U\+DFFF\)"):
+        call_key("fp", "v3", {"messages": [{"role": "user", "content": "step \udfff"}]})

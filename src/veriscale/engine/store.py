@@ -45,7 +45,12 @@ def default_store_path() -> Path:
 def call_key(fingerprint: str, prompt_version: str, request: dict[str, Any]) -> str:
     """Stable hash of everything that determines a model call's answer."""
     blob = json.dumps([fingerprint, prompt_version, request], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    try:
+        data = blob.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a backstop: inputs are checked where they are read (data.reader)
+        raise UserError(f"a prompt holds a lone UTF-16 surrogate (U+{ord(blob[exc.start]):04X}), which no UTF-8 text "
+                        "can hold: remove it from the task or candidate") from None
+    return hashlib.sha256(data).hexdigest()
 
 
 def _stored_json(text: Any, column: str, damaged: list[str]) -> Any:
