@@ -25,6 +25,10 @@ def test_a_missing_file_and_a_folder_are_refused(tmp_path):
         reader.read_bytes(tmp_path / "nope.md", "task")
     with pytest.raises(BadInput, match="is a folder, not a regular file: pass a file inside it"):
         reader.read_bytes(tmp_path, "task")
+    from veriscale.data.text_input import read_text_input
+
+    with pytest.raises(BadInput, match="candidate '.*' is a folder, not a regular file: pass a file inside it$"):
+        read_text_input(str(tmp_path), "candidate")
 
 
 def test_the_size_limit_is_a_setting_and_a_bad_value_is_named(tmp_path, monkeypatch):

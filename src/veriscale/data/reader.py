@@ -82,7 +82,7 @@ def check_regular(path: Path, what: str, fix: str = "") -> os.stat_result:
         raise BadInput(f"cannot read {what} '{path}' ({exc.strerror}): check the path and its permissions") from None
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-        fix = fix or ("pass a file inside it" if stat.S_ISDIR(st.st_mode) else "save it to a regular file first")
+        fix = "pass a file inside it" if stat.S_ISDIR(st.st_mode) else fix or "save it to a regular file first"
         raise BadInput(f"{what} '{path}' is {kind}, not a regular file: {fix}", kind)
     return st
 
