@@ -66,6 +66,7 @@ FLAG_FOR: dict[str, str] = {
     "workers": "--workers",
     "proxy_n": "--proxy-n",
     "max_body": "--max-body",
+    "method": "--method",
 }
 
 

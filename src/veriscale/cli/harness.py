@@ -174,6 +174,7 @@ def skills_show_command(
 
     Example: veriscale harness skills show repair-workbook
     """
+    from veriscale.data.reader import read_text
     from veriscale.errors import UserError
     from veriscale.harness.skills.library import all_skills
 
@@ -181,8 +182,9 @@ def skills_show_command(
         skills = all_skills(skills_dir)
         if name not in skills:
             raise UserError(f"no skill named '{name}': run `veriscale harness skills list` to see the names")
-    skill = skills[name]
-    console.print(skill.path.read_text(encoding="utf-8"), markup=False, highlight=False)
+        skill = skills[name]
+        text = read_text(skill.path, "skill file")  # a skills folder is the user's: a FIFO there must not hang
+    console.print(text, markup=False, highlight=False)
     for script in skill.scripts:
         console.print(f"script: {script}", markup=False, highlight=False)
 

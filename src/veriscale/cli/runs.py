@@ -14,6 +14,7 @@ from veriscale.cli import options as o
 from veriscale.cli.common import cli_data, console, emit_json, user_errors
 from veriscale.cli.flags import cli_text
 from veriscale.engine.run_liveness import settle_dead_runs
+from veriscale.engine.ids import parse_id
 from veriscale.engine.run_summary import run_summary
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
@@ -53,12 +54,13 @@ def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(help=
 
 
 @runs_app.command("show")
-def show_run(run_id: Annotated[int, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None,
+def show_run(run_id: Annotated[str, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None,
              calls: Annotated[bool, typer.Option("--calls", help="Also list every model call the run used.")] = False) -> None:
     """Print one run as JSON: arguments, result, cost (from its linked calls), the process that ran
     it and its last heartbeat and, for a harness run, each task with its phases and cost.
     Example: veriscale runs show 3 --calls"""
     with user_errors():
+        run_id = parse_id(run_id, "run", "`veriscale runs list`")
         st = _settled(o.open_store(store))
         rec = st.run(run_id)
         if rec is None:
@@ -67,10 +69,13 @@ def show_run(run_id: Annotated[int, typer.Argument(help="Run id from `runs list`
                "created_at": rec.created_at, "finished_at": rec.finished_at, "args": rec.args, "result": rec.result,
                "cost": st.run_cost(rec.id), "heartbeat_at": rec.heartbeat_at,
                "process": {"host": rec.host, "boot_id": rec.boot_id, "pid": rec.pid, "start": rec.pid_start}}
+        if rec.damaged:
+            doc["damaged"] = list(rec.damaged)
         children = st.child_runs(rec.id)
         if children:
             doc["tasks"] = [{"id": c.id, "task": c.args.get("task"), "status": c.status,
-                             "phases": (c.result or {}).get("phases"), "cost": st.run_cost(c.id)} for c in children]
+                             "phases": c.result.get("phases") if isinstance(c.result, dict) else None,
+                             "cost": st.run_cost(c.id)} for c in children]
         if calls:
             doc["calls"] = st.run_calls(rec.id) + [call for c in children for call in st.run_calls(c.id)]
         emit_json(doc)

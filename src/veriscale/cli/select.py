@@ -24,8 +24,8 @@ from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, fail, note, user_errors
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import recorded_run
-from veriscale.errors import UserError
-from veriscale.selection.inputs import default_criteria, resolve_inputs
+from veriscale.errors import UserError, setting
+from veriscale.selection.inputs import default_criteria, resolve_inputs, task_taken_from
 from veriscale.selection.select import Selection, SelectionPlan, plan_selection, run_selection
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
@@ -53,9 +53,9 @@ MIN_PREFIX_SHOWN_AS_ELLIPSIS = 4
 MIN_TAIL_SHOWN = 6
 
 
-def _print_plan(plan: SelectionPlan, as_json: bool) -> None:
+def _print_plan(plan: SelectionPlan, as_json: bool, task_file: str | None) -> None:
     if as_json:
-        emit_json({"dry_run": True, **plan.to_dict()})
+        emit_json({"dry_run": True, **plan.to_dict(), **({"task_taken_from": task_file} if task_file else {})})
         return
     bound = "" if plan.model_calls_upper_bound == plan.model_calls_planned else (
         f" (at most {plan.model_calls_upper_bound} with adaptive extra repeats)")
@@ -157,6 +157,10 @@ def register(app: typer.Typer) -> None:
             if min_confidence is not None and not 0.0 < min_confidence <= 1.0:
                 raise UserError(f"--min-confidence {min_confidence} is out of range: give a number in (0, 1], e.g. 0.9")
             task_obj, candidates = resolve_inputs(paths, task, fmt)
+            took = task_taken_from(task_obj, task)
+            if took is not None:  # the TASK CANDIDATES... form: say so, a user may have meant a candidate
+                note(f"took '{took}' as the task (the first path: one plain answer with no task of its own) and "
+                     f"{len(candidates)} candidate(s) after it; name the task with {setting('task')} FILE to be explicit")
             crits = load_criteria(criteria or default_criteria(candidates))
             if criterion:
                 crits = crits.only(criterion)
@@ -170,7 +174,7 @@ def register(app: typer.Typer) -> None:
                                          refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency)
             plan = plan_selection(task_obj, candidates, verifier=verifier, settings=settings)
             if dry_run:
-                _print_plan(plan, json_out)
+                _print_plan(plan, json_out, took)
                 return
             with recorded_run(verifier.executor.store, "select", verifier.model.uri, {
                     "paths": paths, "task": task, "method": method, "k": pivots, "criteria": crits.name,
@@ -179,6 +183,8 @@ def register(app: typer.Typer) -> None:
                 with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as advance:
                     sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance())
                 payload = sel.to_dict()
+                if took is not None:
+                    payload["task_taken_from"] = took
                 run.finish("ok", payload)
             payload["run_id"] = run.id
             if json_out:

@@ -84,7 +84,7 @@ def _load(trajectories: list[Path], task_file: Optional[Path], only_id: Optional
         cands = [c for c in cands if c.id == only_id]
         if not cands:
             raise UserError(f"no run with id '{only_id}' in the files given: leave out --id to track every run")
-    task = read_text_input(str(task_file)) if task_file else None
+    task = read_text_input(str(task_file), "task") if task_file else None
     return cands, task
 
 

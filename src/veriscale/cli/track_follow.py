@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from veriscale.cli.common import console, emit_json, err_console, fail, finish_with, note
 from veriscale.cli.flags import cli_text
+from veriscale.data.reader import BadInput, parse_json
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import RunHandle, recorded_run
 from veriscale.errors import UserError, setting
@@ -28,7 +29,7 @@ def follow_run(path: Path, task_file: Optional[Path], judge: ProgressJudge, watc
                output: Path, plot: Optional[Path], idle_timeout: Optional[float], strict: bool, json_out: bool) -> None:
     from veriscale.data.text_input import read_text_input
 
-    task = read_text_input(str(task_file)) if task_file else None
+    task = read_text_input(str(task_file), "task") if task_file else None
     store = judge.executor.store
     with recorded_run(store, "track --follow", judge.model.uri, {"follow": str(path), "task_file": str(task_file)}) as run:
         _follow(run, path, task, judge, watch_args, output, plot, idle_timeout, strict, json_out)
@@ -46,9 +47,12 @@ def _follow(run: RunHandle, path: Path, task: Optional[str], judge: ProgressJudg
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = parse_json(line, f"line {number} of '{path}'")
             except json.JSONDecodeError as exc:
                 _bad_line(path, number, f"not JSON ({exc.msg})", strict)
+                continue
+            except BadInput as exc:
+                _bad_line(path, number, exc.reason, strict)
                 continue
             if is_done(record):
                 ended = "done"

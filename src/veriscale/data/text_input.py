@@ -5,15 +5,15 @@
     read_text_input("run.json", "candidate")       # its "text"/"output"/... field, or messages
 
 JSON objects give their first text-like field; chat-message lists are rendered role by role.
+The file is read by ``veriscale.data.reader`` (regular files only, a size cap, UTF-8, JSON limits).
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
+from veriscale.data.reader import parse_json, read_text
 from veriscale.errors import UserError
 
 TEXT_FIELDS = ("text", "content", "output", "answer", "response", "final_output", "completion", "instruction", "task")
@@ -35,30 +35,17 @@ def _from_json(data: Any) -> str | None:
 
 
 def read_text_input(source: str, what: str) -> str:
-    """The text behind ``source``; an unreadable or empty input raises a UserError."""
-    if source == "-":
-        raw = sys.stdin.read()
-        name = "stdin"
-    else:
-        path = Path(source)
-        if not path.exists():
-            raise UserError(f"{what} file '{source}' does not exist: check the path (use - to read stdin)")
-        if path.is_dir():
-            raise UserError(f"{what} '{source}' is a folder: pass a text, Markdown or JSON file")
-        try:
-            raw = path.read_text("utf-8")
-        except UnicodeDecodeError:
-            raise UserError(f"{what} file '{source}' is not UTF-8 text: convert it to text, Markdown or JSON") from None
-        except OSError as exc:
-            raise UserError(f"cannot read {what} file '{source}' ({exc.strerror}): check its permissions") from None
-        name = source
+    """The text behind ``source``; an unreadable, oversized, non-UTF-8 or empty input raises a UserError."""
+    raw = read_text(source, what, fix="save it to a regular file first, or pipe it in as -")
+    name = "stdin" if source == "-" else source
+    label = f"{what} from stdin" if source == "-" else f"{what} file '{source}'"
     text = raw
     if name.endswith(".json") or (name == "stdin" and raw.lstrip().startswith(("{", "["))):
         try:
-            data = json.loads(raw)
+            data = parse_json(raw, label)
         except json.JSONDecodeError as exc:
             if name.endswith(".json"):
-                raise UserError(f"{what} file '{source}' is not valid JSON (line {exc.lineno}): fix it or pass plain text") from None
+                raise UserError(f"{label} is not valid JSON (line {exc.lineno}): fix it or pass plain text") from None
             data = None
         if data is not None:
             extracted = _from_json(data)

@@ -125,6 +125,8 @@ SUMMARISERS: dict[str, Callable[[dict[str, Any]], str]] = {
 
 def run_summary(record: RunRecord) -> str:
     """The run's verdict in a few words, its error text when it failed, or why there is none."""
+    if getattr(record, "damaged", ()):
+        return f"damaged: its stored {' and '.join(record.damaged)} cannot be read (the store was changed outside veriscale)"
     result = record.result
     if result is None:
         return "not finished (still running, or stopped before it recorded a result)" if record.status == "running" else ""

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Iterator
 
 import platformdirs
 
+from veriscale.engine.ids import valid_id
 from veriscale.engine.migrations import migrate
 from veriscale.engine.run_liveness import ProcessIdentity
 from veriscale.errors import UserError, setting
@@ -46,7 +47,21 @@ def default_store_path() -> Path:
 def call_key(fingerprint: str, prompt_version: str, request: dict[str, Any]) -> str:
     """Stable hash of everything that determines a model call's answer."""
     blob = json.dumps([fingerprint, prompt_version, request], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    try:
+        data = blob.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a backstop: inputs are checked where they are read (data.reader)
+        raise UserError(f"a prompt holds a lone UTF-16 surrogate (U+{ord(blob[exc.start]):04X}), which no UTF-8 text "
+                        "can hold: remove it from the task or candidate") from None
+    return hashlib.sha256(data).hexdigest()
+
+
+def _stored_json(text: Any, column: str, damaged: list[str]) -> Any:
+    """``text`` decoded; None (and ``column`` added to ``damaged``) when it is not JSON."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        damaged.append(column)
+        return None
 
 
 @dataclass
@@ -65,6 +80,7 @@ class RunRecord:
     pid: int | None = None
     pid_start: int | None = None
     heartbeat_at: float | None = None
+    damaged: tuple[str, ...] = ()  # columns whose stored JSON cannot be read ("args", "result")
 
 
 class Store:
@@ -236,6 +252,8 @@ class Store:
         return [self._run(row) for row in rows]
 
     def run(self, run_id: int) -> RunRecord | None:
+        if not valid_id(run_id):  # no row has it (and SQLite cannot bind an int past 2**63 - 1)
+            return None
         with self._lock:
             row = self._conn.execute(
                 f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
@@ -245,8 +263,15 @@ class Store:
 
     @staticmethod
     def _run(row: tuple[Any, ...]) -> RunRecord:
-        return RunRecord(row[0], row[1], row[2], json.loads(row[3]), row[4],
-                         json.loads(row[5]) if row[5] else None, *row[6:])
+        """The row as a record; a column whose JSON is corrupt reads as empty and is named in ``damaged``."""
+        damaged: list[str] = []
+        args = _stored_json(row[3], "args", damaged)
+        if not isinstance(args, dict):
+            args = {}
+            if "args" not in damaged:
+                damaged.append("args")
+        result = _stored_json(row[5], "result", damaged) if row[5] else None
+        return RunRecord(row[0], row[1], row[2], args, row[4], result, *row[6:], damaged=tuple(damaged))
 
     def iter_calls(self) -> Iterator[dict[str, Any]]:
         with self._lock:

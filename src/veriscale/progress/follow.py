@@ -5,7 +5,8 @@
 
 It waits for the file to appear (``on_wait`` hears why once), waits for partial lines to be
 finished, and ends when no new byte arrived for ``idle_timeout`` seconds (None: wait forever).
-A file that shrinks (truncated or replaced) ends it with a UserError.
+A file that shrinks (truncated or replaced) ends it with a UserError; so does a FIFO or device
+(only a regular file is read, see ``veriscale.data.reader``) and a line over the input size limit.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from veriscale.data.reader import MAX_INPUT_ENV, max_input_bytes, open_regular
 from veriscale.errors import UserError
 
 POLL_S = 0.2
@@ -37,8 +39,9 @@ def follow_lines(path: Path, *, idle_timeout: float | None = None, poll_s: float
         time.sleep(poll_s)
     if path.is_dir():
         raise UserError(f"'{path}' is a folder: follow the JSONL file the agent writes its steps to")
+    cap = max_input_bytes()
     buffer, number, offset = b"", 0, 0
-    with path.open("rb") as handle:
+    with open_regular(path, "steps file", "have the agent append its steps to a regular file") as handle:
         while True:
             chunk = handle.read(1 << 16)
             if chunk:
@@ -49,6 +52,9 @@ def follow_lines(path: Path, *, idle_timeout: float | None = None, poll_s: float
                 for raw in lines:
                     number += 1
                     yield number, raw.decode("utf-8", errors="replace")
+                if len(buffer) > cap:
+                    raise UserError(f"line {number + 1} of '{path}' is longer than the {cap / (1 << 20):.3g} MiB input limit: "
+                                    f"write one step a line, or raise {MAX_INPUT_ENV}")
                 continue
             try:
                 size = os.stat(path).st_size

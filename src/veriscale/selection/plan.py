@@ -24,14 +24,16 @@ from typing import Any, Sequence
 
 from veriscale.data.model import Candidate, Task
 from veriscale.data.pool import require_single_task
+from veriscale.data.reader import require_utf8
 from veriscale.errors import UserError, setting, worded
 from veriscale.selection.prompt_fit import fit_prompt
 from veriscale.selection.rendering import Renderer
 from veriscale.selection.schedules import ppt_comparison_count
 from veriscale.selection.settings import SelectionSettings
-from veriscale.verify.repeats import distinct_repeats
+from veriscale.verify.repeats import distinct_repeat_count, distinct_repeats
 
 ADAPTIVE_MAX_REPEATS_SAMPLED = 4
+MAX_ROUND_ROBIN_COMPARISONS = 500_000  # ~1,000 distinct candidates; its schedule is built in memory
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,8 @@ def plan_selection(
     fit = fit_prompt(verifier, task, settings.budget_tokens, pairwise=method != "pointwise", renderer=renderer)
     notes: list[str] = list(fit.notes)
 
-    texts = tuple(renderer.candidate(c, fit.budget_tokens) for c in candidates)
+    require_utf8(fit.task_text, "task")
+    texts = tuple(require_utf8(renderer.candidate(c, fit.budget_tokens), f"candidate {c.id}") for c in candidates)
     groups = tuple(hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts)
     n_distinct = len(set(groups))
     if 1 < n_distinct < len(candidates):
@@ -127,6 +130,9 @@ def plan_selection(
         if settings.k > n_distinct > 1:
             notes.append(f"k lowered from {settings.k} to {k}: there are only {n_distinct} distinct candidates")
 
+    too_many = round_robin_refusal(method, n_distinct)
+    if too_many:
+        notes.append(too_many)
     pool = RenderedPool(task, tuple(candidates), fit.task_text, texts, groups)
     text_tokens = sorted((renderer.count(t) for t in set(texts)), reverse=True)
     figures = _cost(method, n_distinct, k, repeats, settings.adaptive_applies, max_repeats, verifier, text_tokens,
@@ -136,6 +142,16 @@ def plan_selection(
         repeats=repeats, adaptive=settings.adaptive_applies, budget_tokens=fit.budget_tokens,
         task_tokens=fit.task_tokens, notes=tuple(notes), max_repeats=max_repeats, **figures,
     )
+
+
+def round_robin_refusal(method: str, n_distinct: int) -> str | None:
+    """Why a round robin this large will not run (None when it will): the plan shows it, a run raises it."""
+    comparisons = n_distinct * (n_distinct - 1) // 2
+    if method != "round_robin" or comparisons <= MAX_ROUND_ROBIN_COMPARISONS:
+        return None
+    return worded(f"round robin judges every pair: {n_distinct:,} distinct candidates make {comparisons:,} comparisons, "
+                  f"more than the {MAX_ROUND_ROBIN_COMPARISONS:,} it runs; use {setting('method', 'ppt')} "
+                  "(N + k(N-k) comparisons) or fewer candidates")
 
 
 def _task_and_candidates(task: Task | str | None, candidates: Sequence[Candidate]) -> tuple[Task, list[Candidate]]:
@@ -194,7 +210,7 @@ def _cost(method: str, n: int, k: int | None, repeats: int, adaptive: bool, max_
     planned = judgements
     if method != "pointwise" and n > 1:
         # judging a pair again as a computation it already had is a cache hit, not a new call
-        per_pair = len(distinct_repeats(bound, pairwise=True, reasoning=sampled))
+        per_pair = distinct_repeat_count(bound, pairwise=True, reasoning=sampled)  # bound may be ~N²: count, not list
         bound, planned = min(bound, all_pairs * per_pair), min(judgements, all_pairs * per_pair)
     calls_bound = bound * per_judgement
     return dict(

@@ -32,10 +32,10 @@ from typing import Any, Callable, Sequence
 
 from veriscale.data.model import Candidate, Task
 from veriscale.engine.executor import Usage
-from veriscale.errors import setting, worded
+from veriscale.errors import UserError, setting, worded
 from veriscale.models.context import ContextOverflow
 from veriscale.selection.judge import SelectionFailed, VerifierJudge
-from veriscale.selection.plan import SelectionPlan, plan_selection
+from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_refusal
 from veriscale.selection.reason import Reason, explain
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.selection.tournament import TournamentResult, knockout, pointwise, ppt, round_robin
@@ -179,6 +179,9 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
             plan=plan, adaptive=settings.adaptive, stop_reason="single candidate", notes=notes,
         )
 
+    too_many = round_robin_refusal(plan.method, plan.n_distinct)
+    if too_many:
+        raise UserError(getattr(too_many, "template", too_many))
     judge = VerifierJudge(verifier, pool, _call_counter(on_progress, plan.judgements_planned * plan.calls_per_judgement))
     before = verifier.usage.copy()
     result = _run_tournament(plan, judge)

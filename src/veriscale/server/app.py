@@ -18,15 +18,17 @@ from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
+from fastapi import Path as FastAPIPath
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
 from veriscale import __version__
 from veriscale.cli.flags import cli_text
+from veriscale.engine.ids import MAX_ID
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
@@ -38,6 +40,7 @@ from veriscale.server.stream import run_stream
 
 STATIC_DIR = Path(str(files("veriscale.server") / "static"))
 MAX_PAGE = 1000
+RowId = Annotated[int, FastAPIPath(ge=1, le=MAX_ID)]  # a run or job id; anything else is a 422 sentence
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -104,23 +107,23 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
 
     @app.get("/api/runs")
     def list_runs(command: str | None = None, status: str | None = None, q: str | None = None,
-                  offset: int = Query(0, ge=0), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
+                  offset: int = Query(0, ge=0, le=MAX_ID), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
         return views.runs_page(store, command=command, status=status, text=q, offset=offset, limit=limit)
 
     @app.get("/api/runs/{run_id}")
-    def get_run(run_id: int) -> dict[str, Any]:
+    def get_run(run_id: RowId) -> dict[str, Any]:
         return views.run_view(store, run_id)
 
     @app.get("/api/runs/{run_id}/selection")
-    def get_selection(run_id: int) -> dict[str, Any]:
+    def get_selection(run_id: RowId) -> dict[str, Any]:
         return views.selection_view(store, run_id)
 
     @app.get("/api/runs/{run_id}/progress")
-    def get_progress(run_id: int) -> dict[str, Any]:
+    def get_progress(run_id: RowId) -> dict[str, Any]:
         return views.progress_view(store, run_id)
 
     @app.get("/api/runs/{run_id}/harness")
-    def get_harness(run_id: int) -> Any:
+    def get_harness(run_id: RowId) -> Any:
         from veriscale.server.harness_view import HarnessViewError, harness_view
 
         try:
@@ -129,28 +132,28 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
             return _error(404, str(exc))
 
     @app.get("/api/runs/{run_id}/steps")
-    def get_steps(run_id: int, trajectory: str, offset: int = Query(0, ge=0),
+    def get_steps(run_id: RowId, trajectory: str, offset: int = Query(0, ge=0, le=MAX_ID),
                   limit: int = Query(200, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
         return {"total": log.count_steps(run_id, trajectory), "offset": offset,
                 "steps": log.steps(run_id, trajectory, offset, limit)}
 
     @app.get("/api/runs/{run_id}/steps/find")
-    def find_steps(run_id: int, trajectory: str, q: str | None = None, errors: bool = False) -> dict[str, Any]:
+    def find_steps(run_id: RowId, trajectory: str, q: str | None = None, errors: bool = False) -> dict[str, Any]:
         if not q and not errors:
             raise UserError("give q=<text> to search for, or errors=true for the failed steps")
         return {"matches": log.find_steps(run_id, trajectory, q, errors=errors)}
 
     @app.get("/api/runs/{run_id}/stream")
-    async def stream(run_id: int, request: Request, after: int = Query(0, ge=0)) -> StreamingResponse:
+    async def stream(run_id: RowId, request: Request, after: int = Query(0, ge=0, le=MAX_ID)) -> StreamingResponse:
         views.run_view(store, run_id)  # 404 before the stream opens
         last = request.headers.get("last-event-id", "")
-        start = int(last) if last.isdigit() else after
+        start = int(last) if last.isascii() and last.isdigit() and len(last) < 19 else after
         return StreamingResponse(run_stream(store, run_id, start, is_disconnected=request.is_disconnected),
                                  media_type="text/event-stream",
                                  headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
     @app.get("/api/runs/{run_id}/calls")
-    def run_calls(run_id: int) -> dict[str, Any]:
+    def run_calls(run_id: RowId) -> dict[str, Any]:
         """Every call the run (and its harness tasks) used, in order, cache hits included."""
         run = views.run_view(store, run_id)
         ids = [run_id] + [c["id"] for c in run["children"]]
@@ -170,18 +173,18 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
         return {"jobs": runner.table.list(status, limit)}
 
     @app.get("/api/jobs/{job_id}")
-    def get_job(job_id: int) -> Any:
+    def get_job(job_id: RowId) -> Any:
         return runner.get(job_id)  # an unknown id is views.NotFound: 404
 
     @app.post("/api/jobs/{job_id}/cancel")
-    def cancel_job(job_id: int) -> Any:
+    def cancel_job(job_id: RowId) -> Any:
         try:
             return runner.cancel(job_id)
         except UserError as exc:  # a running harness job
             return _error(409, str(exc))
 
     @app.get("/api/jobs/{job_id}/result")
-    def job_result(job_id: int) -> Any:
+    def job_result(job_id: RowId) -> Any:
         job = runner.get(job_id)
         if job["status"] in ("queued", "running"):
             return _error(409, f"job {job_id} is {job['status']}: wait for it (GET /api/jobs/{job_id}) or follow "

@@ -127,7 +127,7 @@ def run_compare(params: CompareParams, ctx: Any) -> dict[str, Any]:
 
 
 def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
-    from veriscale.selection.inputs import default_criteria, resolve_inputs
+    from veriscale.selection.inputs import default_criteria, resolve_inputs, task_taken_from
     from veriscale.selection.select import plan_selection, run_selection
     from veriscale.selection.settings import SelectionSettings
 
@@ -143,7 +143,9 @@ def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
                                                           "k": params.k, "criteria": crits.name})
     ctx.log.record_candidates(run_id, candidates)
     count = ctx.call_counter(plan.judgements_planned * plan.calls_per_judgement)
-    return run_selection(plan, verifier=verifier, on_progress=lambda done, planned: count(None)).to_dict()
+    result = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: count(None)).to_dict()
+    took = task_taken_from(task, params.task)
+    return {**result, "task_taken_from": took} if took else result
 
 
 def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:
@@ -162,7 +164,7 @@ def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:
     if not cands:
         raise UserError("the paths hold no run with steps" + (f" and id '{params.id}'" if params.id else "")
                         + ": progress is scored on a trajectory's steps")
-    task = read_text_input(str(ctx.path(params.task))) if params.task else None
+    task = read_text_input(str(ctx.path(params.task)), "task") if params.task else None
     judge = ProgressJudge(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
     run_id = ctx.start_run("track", judge.model.uri, {"trajectory": [str(p) for p in paths], "runs": len(cands),
                                                       "every": params.every})

@@ -41,6 +41,8 @@ def _record(run: RunRecord) -> dict[str, Any]:
     doc = {"id": run.id, "command": run.command, "model": run.model, "status": run.status,
            "created_at": run.created_at, "finished_at": run.finished_at, "summary": run_summary(run),
            "view": _view(run), "job": run.args.get("job") if isinstance(run.args, dict) else None}
+    if run.damaged:
+        doc["damaged"] = list(run.damaged)
     return doc
 
 
@@ -69,7 +71,7 @@ def run_view(store: Store, run_id: int) -> dict[str, Any]:
 def selection_view(store: Store, run_id: int) -> dict[str, Any]:
     """The pick and the evidence: per-candidate rewards, mean P(i ≻ j) per pair, every judgement."""
     run = _run(store, run_id)
-    result = run.result or {}
+    result = run.result if isinstance(run.result, dict) else {}
     if "ranking" not in result:
         raise NotFound(f"run {run_id} is a '{run.command}' run without a selection: open it as a run instead")
     ranking = sorted(result["ranking"], key=lambda r: r["index"])
@@ -130,7 +132,7 @@ def progress_view(store: Store, run_id: int) -> dict[str, Any]:
     """
     run = _run(store, run_id)
     log = RunLog(store)
-    result = run.result or {}
+    result = run.result if isinstance(run.result, dict) else {}
     newest, calls = log.last(run.id), log.last(run.id, "calls")
     after = newest.id if newest else 0
     if run.status != "running" and result.get("curves") is not None:

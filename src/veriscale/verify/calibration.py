@@ -92,23 +92,23 @@ def load_labelled_pairs(path: str, limit: int | None = None) -> list[dict]:
     import json
     from pathlib import Path
 
+    from veriscale.data.reader import parse_json, read_text
     from veriscale.errors import UserError
 
     p = Path(path)
     if not p.is_file():
         raise UserError(f"pairs file '{path}' does not exist: pass a JSONL file of instruction/output_1/output_2/label rows")
     rows = []
-    with p.open() as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-                rows.append({"task": r["instruction"], "a": r["output_1"], "b": r["output_2"], "a_wins": int(r["label"]) == 1})
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise UserError(f"line {n} of '{path}' is not a labelled pair: each line needs instruction, output_1, output_2 and label (1 or 2)") from None
-            if limit and len(rows) >= limit:
-                break
+    for n, line in enumerate(read_text(p, "pairs file").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = parse_json(line, f"line {n} of pairs file '{path}'")
+            rows.append({"task": r["instruction"], "a": r["output_1"], "b": r["output_2"], "a_wins": int(r["label"]) == 1})
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise UserError(f"line {n} of '{path}' is not a labelled pair: each line needs instruction, output_1, output_2 and label (1 or 2)") from None
+        if limit and len(rows) >= limit:
+            break
     if not rows:
         raise UserError(f"pairs file '{path}' has no pairs: add JSONL rows of instruction/output_1/output_2/label")
     return rows

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from veriscale.data.reader import read_text
 from veriscale.errors import UserError
 
 BUILTIN = ("general", "agent")
@@ -90,8 +91,5 @@ def load_criteria(spec: str) -> CriteriaSet:
     path = Path(spec)
     if not path.exists():
         raise UserError(f"criteria '{spec}' is neither a built-in set ({', '.join(BUILTIN)}) nor an existing file: pass one of those or a path to a .md file")
-    try:
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read criteria file '{spec}' ({exc}): pass a readable UTF-8 Markdown file") from None
+    text = read_text(path, "criteria file")
     return parse_criteria(text, str(path))

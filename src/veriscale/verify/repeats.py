@@ -41,6 +41,14 @@ def repeat(r: int, *, pairwise: bool, reasoning: bool, seed: int = 0) -> Repeat:
     return Repeat(index, order, seed + r if reasoning else None)
 
 
+def distinct_repeat_count(asked: int, *, pairwise: bool, reasoning: bool) -> int:
+    """How many different computations repeats ``0..asked-1`` are (no list is built: ``asked`` may be huge)."""
+    if reasoning:
+        return max(asked, 0)
+    return min(max(asked, 0), DISTINCT_SLOT_ORDERS if pairwise else 1)
+
+
 def distinct_repeats(asked: int, *, pairwise: bool, reasoning: bool, seed: int = 0) -> list[Repeat]:
     """The different computations among repeats ``0..asked-1``: fewer than ``asked`` when K collapses."""
-    return list(dict.fromkeys(repeat(r, pairwise=pairwise, reasoning=reasoning, seed=seed) for r in range(asked)))
+    count = distinct_repeat_count(asked, pairwise=pairwise, reasoning=reasoning)
+    return [repeat(r, pairwise=pairwise, reasoning=reasoning, seed=seed) for r in range(count)]

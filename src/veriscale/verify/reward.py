@@ -18,6 +18,7 @@ from typing import Callable
 
 from scipy.special import expit
 
+from veriscale.data.reader import require_utf8
 from veriscale.engine.executor import CallExecutor, CallOutcome, Estimate, PlannedCall
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
@@ -43,6 +44,9 @@ class _Tag:
 def sigmoid(x: float) -> float:
     """The logistic function, as a plain float."""
     return float(expit(x))
+
+
+MAX_CHARS_PER_TOKEN = 128  # more than the longest token of common vocabularies (SmolLM2's: 32 characters)
 
 
 class Verifier:
@@ -108,9 +112,28 @@ class Verifier:
             ))
         return repeats, notes
 
+    def _require_fits(self, texts: dict[str, str]) -> None:
+        """Refuse texts that cannot fit the model's context at any tokenization, before a tokenizer
+        sees them (a long run without spaces is quadratic in some, e.g. llama.cpp's BPE)."""
+        try:
+            context = self.model.context_size()
+        except Exception:  # a backend that cannot say: the call itself reports an overflow
+            context = None
+        if not isinstance(context, int) or isinstance(context, bool) or context <= 0:
+            return
+        limit = context * MAX_CHARS_PER_TOKEN
+        longest = max(texts, key=lambda what: len(texts[what]))
+        total = sum(len(t) for t in texts.values())
+        if total > limit:
+            raise UserError(
+                f"the {longest} is {len(texts[longest]):,} characters long: with it the prompt cannot fit "
+                f"{self.model.display_name}'s {context:,}-token context (no token holds more than "
+                f"{MAX_CHARS_PER_TOKEN} characters); shorten it to its answer, or use a model with a larger context")
+
     def plan_score(self, task: str, candidate: str) -> tuple[list[PlannedCall], list[str]]:
         _require_text(task, "task")
         _require_text(candidate, "candidate")
+        self._require_fits({"task": task, "candidate": candidate})
         repeats, notes = self._repeats(pairwise=False)
         calls = []
         for rep in repeats:
@@ -125,6 +148,7 @@ class Verifier:
         _require_text(task, "task")
         _require_text(a, "candidate A")
         _require_text(b, "candidate B")
+        self._require_fits({"task": task, "candidate A": a, "candidate B": b})
         if only_repeat is None:
             repeats, notes = self._repeats(pairwise=True)
         else:  # one repeat of a tournament
@@ -230,6 +254,7 @@ class Verifier:
 def _require_text(text: str, what: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise UserError(f"the {what} is empty: give it the text to verify")
+    require_utf8(text, what)  # before it reaches a prompt, the store key or SQLite
 
 
 __all__ = ["Verifier", "VerdictBase", "sigmoid"]

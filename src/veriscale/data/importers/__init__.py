@@ -50,6 +50,7 @@ from veriscale.data.importers._files import (
     read_text,
 )
 from veriscale.data.model import Candidate
+from veriscale.data.reader import check_regular
 from veriscale.errors import UserError
 
 # Order matters: the first module whose detect() accepts a record wins.
@@ -140,6 +141,7 @@ def load_file(path: str | Path, format: str | None = None) -> tuple[str, list[Ca
         if format not in (None, folder.NAME):
             raise UserError(f"'{path}' is a folder but format '{format}' reads files: drop the format")
         return folder.NAME, folder.load(path)
+    check_regular(path, "candidate file")  # a FIFO or device is refused before any importer opens it
     forced = _format_module(format) if format else None
     if forced in (text, diff) or (forced is inspect_log and inspect_log.detect(path)):
         return forced.NAME, forced.load(path, str(path))

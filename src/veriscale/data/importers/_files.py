@@ -8,11 +8,11 @@ Errors name the file (and the line, for JSONL) so the user can fix the input.
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Any
 
+from veriscale.data import reader
 from veriscale.errors import UserError
 
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
@@ -30,21 +30,8 @@ def logical_suffix(path: Path) -> str:
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when the name ends in ``.gz``."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"candidate file '{path}' does not exist: check the path") from None
-    except IsADirectoryError:
-        raise UserError(f"'{path}' is a folder: pass it as a folder of rollouts") from None
-    except OSError as exc:
-        raise UserError(f"cannot read '{path}' ({exc.strerror}): check its permissions") from None
-    if path.suffix.lower() == ".gz":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise UserError(f"'{path}' is not a valid gzip file ({exc}): re-compress it") from None
-    return raw
+    """The file's bytes, gunzipped when the name ends in ``.gz`` (``veriscale.data.reader``'s limits)."""
+    return reader.read_bytes(path, "candidate file", gunzip=True)
 
 
 def read_text(path: Path) -> str:
@@ -74,11 +61,11 @@ def parse_records(text: str, path: Path) -> list[tuple[int, Any]]:
     """
     if logical_suffix(path) not in JSONL_SUFFIXES:
         try:
-            return [(1, json.loads(text))]
+            return [(1, reader.parse_json(text, f"'{path}'"))]
         except json.JSONDecodeError as whole_error:
             first_line = next((ln for ln in text.splitlines() if ln.strip()), "")
             try:
-                json.loads(first_line)
+                reader.parse_json(first_line, f"'{path}' line 1")
             except json.JSONDecodeError:
                 raise UserError(
                     f"'{path}' is not valid JSON ({whole_error.msg} at line {whole_error.lineno}"
@@ -90,7 +77,7 @@ def parse_records(text: str, path: Path) -> list[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            records.append((number, json.loads(line)))
+            records.append((number, reader.parse_json(line, f"'{path}' line {number}")))
         except json.JSONDecodeError as exc:
             raise UserError(
                 f"'{path}' line {number} is not valid JSON ({exc.msg}): fix or remove that line"

@@ -162,6 +162,6 @@ def _merge_result(sub: Path, candidate: Candidate) -> None:
     reward_file = sub / "verifier" / "reward.txt"
     if reward_file.is_file() and "reward" not in candidate.labels:
         try:
-            candidate.labels["reward"] = float(reward_file.read_text().strip())
-        except ValueError:
+            candidate.labels["reward"] = float(read_text(reward_file).strip())
+        except (ValueError, UserError):
             pass

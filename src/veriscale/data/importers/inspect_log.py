@@ -22,6 +22,7 @@ from typing import Any
 from veriscale.data.importers._chat import chat_to_conversation
 from veriscale.data.importers._text import content_text, task_from_prompt
 from veriscale.data.model import Candidate, Task, Trajectory
+from veriscale.data.reader import max_input_bytes, parse_json
 from veriscale.errors import UserError
 
 NAME = "inspect-log"
@@ -54,6 +55,11 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
         raise UserError(
             f"Inspect log {source or ''} holds no samples: rerun the eval with samples logged"
         )
+    bad = next((i for i, sample in enumerate(samples) if not isinstance(sample, dict)), None) \
+        if isinstance(samples, list) else -1
+    if bad is not None:
+        where = "its samples are not a list" if bad < 0 else f"sample {bad + 1} is a {type(samples[bad]).__name__}"
+        raise UserError(f"Inspect log {source or ''} is malformed ({where}, not an object): re-export the log")
     eval_info = obj["eval"]
     task_name = str(eval_info.get("task") or "")
     model = str(eval_info.get("model") or "")
@@ -66,16 +72,32 @@ def _read_eval_zip(path: Path) -> dict[str, Any]:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
             if "header.json" in names:
-                header = json.loads(archive.read("header.json"))
+                header = _member_json(archive, "header.json", path)
             elif "_journal/start.json" in names:
-                header = json.loads(archive.read("_journal/start.json"))
+                header = _member_json(archive, "_journal/start.json", path)
             else:
                 raise UserError(f"'{path}' has no header.json: is it an Inspect .eval log?")
             sample_names = sorted(n for n in names if n.startswith("samples/") and n.endswith(".json"))
-            samples = [json.loads(archive.read(n)) for n in sample_names]
-    except (zipfile.BadZipFile, json.JSONDecodeError, KeyError) as exc:
+            samples = [_member_json(archive, n, path) for n in sample_names]
+    except (zipfile.BadZipFile, json.JSONDecodeError, KeyError, UnicodeDecodeError) as exc:
         raise UserError(f"'{path}' is not a readable Inspect .eval log ({exc}): re-export it") from None
+    if not isinstance(header, dict):
+        raise UserError(f"'{path}' has a header.json that is not an object: re-export it")
     return {"eval": header.get("eval", {}), "samples": samples}
+
+
+def _member_json(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
+    """One archive member as JSON, under the reader's size and JSON limits."""
+    cap = max_input_bytes()
+    if archive.getinfo(name).file_size > cap:
+        raise UserError(f"'{path}' member {name} is larger than the {cap / (1 << 20):.3g} MiB input limit: "
+                        "re-export a smaller log, or raise VERISCALE_MAX_INPUT_MB")
+    with archive.open(name) as member:
+        raw = member.read(cap + 1)
+    if len(raw) > cap:
+        raise UserError(f"'{path}' member {name} is larger than the {cap / (1 << 20):.3g} MiB input limit: "
+                        "re-export a smaller log, or raise VERISCALE_MAX_INPUT_MB")
+    return parse_json(raw.decode("utf-8"), f"'{path}' member {name}")
 
 
 def _candidate(sample: dict[str, Any], task_name: str, model: str, source: str) -> Candidate:

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from veriscale.data.reader import parse_json, read_text
 from veriscale.errors import UserError, setting
 from veriscale.harness.workspace import contract as ws
 from veriscale.harness.jsonfiles import write_json
@@ -124,8 +125,8 @@ def _read_scores(files: list[Path]) -> dict[str, Any]:
     scores: dict[str, Any] = {}
     for path in files:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            data = parse_json(read_text(path, "scores file"), f"scores file '{path}'")
+        except json.JSONDecodeError as exc:
             raise UserError(f"scores file '{path}' is not valid JSON ({exc}): fix or remove it") from exc
         if isinstance(data, dict) and isinstance(data.get("scores"), dict):
             data = data["scores"]

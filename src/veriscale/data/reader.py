@@ -1,0 +1,248 @@
+"""Read one input a user names (a task, a candidate, a criteria file, an importer's file, a steps file).
+
+    text = read_text("task.md", "task")                 # str; "-" reads stdin
+    data = read_bytes("shot.png", "image")              # bytes, for binary inputs
+    raw = read_bytes("runs.jsonl.gz", "candidate file", gunzip=True)
+    obj = parse_json(text, "candidate file 'run.json'")  # json.loads with limits
+    with open_regular(Path("steps.jsonl"), "steps file") as handle: ...   # a binary handle, for following
+
+Every path is checked before it is opened: only a regular file is read. A FIFO, a device (such as
+``/dev/zero``) or a socket is refused in one sentence, and the file is opened with ``O_NONBLOCK``
+so a FIFO swapped in after the check cannot block the open. An input larger than
+``max_input_bytes()`` (``VERISCALE_MAX_INPUT_MB``, default 128 MiB; also after gunzip) is refused,
+as is text that is not UTF-8. :func:`parse_json` refuses documents nested deeper than
+``MAX_JSON_DEPTH`` (checked by a linear scan, before the parser can recurse), numbers longer than
+``MAX_NUMBER_CHARS`` characters, and lone surrogate escapes such as ``"\\ud800"`` (no UTF-8 text
+can hold them); a syntax error stays a ``json.JSONDecodeError`` for the caller to word.
+Every refusal is a :class:`BadInput` (a ``UserError``) naming the input and the fix.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+import stat
+import sys
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from veriscale.errors import UserError
+
+MAX_INPUT_ENV = "VERISCALE_MAX_INPUT_MB"
+DEFAULT_MAX_INPUT_MB = 128
+MAX_JSON_DEPTH = 100
+MAX_NUMBER_CHARS = 1000
+_STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a whole string, or a bracket
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+class BadInput(UserError):
+    """An input veriscale refuses to read; ``reason`` is the short why (e.g. for a skipped line)."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+def max_input_bytes() -> int:
+    """The size cap of one input: ``$VERISCALE_MAX_INPUT_MB`` MiB, else 128 MiB."""
+    raw = os.environ.get(MAX_INPUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_INPUT_MB << 20
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = -1.0
+    if not 0 < mb < 1 << 20:
+        raise UserError(f"{MAX_INPUT_ENV}={raw!r} is not a size in MiB: give a positive number such as 64")
+    return max(1, round(mb * (1 << 20)))
+
+
+def _too_big(what: str, cap: int, size: int | None = None) -> BadInput:
+    """``size`` when known (a file's), else "more than" the cap (a stream, an inflated file)."""
+    mib = f"{cap / (1 << 20):.3g}"
+    told = f"is {size:,} bytes" if size is not None else f"is more than {cap:,} bytes"
+    return BadInput(f"{what} {told}, above the {mib} MiB input limit: shorten it, or raise {MAX_INPUT_ENV} "
+                    f"(now {mib})", "too large")
+
+
+def check_regular(path: Path, what: str, fix: str = "") -> os.stat_result:
+    """The file's status, when ``path`` is a regular file; else a BadInput naming ``what`` (and ``fix``)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise BadInput(f"{what} '{path}' does not exist: check the path") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {what} '{path}' ({exc.strerror}): check the path and its permissions") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        fix = "pass a file inside it" if stat.S_ISDIR(st.st_mode) else fix or "save it to a regular file first"
+        raise BadInput(f"{what} '{path}' is {kind}, not a regular file: {fix}", kind)
+    return st
+
+
+def open_regular(path: Path, what: str, fix: str = "") -> BinaryIO:
+    """A binary handle on the regular file ``path`` (opened non-blocking, then checked again)."""
+    check_regular(path, what, fix)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise BadInput(f"cannot read {what} '{path}' ({exc.strerror}): check its permissions") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the check and the open
+        os.close(fd)
+        raise BadInput(f"{what} '{path}' is not a regular file: {fix or 'save it to a regular file first'}")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _read_capped(handle: BinaryIO, what: str, cap: int) -> bytes:
+    data = handle.read(cap + 1)
+    if len(data) > cap:
+        raise _too_big(what, cap)
+    return data
+
+
+def _gunzip(raw: bytes, what: str, cap: int) -> bytes:
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(raw, cap + 1)
+    except zlib.error as exc:
+        raise BadInput(f"{what} is not a valid gzip file ({exc}): re-compress it") from None
+    if len(out) > cap:
+        raise _too_big(what + " (uncompressed)", cap)
+    if not inflater.eof:
+        raise BadInput(f"{what} is a truncated gzip file: re-compress it")
+    if inflater.unused_data.strip(b"\0"):  # a further gzip member: let gzip read the whole stream
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as handle:
+                out = _read_capped(handle, what + " (uncompressed)", cap)
+        except (OSError, EOFError) as exc:
+            raise BadInput(f"{what} is not a valid gzip file ({exc}): re-compress it") from None
+    return out
+
+
+def read_bytes(source: str | os.PathLike[str], what: str, *, gunzip: bool = False,
+               max_bytes: int | None = None, fix: str = "") -> bytes:
+    """The bytes of ``source`` (``"-"``: stdin), a regular file of at most the input limit.
+
+    ``gunzip``: inflate it when its name ends in ``.gz`` (the limit applies to what comes out).
+    ``fix``: what a refusal of a FIFO or device tells the user to do instead.
+    """
+    cap = max_input_bytes() if max_bytes is None else max_bytes
+    if str(source) == "-":
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:  # a text stdin (a test harness): its text as UTF-8
+            data = sys.stdin.read(cap + 1).encode("utf-8", "surrogatepass")
+            if len(data) > cap:
+                raise _too_big(f"{what} from stdin", cap)
+            return data
+        return _read_capped(stream, f"{what} from stdin", cap)
+    path = Path(source)
+    label = f"{what} '{path}'"
+    st = check_regular(path, what, fix)
+    if st.st_size > cap:
+        raise _too_big(label, cap, st.st_size)
+    with open_regular(path, what, fix) as handle:
+        try:
+            raw = _read_capped(handle, label, cap)
+        except OSError as exc:
+            raise BadInput(f"cannot read {label} ({exc.strerror}): check the file") from None
+    if gunzip and path.suffix.lower() == ".gz":
+        raw = _gunzip(raw, label, cap)
+    return raw
+
+
+def decode_text(raw: bytes, what: str) -> str:
+    """``raw`` as UTF-8 text (a leading byte-order mark dropped); else a BadInput naming ``what``."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{what} is not UTF-8 text (byte {exc.start:,} is 0x{raw[exc.start]:02x}): "
+                       "convert it to UTF-8 text, Markdown or JSON", "not UTF-8 text") from None
+
+
+def read_text(source: str | os.PathLike[str], what: str, *, gunzip: bool = False,
+              max_bytes: int | None = None, fix: str = "") -> str:
+    """The UTF-8 text of ``source`` (``"-"``: stdin); see :func:`read_bytes` for what is refused."""
+    raw = read_bytes(source, what, gunzip=gunzip, max_bytes=max_bytes, fix=fix)
+    return decode_text(raw, f"{what} from stdin" if str(source) == "-" else f"{what} '{source}'")
+
+
+def require_utf8(text: str, what: str) -> str:
+    """``text`` when UTF-8 can hold it; a lone surrogate (from a Python caller, a JSON escape) is a BadInput."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadInput(f"the {what} holds a lone UTF-16 surrogate (U+{ord(text[exc.start]):04X} at character "
+                       f"{exc.start:,}), which no UTF-8 text can hold: remove it or fix the writer",
+                       "a lone surrogate") from None
+    return text
+
+
+def json_depth_over(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when ``text`` opens more than ``limit`` arrays/objects at once (strings skipped; linear)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", "replace")
+    depth = 0
+    for match in _STRUCTURE.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in "]}":
+            depth -= 1
+    return False
+
+
+def _number(kind: type, what: str) -> Any:
+    def parse(literal: str) -> Any:
+        if len(literal) > MAX_NUMBER_CHARS:
+            raise BadInput(f"{what} holds a number {len(literal):,} characters long (at most {MAX_NUMBER_CHARS:,}): "
+                           "write it as a string or fix the writer", "a number too long")
+        return kind(literal)
+    return parse
+
+
+def _lone_surrogate(data: Any) -> bool:
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """``json.loads(text)`` under the limits above; ``what`` names the input in a refusal.
+
+    A syntax error is raised as ``json.JSONDecodeError`` (the caller words it); a breach of a
+    limit as :class:`BadInput`.
+    """
+    if json_depth_over(text):
+        raise BadInput(f"{what} nests arrays or objects more than {MAX_JSON_DEPTH} deep: flatten it or fix the writer",
+                       f"nested more than {MAX_JSON_DEPTH} deep")
+    data = json.loads(text, parse_int=_number(int, what), parse_float=_number(float, what))
+    probe = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
+    if _SURROGATE_ESCAPE.search(probe) and _lone_surrogate(data):
+        raise BadInput(f"{what} holds a lone UTF-16 surrogate escape (such as \\ud800), which no UTF-8 text can "
+                       "hold: fix the writer", "a lone surrogate escape")
+    return data
+
+
+__all__ = ["BadInput", "MAX_INPUT_ENV", "MAX_JSON_DEPTH", "MAX_NUMBER_CHARS", "check_regular", "decode_text",
+           "json_depth_over", "max_input_bytes", "open_regular", "parse_json", "read_bytes", "read_text", "require_utf8"]
