@@ -4,11 +4,12 @@ It answers ``/v1/completions`` in OpenAI's legacy logprob shape and ``/v1/chat/c
 in the ``content[].top_logprobs[]`` shape. Faults are queued per test::
 
     with FaultServer() as srv:
-        srv.queue("429", "500", "timeout", "malformed", "nologprobs")   # next requests
+        srv.queue("429", "500", "timeout", "malformed", "nologprobs", "nolabel")   # next requests
         srv.url          # http://127.0.0.1:PORT/v1
         srv.requests     # every request received, in order: {"path", "body", "headers"}
 
-Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1). A chat
+Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1); ``nolabel``
+answers with tokens that are no score label ('x': 0.7, 'y': 0.3). A chat
 upstream double answers with a scripted message instead::
 
     FaultServer(chat_reply="done")                                   # this text, finish_reason "stop"
@@ -82,7 +83,7 @@ class FaultServer:
                     return self._send(200, None, raw=b"<html>not json")
                 if fault == "context":
                     return self._send(400, {"error": {"message": "Requested tokens exceed context window of 8192"}})
-                payload = server.reply(self.path, body)
+                payload = server.reply(self.path, body, top={"x": 0.7, "y": 0.3} if fault == "nolabel" else None)
                 if fault == "malformed":
                     lp = payload["choices"][0]["logprobs"]
                     if "content" in lp:
@@ -99,22 +100,23 @@ class FaultServer:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
-    def reply(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def reply(self, path: str, body: dict[str, Any] | None = None, top: dict[str, float] | None = None) -> dict[str, Any]:
+        top = top or self.top
         usage = {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}
         if path.endswith("/chat/completions") and self.chat_reply is not None:
             return self._scripted_chat(body or {}, usage)
         if path.endswith("/chat/completions"):
-            top = [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in self.top.items()]
-            first = next(iter(self.top))
+            entries = [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in top.items()]
+            first = next(iter(top))
             return {"id": "c1", "object": "chat.completion", "model": "fault-model", "usage": usage,
                     "choices": [{"index": 0, "finish_reason": "length",
                                  "message": {"role": "assistant", "content": first.strip()},
-                                 "logprobs": {"content": [{"token": first, "logprob": math.log(self.top[first]), "top_logprobs": top}]}}]}
-        first = next(iter(self.top))
+                                 "logprobs": {"content": [{"token": first, "logprob": math.log(top[first]), "top_logprobs": entries}]}}]}
+        first = next(iter(top))
         return {"id": "t1", "object": "text_completion", "model": "fault-model", "usage": usage,
                 "choices": [{"index": 0, "text": first, "finish_reason": "length",
-                             "logprobs": {"tokens": [first], "token_logprobs": [math.log(self.top[first])],
-                                          "top_logprobs": [{t: math.log(p) for t, p in self.top.items()}],
+                             "logprobs": {"tokens": [first], "token_logprobs": [math.log(top[first])],
+                                          "top_logprobs": [{t: math.log(p) for t, p in top.items()}],
                                           "text_offset": [0]}}]}
 
     def _scripted_chat(self, body: dict[str, Any], usage: dict[str, int]) -> dict[str, Any]:

@@ -98,6 +98,16 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "CREATE INDEX runs_by_command ON runs(command, id)",
         "CREATE INDEX runs_by_parent ON runs(parent_id)",
     ]),
+    (4, [
+        # in-flight claims on calls (one call, one payment, across processes): the owner
+        # (host:pid:token) renews expires_at while its call runs and deletes the row when the
+        # outcome is committed; a waiter takes over a row whose owner stopped renewing it
+        """CREATE TABLE call_leases (
+               key TEXT PRIMARY KEY,
+               owner TEXT NOT NULL,
+               expires_at REAL NOT NULL,
+               taken_at REAL NOT NULL)""",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -7,13 +7,23 @@ With a chat template named, the score slot is prefilled client-side and read thr
 ``/v1/completions``; otherwise ``/v1/chat/completions`` is asked for one token. Both logprob
 shapes are parsed. Retries with exponential backoff on 429, 5xx, timeouts and dropped
 connections (a ``Retry-After`` header on 429/503 sets the wait); a call that still fails raises
-ModelCallError (recorded as failed upstream). ``ascore``/``achat`` are the same calls over an
-``httpx.AsyncClient`` for the gateway's event loop; one implementation serves both.
+ModelCallError (recorded as failed upstream), and so does a reply without logprobs at the
+slot: it is that call's failure, not the run's. ``ascore``/``achat``/``amodel_id``/
+``afingerprint``/``asingle_token_labels`` are the same calls over an ``httpx.AsyncClient`` for
+the gateway's event loop (cancelling one cancels its request); one implementation serves both.
+
+How many calls run at once is the gateway's business (``veriscale.engine.routing``): the URI's
+``?concurrency=`` is this endpoint's cap there (``concurrency``, None when the URI gives none),
+shared by every gateway in the process through ``limit_key`` (base URL and model)::
+
+    m.limit_key                       # 'http://127.0.0.1:8000/v1#qwen3-8b'
+    m.retry_variant()                 # the same model asked with more top_logprobs, or None
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import threading
 import time
@@ -39,7 +49,10 @@ from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_posit
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
 #: The longest ``Retry-After`` honoured; a server asking for more gets this.
 MAX_RETRY_AFTER_S = 60.0
+#: The most top_logprobs an off-format retry asks for (api.openai.com allows at most 20).
+MAX_TOP_LOGPROBS = 100
 Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+Get = Callable[[str, float], Awaitable[httpx.Response]]
 
 
 class _Retryable(Exception):
@@ -69,7 +82,7 @@ class OpenAICompatModel:
 
     def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                  template: str | None = None, endpoint: str = "auto", top_logprobs: int = 20,
-                 timeout_s: float = 120.0, max_retries: int = 4, concurrency: int = 8,
+                 timeout_s: float = 120.0, max_retries: int = 4, concurrency: int | None = None,
                  backoff_s: float = 0.5, uri: str | None = None) -> None:
         if template is not None and template not in TEMPLATES:
             raise UserError(f"unknown chat template '{template}': use one of {', '.join(TEMPLATES)}")
@@ -88,13 +101,12 @@ class OpenAICompatModel:
         self.display_name = f"{model or 'model'} at {self.base_url}"
         key = api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.concurrency = concurrency
+        self.concurrency = concurrency  # this endpoint's cap in the gateway; None: the gateway's setting
         self._headers = headers
         self._timeout = httpx.Timeout(timeout_s, connect=10.0)
-        self._client = httpx.Client(timeout=self._timeout, headers=headers,
-                                    limits=httpx.Limits(max_connections=concurrency))
-        self._aclients: dict[int, tuple[Any, httpx.AsyncClient, asyncio.Semaphore]] = {}
-        self._slots = threading.BoundedSemaphore(concurrency)
+        self._limits = httpx.Limits(max_connections=max(concurrency or 0, 100))
+        self._client = httpx.Client(timeout=self._timeout, headers=headers, limits=self._limits)
+        self._aclients: dict[int, tuple[Any, httpx.AsyncClient]] = {}
         self._model_id: str | None = None
         self._label_checks: dict[tuple[str, ...], list[str]] = {}
         self._lock = threading.Lock()
@@ -137,8 +149,7 @@ class OpenAICompatModel:
         try:
             for tries in Retrying(**self._retry_policy()):
                 with tries:
-                    with self._slots:
-                        resp = self._client.post(url, json=body)
+                    resp = self._client.post(url, json=body)
                     return self._answer(url, resp)
         except RetryError as exc:
             raise self._failure(url, exc) from None
@@ -147,25 +158,34 @@ class OpenAICompatModel:
     async def _sync_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._post(path, body)
 
-    def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+    async def _sync_get(self, url: str, timeout: float) -> httpx.Response:
+        return self._client.get(url, timeout=timeout)
+
+    async def _sync_probe(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        return self._client.post(url, json=body, timeout=10.0)
+
+    def _async_client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         with self._lock:
             found = self._aclients.get(id(loop))
             if found is None or found[0] is not loop:
-                client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers,
-                                           limits=httpx.Limits(max_connections=self.concurrency))
-                found = (loop, client, asyncio.Semaphore(self.concurrency))
+                found = (loop, httpx.AsyncClient(timeout=self._timeout, headers=self._headers, limits=self._limits))
                 self._aclients[id(loop)] = found
-        return found[1], found[2]
+        return found[1]
+
+    async def _aget(self, url: str, timeout: float) -> httpx.Response:
+        return await self._async_client().get(url, timeout=timeout)
+
+    async def _aprobe(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        return await self._async_client().post(url, json=body, timeout=10.0)
 
     async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
-        client, slots = self._async_client()
+        client = self._async_client()
         try:
             async for tries in AsyncRetrying(**self._retry_policy()):
                 with tries:
-                    async with slots:
-                        resp = await client.post(url, json=body)
+                    resp = await client.post(url, json=body)
                     return self._answer(url, resp)
         except RetryError as exc:
             raise self._failure(url, exc) from None
@@ -175,26 +195,51 @@ class OpenAICompatModel:
     def model_id(self) -> str:
         """The model id the server reports (checked against the one the URI names)."""
         with self._lock:
-            if self._model_id is not None:
-                return self._model_id
-            try:
-                resp = self._client.get(f"{self.base_url}/models", timeout=10.0)
-                resp.raise_for_status()
-                ids = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
-            except httpx.ConnectError:
-                raise UserError(f"cannot reach the model server at {self.base_url}: start it, or fix the URL in {setting('model')}") from None
-            except (httpx.HTTPError, ValueError, AttributeError):
-                ids = []
-            if self.requested_model:
-                self._model_id = self.requested_model
-            elif ids:
-                self._model_id = str(ids[0])
-            else:
-                raise UserError(f"the server at {self.base_url} lists no models: name one in the URI, e.g. {self.base_url}#my-model")
+            return drive_sync(self._resolve_model_id(self._sync_get))
+
+    async def amodel_id(self) -> str:
+        """:meth:`model_id` over the async client (the gateway's loop keeps serving meanwhile)."""
+        return await self._resolve_model_id(self._aget)
+
+    async def _resolve_model_id(self, get: Get) -> str:
+        if self._model_id is not None:
             return self._model_id
+        try:
+            resp = await get(f"{self.base_url}/models", 10.0)
+            resp.raise_for_status()
+            ids = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
+        except httpx.ConnectError:
+            raise UserError(f"cannot reach the model server at {self.base_url}: start it, or fix the URL in {setting('model')}") from None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            ids = []
+        if self.requested_model:
+            self._model_id = self.requested_model
+        elif ids:
+            self._model_id = str(ids[0])
+        else:
+            raise UserError(f"the server at {self.base_url} lists no models: name one in the URI, e.g. {self.base_url}#my-model")
+        return self._model_id
+
+    @property
+    def limit_key(self) -> str:
+        """What the gateway's per-endpoint limits are keyed by: the server and the model asked for."""
+        return f"{self.base_url}#{self.requested_model or ''}"
 
     def fingerprint(self) -> str:
         return f"http:{self.base_url}#{self.model_id()}"
+
+    async def afingerprint(self) -> str:
+        return f"http:{self.base_url}#{await self.amodel_id()}"
+
+    def retry_variant(self) -> "OpenAICompatModel | None":
+        """The same model asked to show more of the slot's distribution (more top_logprobs), for one
+        more try at a reply that put no probability on any label; None when it shows all it can."""
+        cap = 20 if "api.openai.com" in self.base_url else MAX_TOP_LOGPROBS
+        if self.top_logprobs >= cap:
+            return None
+        wider = copy.copy(self)
+        wider.top_logprobs = min(cap, max(2 * self.top_logprobs, 20))
+        return wider
 
     def context_size(self) -> int | None:
         return None
@@ -206,16 +251,22 @@ class OpenAICompatModel:
     def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
         """Labels that tokenize to more than one token, where the server can tokenize."""
         if labels not in self._label_checks:
-            self._label_checks[labels] = self._check_labels(labels)
+            self._label_checks[labels] = drive_sync(self._check_labels(labels, self._sync_probe))
         return list(self._label_checks[labels])
 
-    def _check_labels(self, labels: tuple[str, ...]) -> list[str]:
+    async def asingle_token_labels(self, labels: tuple[str, ...]) -> list[str]:
+        """:meth:`single_token_labels` over the async client."""
+        if labels not in self._label_checks:
+            self._label_checks[labels] = await self._check_labels(labels, self._aprobe)
+        return list(self._label_checks[labels])
+
+    async def _check_labels(self, labels: tuple[str, ...], probe: Any) -> list[str]:
         root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
         bad = []
         for lab in labels:
             counts = []
             for text in (lab, " " + lab):
-                n = self._tokenize_count(root, text)
+                n = await self._tokenize_count(root, text, probe)
                 if n is None:
                     return []  # cannot check on this server
                 counts.append(n)
@@ -223,11 +274,11 @@ class OpenAICompatModel:
                 bad.append(lab)
         return bad
 
-    def _tokenize_count(self, root: str, text: str) -> int | None:
+    async def _tokenize_count(self, root: str, text: str, probe: Any) -> int | None:
         for path, body, field in (("/extras/tokenize", {"input": text}, "tokens"),
                                   ("/tokenize", {"prompt": text, "add_special_tokens": False}, "tokens")):
             try:
-                resp = self._client.post(root + path, json={**body, "model": self.requested_model or ""}, timeout=10.0)
+                resp = await probe(root + path, {**body, "model": self.requested_model or ""})
                 if resp.status_code == 200 and isinstance(resp.json().get(field), list):
                     return len(resp.json()[field])
             except (httpx.HTTPError, ValueError):
@@ -235,16 +286,20 @@ class OpenAICompatModel:
         return None
 
     # -- scoring ---------------------------------------------------------------------------
+    async def _ident(self, post: Post) -> str:
+        """The model id, over the transport ``post`` belongs to."""
+        return self.model_id() if post == self._sync_post else await self.amodel_id()
+
     async def _generate_reasoning(self, request: ScoreRequest, post: Post) -> tuple[str, int]:
         if self.endpoint == "completions":
-            body = {"model": self.model_id(), "prompt": render_chat(self.template, request.messages, request.reasoning_prefix),
+            body = {"model": await self._ident(post), "prompt": render_chat(self.template, request.messages, request.reasoning_prefix),
                     "max_tokens": request.max_reasoning_tokens, "temperature": request.temperature,
                     "seed": request.seed, "stop": ["Grade"]}
             data = await post("/completions", body)
             text = data["choices"][0].get("text", "")
         else:
             msgs = [{"role": m.role, "content": m.content} for m in request.messages]
-            body = {"model": self.model_id(), "messages": msgs, "max_tokens": request.max_reasoning_tokens,
+            body = {"model": await self._ident(post), "messages": msgs, "max_tokens": request.max_reasoning_tokens,
                     "temperature": request.temperature, "seed": request.seed, "stop": ["Grade"]}
             data = await post("/chat/completions", body)
             text = data["choices"][0]["message"].get("content") or ""
@@ -264,7 +319,7 @@ class OpenAICompatModel:
             reasoning, completion = await self._generate_reasoning(request, post)
         if self.endpoint == "completions":
             prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}" if request.reasoning else request.prefill
-            body = {"model": self.model_id(), "prompt": render_chat(self.template, request.messages, prefill),
+            body = {"model": await self._ident(post), "prompt": render_chat(self.template, request.messages, prefill),
                     "max_tokens": 1, "temperature": 0.0, "logprobs": self.top_logprobs}
             data = await post("/completions", body)
         else:
@@ -272,15 +327,15 @@ class OpenAICompatModel:
             if request.reasoning:
                 msgs += [{"role": "assistant", "content": f"{request.reasoning_prefix} {reasoning}"},
                          {"role": "user", "content": "Now reply with the grade only."}]
-            body = {"model": self.model_id(), "messages": msgs, "max_tokens": 1, "temperature": 0.0,
+            body = {"model": await self._ident(post), "messages": msgs, "max_tokens": 1, "temperature": 0.0,
                     "logprobs": True, "top_logprobs": self.top_logprobs}
             data = await post("/chat/completions", body)
         try:
             top = first_position_top(data)
         except NoLogprobs:
-            raise UserError(
-                f"{self.display_name} returned no logprobs: use a server started with logprobs enabled, "
-                f"or two-stage scoring, e.g. {setting('model', f'twostage:{self.uri}+embedded')}"
+            raise ModelCallError(
+                f"{self.display_name} returned no logprobs at the score slot: use a server started with logprobs "
+                f"enabled, or two-stage scoring, e.g. {setting('model', f'twostage:{self.uri}+embedded')}"
             ) from None
         except MalformedLogprobs as exc:
             raise ModelCallError(f"{self.display_name} returned malformed logprobs ({exc})") from None
@@ -304,7 +359,7 @@ class OpenAICompatModel:
 
     async def _chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int,
                     temperature: float, seed: int | None, post: Post) -> ChatResponse:
-        body: dict[str, Any] = {"model": self.model_id(), "messages": messages, "max_tokens": max_tokens,
+        body: dict[str, Any] = {"model": await self._ident(post), "messages": messages, "max_tokens": max_tokens,
                                 "temperature": temperature}
         if seed is not None:
             body["seed"] = seed
