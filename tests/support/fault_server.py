@@ -7,6 +7,7 @@ in the ``content[].top_logprobs[]`` shape. Faults are queued per test::
         srv.queue("429", "500", "timeout", "malformed", "nologprobs", "nolabel")   # next requests
         srv.url          # http://127.0.0.1:PORT/v1
         srv.requests     # every request received, in order: {"path", "body", "headers"}
+        srv.max_in_flight  # the most completion requests it was answering at once
 
 Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1); ``nolabel``
 answers with tokens that are no score label ('x': 0.7, 'y': 0.3). A chat
@@ -38,6 +39,8 @@ class FaultServer:
         self.timeout_sleep_s = timeout_sleep_s
         self.faults: list[str] = []
         self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.lock = threading.Lock()
         server = self
 
@@ -70,6 +73,15 @@ class FaultServer:
                 with server.lock:
                     server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
                     fault = server.faults.pop(0) if server.faults else "ok"
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self._answer(fault, body)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _answer(self, fault: str, body: dict[str, Any]) -> None:
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 if fault == "429":

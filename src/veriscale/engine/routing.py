@@ -86,6 +86,11 @@ class SlotLimiter:
         self._lock = threading.Lock()
         self._waiters: deque[list[Any]] = deque()  # [loop, future, state]: waiting | granted | gone
 
+    @property
+    def waiting(self) -> int:
+        """How many acquirers wait for a slot now."""
+        return len(self._waiters)
+
     async def acquire(self) -> None:
         loop = asyncio.get_running_loop()
         with self._lock:
