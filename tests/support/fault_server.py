@@ -8,6 +8,8 @@ in the ``content[].top_logprobs[]`` shape. Faults are queued per test::
         srv.url          # http://127.0.0.1:PORT/v1
         srv.requests     # every request received, in order: {"path", "body", "headers"}
         srv.max_in_flight  # the most completion requests it was answering at once
+        srv.probes       # other POSTs (tokenize probes, answered 404): {"path", "headers"}
+        srv.hold_after(6)  # answer 6 more completion requests, hold the rest until srv.release()
 
 Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1); ``nolabel``
 answers with tokens that are no score label ('x': 0.7, 'y': 0.3). A chat
@@ -39,8 +41,11 @@ class FaultServer:
         self.timeout_sleep_s = timeout_sleep_s
         self.faults: list[str] = []
         self.requests: list[dict[str, Any]] = []
+        self.probes: list[dict[str, Any]] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.hold_from: int | None = None
+        self.gate = threading.Event()
         self.lock = threading.Lock()
         server = self
 
@@ -69,13 +74,18 @@ class FaultServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.endswith("/completions"):
+                    with server.lock:
+                        server.probes.append({"path": self.path, "headers": dict(self.headers)})
                     return self._send(404, {"error": "not found"})  # e.g. no tokenize endpoint
                 with server.lock:
                     server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
                     fault = server.faults.pop(0) if server.faults else "ok"
+                    held = server.hold_from is not None and len(server.requests) > server.hold_from
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
+                    if held:
+                        server.gate.wait(120)
                     self._answer(fault, body)
                 finally:
                     with server.lock:
@@ -139,6 +149,15 @@ class FaultServer:
         return {"id": "c1", "object": "chat.completion", "model": "fault-model", "usage": {**usage, "completion_tokens": 5},
                 "choices": [{"index": 0, "finish_reason": finish, "message": message, "logprobs": None}]}
 
+    def hold_after(self, n: int) -> None:
+        """Answer ``n`` more completion requests; hold every later one until :meth:`release`."""
+        with self.lock:
+            self.gate.clear()
+            self.hold_from = len(self.requests) + n
+
+    def release(self) -> None:
+        self.gate.set()
+
     def queue(self, *faults: str) -> None:
         with self.lock:
             self.faults.extend(faults)
@@ -148,6 +167,7 @@ class FaultServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.gate.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
