@@ -54,6 +54,7 @@ class FaultServer:
                 pass
 
             def _send(self, code: int, payload: Any, raw: bytes | None = None) -> None:
+                self._leave()  # before the reply goes out: the client may send its next request at once
                 body = raw if raw is not None else json.dumps(payload).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -83,11 +84,17 @@ class FaultServer:
                     held = server.hold_from is not None and len(server.requests) > server.hold_from
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                self._counted = True
                 try:
                     if held:
                         server.gate.wait(120)
                     self._answer(fault, body)
                 finally:
+                    self._leave()
+
+            def _leave(self) -> None:
+                if getattr(self, "_counted", False):
+                    self._counted = False
                     with server.lock:
                         server.in_flight -= 1
 

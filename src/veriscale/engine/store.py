@@ -95,37 +95,26 @@ def lease_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(6).hex()}"
 
 
-class Store:
-    """Thread-safe access to one SQLite file (WAL mode, one commit per write)."""
+class _Writer:
+    """One daemon thread that runs a store's jobs in the order they were submitted. It holds no
+    reference to its store, so an unclosed store is still freed (and its thread stopped)."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self._conn = conn
-        self._lock = threading.Lock()
-        self.path = path
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
-        self._pending = 0
-        self._idle = threading.Condition()
-        _OPEN_STORES.add(self)
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.pending = 0
+        self.idle = threading.Condition()
+        self.thread = threading.Thread(target=self._run, name="veriscale-store-writer", daemon=True)
+        self.thread.start()
 
-    # -- the writer thread -----------------------------------------------------------
-    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
-        """Run ``fn(*args, **kwargs)`` (a method of this store) on the store's one writer thread,
-        after every job submitted before it; the future holds its result."""
+    def submit(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
-        with self._idle:
-            if self._writer is None:
-                self._writer = threading.Thread(target=self._write_jobs, name="veriscale-store-writer", daemon=True)
-                self._writer.start()
-            self._pending += 1
-        self._jobs.put((future, fn, args, kwargs))
+        with self.idle:
+            self.pending += 1
+        self.jobs.put((future, fn, args, kwargs))
         return future
 
-    def _write_jobs(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
+    def _run(self) -> None:
+        while (job := self.jobs.get()) is not None:
             future, fn, args, kwargs = job
             try:
                 if future.set_running_or_notify_cancel():
@@ -134,21 +123,51 @@ class Store:
                     except BaseException as exc:  # noqa: BLE001 - handed to the submitter
                         future.set_exception(exc)
             finally:
-                with self._idle:
-                    self._pending -= 1
-                    self._idle.notify_all()
+                del job, fn, args, kwargs
+                with self.idle:
+                    self.pending -= 1
+                    self.idle.notify_all()
+
+    def flush(self, timeout: float | None = None) -> None:
+        if threading.current_thread() is self.thread:
+            return
+        with self.idle:
+            self.idle.wait_for(lambda: self.pending == 0, timeout=timeout)
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+
+
+class Store:
+    """Thread-safe access to one SQLite file (WAL mode, one commit per write)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self.path = path
+        self._writer: _Writer | None = None
+        self._writer_lock = threading.Lock()
+        _OPEN_STORES.add(self)
+
+    # -- the writer thread -----------------------------------------------------------
+    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        """Run ``fn(*args, **kwargs)`` (a method of this store) on the store's one writer thread,
+        after every job submitted before it; the future holds its result."""
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = _Writer()
+                weakref.finalize(self, self._writer.stop)
+        return self._writer.submit(fn, args, kwargs)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every submitted job is done."""
-        if self._writer is not None and threading.current_thread() is self._writer:
-            return
-        with self._idle:
-            self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
+        if self._writer is not None:
+            self._writer.flush(timeout)
 
     def _settle(self) -> None:
         """Before a read: let the writes already handed over land (no-op when none are pending)."""
-        if self._pending:
-            self.flush()
+        if self._writer is not None and self._writer.pending:
+            self._writer.flush()
 
     @classmethod
     def open(cls, path: str | Path | None = None) -> "Store":
@@ -170,8 +189,8 @@ class Store:
     def close(self) -> None:
         self.flush()
         if self._writer is not None:
-            self._jobs.put(None)
-            self._writer.join()
+            self._writer.stop()
+            self._writer.thread.join()
             self._writer = None
         _OPEN_STORES.discard(self)
         with self._lock:
