@@ -165,3 +165,39 @@ def test_the_async_api_gives_the_sync_verdicts_and_runs_concurrently(tmp_path: P
     assert s.reward == score("task", "GOOD", model=model).reward
     again = compare("task", "GOOD", "bad", model=model, store=str(tmp_path / "s.sqlite3"))
     assert c.p_a_wins == again.p_a_wins > 0.5 and again.usage.model_calls == 0
+
+
+class _Gauge(ScriptedScoreModel):
+    """Counts how many of its calls run at once (an async backend)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0
+        self.most = 0
+        self._lock = threading.Lock()
+
+    async def ascore(self, request: ScoreRequest):
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(0.05)
+            return self.score(request)
+        finally:
+            with self._lock:
+                self.now -= 1
+
+
+def test_one_endpoint_limit_holds_across_gateways_on_different_event_loops() -> None:
+    backend = _Gauge()
+
+    def one_loop(tag: str) -> None:
+        calls = [PlannedCall(_request(f"{tag}{i}")) for i in range(6)]
+        asyncio.run(Gateway(backend, None, prompt_version="t", concurrency=2).run(calls))
+
+    threads = [threading.Thread(target=one_loop, args=(tag,)) for tag in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(GUARD_S)
+    assert len(backend.calls) == 12 and backend.most == 2
