@@ -1,6 +1,6 @@
 """The one event loop the synchronous facade runs the gateway on (a daemon thread per process).
 
-    result = run_sync(gateway.score(request))     # from ordinary synchronous code
+    outcomes = run_sync(gateway.run(calls))       # from ordinary synchronous code
 
 Async callers (the server, proxies, RL reward functions) await the gateway directly on their own
 loop instead; calling :func:`run_sync` from inside a running loop is refused.
