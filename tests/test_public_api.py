@@ -22,8 +22,8 @@ TASK = "Count the lines of every .log file under /var/log."
 
 def test_the_public_names_are_exactly_the_documented_ones():
     assert sorted(veriscale.__all__) == sorted([
-        "CompareResult", "ProgressTracker", "Reading", "ScoreResult", "Selection", "Verifier", "compare",
-        "load_backend", "score", "select", "track"])
+        "CompareResult", "ProgressTracker", "Reading", "ScoreResult", "Selection", "Verifier", "acompare", "ascore",
+        "aselect", "compare", "load_backend", "score", "select", "track"])
     from veriscale.progress import ProgressTracker, track
 
     assert veriscale.track is track and veriscale.ProgressTracker is ProgressTracker

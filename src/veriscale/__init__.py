@@ -8,7 +8,8 @@
     v = Verifier(load_backend("embedded"), criteria="agent")
     select(task, candidates, verifier=v).best.id     # Best-of-N: tournament + Bradley–Terry
 
-``score``/``compare`` are one-call helpers (``veriscale.api``); ``Verifier`` keeps one model,
+``score``/``compare`` are one-call helpers (``veriscale.api``; ``ascore``/``acompare``/``aselect``
+are the same, awaited); ``Verifier`` keeps one model,
 scale, criteria set and store across many verdicts. ``select`` and ``Selection`` come from
 ``veriscale.selection.select``, ``track`` and ``ProgressTracker`` (progress curves of a run's
 prefixes) from ``veriscale.progress``; each is imported on first use::
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from veriscale.api import compare, score
+from veriscale.api import acompare, ascore, aselect, compare, score
 from veriscale.models.uri import load_backend
 from veriscale.verify.results import CompareResult, Reading, ScoreResult
 from veriscale.verify.reward import Verifier
@@ -37,6 +38,9 @@ __all__ = [
     "ProgressTracker",
     "Selection",
     "Verifier",
+    "acompare",
+    "ascore",
+    "aselect",
     "compare",
     "load_backend",
     "score",

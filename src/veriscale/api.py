@@ -1,4 +1,4 @@
-"""One-call verdicts: ``score`` and ``compare`` without building a ``Verifier`` first.
+"""One-call verdicts: ``score``, ``compare`` (and their async forms) without building a ``Verifier`` first.
 
     from veriscale import compare, score
 
@@ -14,14 +14,24 @@ Each call builds a ``Verifier`` (``veriscale.verify.reward``) from the same sett
 path or a ``CriteriaSet``. Nothing is written to disk unless ``store`` names a store file (or
 passes a ``Store``); with one, a repeated call is answered from it. A verdict whose model calls
 failed has ``failed`` set, ``reward`` (or ``p_a_wins``) None and ``errors`` saying why.
+
+From async code (a server, an agent loop) await the same verdicts; the model calls run on the
+gateway's loop, so the caller's loop keeps serving, and ``score``/``compare`` are thin wrappers
+over these::
+
+    s = await ascore(task, "wc -l < notes.txt")
+    c = await acompare(task, a, b, store="runs.sqlite3")
+    sel = await aselect(task, candidates, verifier=v)      # veriscale.selection.select.select, awaited
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from veriscale.engine.loop import run_sync
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
 from veriscale.models.base import ModelBackend
@@ -35,7 +45,7 @@ ModelLike = str | ModelBackend
 StoreLike = Store | str | os.PathLike[str] | None
 T = TypeVar("T")
 
-__all__ = ["compare", "score"]
+__all__ = ["acompare", "ascore", "aselect", "compare", "score"]
 
 
 def _backend(model: ModelLike) -> ModelBackend:
@@ -62,16 +72,16 @@ def _text(value: object, what: str) -> str:
     return value
 
 
-def _with_verifier(model: ModelLike, store: StoreLike, settings: dict[str, Any],
-                   verdict: Callable[[Verifier], T]) -> T:
-    """Build the Verifier, take the verdict, and close a store opened here from a path."""
-    backend = _backend(model)
+async def _with_verifier(model: ModelLike, store: StoreLike, settings: dict[str, Any],
+                         verdict: Callable[[Verifier], Awaitable[T]]) -> T:
+    """Build the Verifier (loading a model off the loop), take the verdict, and close a store opened here."""
+    backend = await asyncio.to_thread(_backend, model) if isinstance(model, str) else _backend(model)
     opened = _store(store)
     try:
-        return verdict(Verifier(backend, store=opened, **settings))
+        return await verdict(Verifier(backend, store=opened, **settings))
     finally:
         if opened is not None and opened is not store:
-            opened.close()
+            await asyncio.to_thread(opened.close)
 
 
 def score(task: str, candidate: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",
@@ -83,10 +93,20 @@ def score(task: str, candidate: str, *, model: ModelLike = "embedded", criteria:
         r = score("Say hi.", "hi", criteria="general")
         r.reward, r.criteria["Correctness"]["reward"], r.usage.model_calls   # ..., ..., 3
     """
+    return run_sync(ascore(task, candidate, model=model, criteria=criteria, scale=scale, repeats=repeats,
+                           reasoning=reasoning, discrete=discrete, seed=seed, store=store, max_calls=max_calls,
+                           concurrency=concurrency))
+
+
+async def ascore(task: str, candidate: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",
+                 scale: Scale | str = "letters", repeats: int | None = None, reasoning: bool = False,
+                 discrete: bool = False, seed: int = 0, store: StoreLike = None, max_calls: int | None = None,
+                 concurrency: int = 4) -> ScoreResult:
+    """:func:`score`, awaited: ``r = await ascore("Say hi.", "hi")``."""
     task, candidate = _text(task, "task"), _text(candidate, "candidate")
     settings = dict(scale=scale, criteria=criteria, repeats=repeats, reasoning=reasoning, discrete=discrete,
                     seed=seed, max_calls=max_calls, concurrency=concurrency)
-    return _with_verifier(model, store, settings, lambda v: v.score(task, candidate))
+    return await _with_verifier(model, store, settings, lambda v: v.ascore(task, candidate))
 
 
 def compare(task: str, a: str, b: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",
@@ -101,7 +121,29 @@ def compare(task: str, a: str, b: str, *, model: ModelLike = "embedded", criteri
         c = compare("Say hi.", "hi", "bye", store="runs.sqlite3")   # rerun: answered from the store
         c.p_a_wins, c.reward_a, c.reward_b, c.criteria["Correctness"]["label_probs"]["a"]
     """
+    return run_sync(acompare(task, a, b, model=model, criteria=criteria, scale=scale, repeats=repeats,
+                             reasoning=reasoning, discrete=discrete, seed=seed, tau=tau, store=store,
+                             max_calls=max_calls, concurrency=concurrency))
+
+
+async def acompare(task: str, a: str, b: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",
+                   scale: Scale | str = "letters", repeats: int | None = None, reasoning: bool = False,
+                   discrete: bool = False, seed: int = 0, tau: float | None = None, store: StoreLike = None,
+                   max_calls: int | None = None, concurrency: int = 4) -> CompareResult:
+    """:func:`compare`, awaited: ``c = await acompare("Say hi.", "hi", "bye")``."""
     task, a, b = _text(task, "task"), _text(a, "candidate A"), _text(b, "candidate B")
     settings = dict(scale=scale, criteria=criteria, repeats=repeats, reasoning=reasoning, discrete=discrete,
                     seed=seed, tau=tau, max_calls=max_calls, concurrency=concurrency)
-    return _with_verifier(model, store, settings, lambda v: v.compare(task, a, b))
+    return await _with_verifier(model, store, settings, lambda v: v.acompare(task, a, b))
+
+
+async def aselect(task: Any, candidates: Any, *, verifier: Verifier, **options: Any) -> Any:
+    """``veriscale.select`` awaited (same arguments): the tournament runs in a worker thread and its
+    model calls on the gateway loop, so the caller's loop keeps serving::
+
+        sel = await aselect(None, candidates, verifier=Verifier(load_backend("embedded")))
+        sel.best.id
+    """
+    from veriscale.selection.select import select
+
+    return await asyncio.to_thread(select, task, candidates, verifier=verifier, **options)

@@ -75,7 +75,7 @@ def test_chat_calls_are_cached_and_a_deadline_fails_the_call_without_a_record(tm
     assert store.count_calls("ok") == 1 and store.count_calls("failed") == 1
 
 
-def test_a_cancelled_run_leaves_no_partial_record(tmp_path: Path) -> None:
+def test_a_cancelled_call_is_recorded_as_cancelled_and_a_rerun_asks_again(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "s.sqlite3")
 
     class Hanging(ScriptedScoreModel):
@@ -90,4 +90,6 @@ def test_a_cancelled_run_leaves_no_partial_record(tmp_path: Path) -> None:
             await task
 
     asyncio.run(main())
-    assert store.count_calls() == 0
+    (record,) = list(store.iter_calls())
+    assert record["status"] == "failed" and record["error"].startswith("cancelled")
+    assert store.call(record["key"])["response"] is None and store.get_call(record["key"]) is None

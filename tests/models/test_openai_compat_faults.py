@@ -59,9 +59,9 @@ def test_malformed_logprobs_fail_the_call(server):
         model(server).score(REQ)
 
 
-def test_no_logprobs_suggests_two_stage(server):
+def test_no_logprobs_fails_the_call_and_suggests_two_stage(server):
     server.queue("nologprobs")
-    with pytest.raises(UserError, match="twostage"):
+    with pytest.raises(ModelCallError, match="no logprobs at the score slot.*twostage"):
         model(server).score(REQ)
 
 

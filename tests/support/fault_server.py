@@ -4,9 +4,12 @@ It answers ``/v1/completions`` in OpenAI's legacy logprob shape and ``/v1/chat/c
 in the ``content[].top_logprobs[]`` shape. Faults are queued per test::
 
     with FaultServer() as srv:
-        srv.queue("429", "500", "timeout", "malformed", "nologprobs")   # next requests
+        srv.queue("429", "500", "timeout", "malformed", "nologprobs", "nolabel")   # next requests
         srv.url          # http://127.0.0.1:PORT/v1
         srv.requests     # every request received, in order: {"path", "body", "headers"}
+        srv.max_in_flight  # the most completion requests it was answering at once
+        srv.probes       # other POSTs (tokenize probes, answered 404): {"path", "headers"}
+        srv.hold_after(6)  # answer 6 more completion requests, hold the rest until srv.release()
 
 What the server says about itself can be set: ``srv.model_ids`` (listed by ``/v1/models``),
 ``srv.model_fields`` (vLLM's ``max_model_len``, ``root``), ``srv.props`` (llama-server's
@@ -22,7 +25,7 @@ the server can SIGKILL a client process when a given request arrives (a crash at
 
 Fault kinds: 429 (with ``Retry-After: 0``), 500, reset (the connection closes unanswered),
 timeout (slow past a deadline), garbage, malformed, nologprobs, nolabel (top_logprobs hold no
-score label), cut (the body ends half-way), context. A chat upstream double answers with a
+score label: 'x' 0.7, 'y' 0.3), cut (the body ends half-way), context. A chat upstream double answers with a
 scripted message instead::
 
     FaultServer(chat_reply="done")                                   # this text, finish_reason "stop"
@@ -79,6 +82,11 @@ class FaultServer:
         self._rng = random.Random(fault_seed)
         self._kill: tuple[int, int] | None = None
         self.faults_sent: list[str] = []
+        self.probes: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.hold_from: int | None = None
+        self.gate = threading.Event()
         self.chat_reply = chat_reply  # None: the logprob reply; a str, a message dict, or body -> either
         self.delay_s = delay_s
         self.timeout_sleep_s = timeout_sleep_s
@@ -93,6 +101,7 @@ class FaultServer:
 
             def _send(self, code: int, payload: Any, raw: bytes | None = None, length: int | None = None,
                       headers: dict[str, str] | None = None) -> None:
+                self._leave()  # before the reply goes out: the client may send its next request at once
                 body = raw if raw is not None else json.dumps(payload).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -120,6 +129,8 @@ class FaultServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.endswith("/completions"):
+                    with server.lock:
+                        server.probes.append({"path": self.path, "headers": dict(self.headers)})
                     return self._send(404, {"error": "not found"})  # e.g. no tokenize endpoint
                 with server.lock:
                     server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
@@ -129,13 +140,31 @@ class FaultServer:
                     if fault != "ok":
                         server.faults_sent.append(fault)
                     kill = server._kill
-                if kill is not None and len(server.requests) >= kill[1]:
-                    server._kill = None
-                    try:
-                        os.kill(kill[0], signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    return self._reset()
+                    held = server.hold_from is not None and len(server.requests) > server.hold_from
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                self._counted = True
+                try:
+                    if kill is not None and len(server.requests) >= kill[1]:
+                        server._kill = None
+                        try:
+                            os.kill(kill[0], signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                        return self._reset()
+                    if held:
+                        server.gate.wait(120)
+                    self._answer(fault, body)
+                finally:
+                    self._leave()
+
+            def _leave(self) -> None:
+                if getattr(self, "_counted", False):
+                    self._counted = False
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _answer(self, fault: str, body: dict[str, Any]) -> None:
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 if fault == "429":
@@ -151,7 +180,7 @@ class FaultServer:
                     return self._send(200, None, raw=b"<html>not json")
                 if fault == "context":
                     return self._send(400, {"error": {"message": "Requested tokens exceed context window of 8192"}})
-                payload = server.reply(self.path, body)
+                payload = server.reply(self.path, body, top={"x": 0.7, "y": 0.3} if fault == "nolabel" else None)
                 if server.system_fingerprint:
                     payload["system_fingerprint"] = server.system_fingerprint
                 if fault == "malformed":
@@ -162,12 +191,6 @@ class FaultServer:
                         lp["top_logprobs"] = ["not-a-dict"]
                 if fault == "nologprobs":
                     payload["choices"][0].pop("logprobs")
-                if fault == "nolabel":
-                    lp = payload["choices"][0]["logprobs"]
-                    if "content" in lp:
-                        lp["content"][0]["top_logprobs"] = [{"token": "zz", "logprob": -0.01, "bytes": [122, 122]}]
-                    else:
-                        lp["top_logprobs"] = [{"zz": -0.01}]
                 if fault == "cut":
                     whole = json.dumps(payload).encode()
                     return self._send(200, None, raw=whole[: len(whole) // 2], length=len(whole))
@@ -187,11 +210,11 @@ class FaultServer:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
-    def reply(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def reply(self, path: str, body: dict[str, Any] | None = None, top: dict[str, float] | None = None) -> dict[str, Any]:
         usage = {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}
         if path.endswith("/chat/completions") and self.chat_reply is not None:
             return self._scripted_chat(body or {}, usage)
-        dist = varied_top(body or {}) if self.varied else self.top
+        dist = top or (varied_top(body or {}) if self.varied else self.top)
         first = next(iter(dist))
         if path.endswith("/chat/completions"):
             top = [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in dist.items()]
@@ -223,6 +246,15 @@ class FaultServer:
         return {"id": "c1", "object": "chat.completion", "model": "fault-model", "usage": {**usage, "completion_tokens": 5},
                 "choices": [{"index": 0, "finish_reason": finish, "message": message, "logprobs": None}]}
 
+    def hold_after(self, n: int) -> None:
+        """Answer ``n`` more completion requests; hold every later one until :meth:`release`."""
+        with self.lock:
+            self.gate.clear()
+            self.hold_from = len(self.requests) + n
+
+    def release(self) -> None:
+        self.gate.set()
+
     def queue(self, *faults: str) -> None:
         with self.lock:
             self.faults.extend(faults)
@@ -232,6 +264,7 @@ class FaultServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.gate.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 

@@ -1,14 +1,17 @@
 """The synchronous facade over the gateway (:mod:`veriscale.engine.gateway`).
 
-The CLI and the Python API call this; async callers await the :class:`Gateway` itself::
+The CLI and the Python API call this; async callers await the :class:`Gateway` itself, or
+``await ex.arun(...)`` from any event loop (the gateway still runs on its own loop)::
 
     ex = CallExecutor(model, store, prompt_version="v3", max_calls=100)
     outcomes = ex.run([PlannedCall(request=req) for req in requests], progress=lambda o: bar.advance())
+    outcomes = await ex.arun(calls)
     reply = ex.chat(messages, tools=tools)
     ex.usage.model_calls, ex.usage.cache_hits
 
 The embedded model runs calls one by one in plan order (its KV cache reuses the shared prefix
-of consecutive calls); HTTP backends run up to ``concurrency`` calls at once per endpoint.
+of consecutive calls); HTTP backends run up to ``concurrency`` calls at once per endpoint
+(one limit per endpoint per process: :mod:`veriscale.engine.routing`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from veriscale.engine.gateway import CallOutcome, Gateway, PlannedCall, Progress
-from veriscale.engine.loop import run_sync
+from veriscale.engine.loop import on_gateway_loop, run_sync
 from veriscale.engine.routing import EndpointPool
 from veriscale.engine.store import Store
 from veriscale.engine.usage import Estimate, Usage
@@ -32,9 +35,11 @@ class CallExecutor:
     def __init__(self, model: ModelBackend | EndpointPool | Sequence[ModelBackend], store: Store | None, *,
                  prompt_version: str, refresh: bool = False, max_calls: int | None = None,
                  concurrency: int = 4, on_done: Progress | None = None, run_id: int | None = None,
-                 deadline_s: float | None = None, rpm: int | None = None, tpm: int | None = None) -> None:
+                 deadline_s: float | None = None, rpm: int | None = None, tpm: int | None = None,
+                 lease_s: float | None = None) -> None:
         self.gateway = Gateway(model, store, prompt_version=prompt_version, refresh=refresh, max_calls=max_calls,
-                               concurrency=concurrency, run_id=run_id, deadline_s=deadline_s, rpm=rpm, tpm=tpm)
+                               concurrency=concurrency, run_id=run_id, deadline_s=deadline_s, rpm=rpm, tpm=tpm,
+                               **({"lease_s": lease_s} if lease_s is not None else {}))
         self.on_done = on_done  # progress used when run() is given none
 
     # the gateway's state, for callers that read it
@@ -55,6 +60,10 @@ class CallExecutor:
     def run(self, calls: Sequence[PlannedCall], progress: Progress | None = None) -> list[CallOutcome]:
         """Answer every call (cache first), in order; raises BudgetExceeded before spending."""
         return run_sync(self.gateway.run(calls, progress=progress or self.on_done))
+
+    async def arun(self, calls: Sequence[PlannedCall], progress: Progress | None = None) -> list[CallOutcome]:
+        """:meth:`run` awaited from any event loop (the gateway runs on its own)."""
+        return await on_gateway_loop(self.gateway.run(calls, progress=progress or self.on_done))
 
     def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
         """One cached chat completion (see :meth:`Gateway.chat`)."""

@@ -1,9 +1,11 @@
 """The gateway: the one door every model call goes through, as an asyncio core.
 
-Per call it looks up the store by key (a hit costs nothing), enforces the call budget before
-spending, routes to an endpoint of the model's pool (prefix affinity, per-endpoint concurrency,
-rate limits), bounds the call by a deadline, commits the outcome as it completes (a failure is
-recorded, never turned into a score), counts usage, and links the call to the current run::
+Per call it looks up the store by key (a hit costs nothing), claims the call in the store so no
+other process pays for it too, checks the call budget before each spend, routes to an endpoint
+of the model's pool (prefix affinity; per-endpoint concurrency and rate limits, one set per
+endpoint per process: :mod:`veriscale.engine.routing`), bounds the call by a deadline,
+validates the reply (:mod:`veriscale.engine.replies`), commits the outcome as it completes,
+counts usage, and links the call to the current run::
 
     gw = Gateway(backend, store, prompt_version="v3", run_id=run)
     outcomes = await gw.run([PlannedCall(request) for request in requests], progress=bar.advance)
@@ -11,7 +13,30 @@ recorded, never turned into a score), counts usage, and links the call to the cu
     gw.usage.model_calls, gw.usage.cache_hits
 
 Synchronous code uses :class:`veriscale.engine.executor.CallExecutor`, a thin facade over this.
-Cancelling a call leaves the store as it was: outcomes are written only once they are complete.
+
+Outcomes. Every call the gateway starts ends in a record: ``ok``; ``failed`` with its reason (the
+backend's error, or a reply with no probability on any score label, or no logprobs at the
+slot: these are that call's failure, never a set-up error); or, when it was cancelled, ``failed``
+with a reason that starts "cancelled". A rerun asks again for every call that is not ``ok``. A
+deterministic call (temperature 0) whose reply is off-format is asked once more in the same run,
+with the backend's ``retry_variant()`` when it has one, before it is reported as "the judge
+cannot grade this".
+
+Structure. The calls of one :meth:`Gateway.run` run in a task group: a set-up error (a
+``UserError`` such as a prompt past the context, a budget refusal) cancels the siblings, and each
+of them records that it was cancelled. A deadline (``deadline_s``) cancels the work itself: the
+HTTP request over the async client, the embedded model at its next token or prompt batch
+(:mod:`veriscale.models.cancel`); the slot is freed only when the work has stopped.
+
+Nothing blocks the gateway's loop: store reads and writes go through the store's one writer
+thread (:meth:`veriscale.engine.store.Store.submit`), the model-id probe uses the async client.
+
+One call, one payment, across processes: before sending a call the gateway claims its key in
+the store (a lease, renewed while the call runs); a process that finds the key claimed by a live
+owner waits for that owner's result instead of sending the call, and takes the call over when
+the owner's call failed or its lease expired (the owner was killed)::
+
+    Gateway(backend, store, prompt_version="v3", lease_s=30)   # a dead owner's claim lapses after 30 s
 """
 
 from __future__ import annotations
@@ -19,19 +44,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from veriscale.engine.routing import Endpoint, EndpointPool
+from veriscale.engine.replies import cannot_grade, deterministic, score_reply_problem
+from veriscale.engine.routing import Endpoint, EndpointPool, endpoint_limits
 from veriscale.engine.run_scope import current_run_id
-from veriscale.engine.store import Store, call_key
+from veriscale.engine.store import Store, call_key, lease_owner
 from veriscale.engine.usage import Estimate, Usage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting, worded
 from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 from veriscale.models import weights
+from veriscale.models.cancel import in_worker
 
 #: Version of the chat-call cache key (messages, tools, parameters, seed).
 CHAT_KEY_VERSION = "chat-v1"
+#: Seconds a claim on a call lives without renewal (renewed every third of it while the call runs).
+LEASE_S = 30.0
+#: How often a process waiting on another's claim looks again (seconds, growing to the second value).
+POLL_S = (0.05, 1.0)
 
 
 @dataclass
@@ -52,13 +83,9 @@ class CallOutcome:
 Progress = Callable[[CallOutcome], None]
 
 
-def _blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run a synchronous backend method in a worker thread's frame; a StopIteration escaping it
-    would never reach the awaiting coroutine (asyncio cannot carry it), so it becomes a RuntimeError."""
-    try:
-        return fn(*args, **kwargs)
-    except StopIteration as exc:
-        raise RuntimeError(f"{getattr(fn, '__qualname__', fn)} raised StopIteration") from exc
+def _blocking(fn: Callable[..., Any], *args: Any, stop: Any = None, **kwargs: Any) -> Any:
+    """A synchronous backend method, for :func:`in_worker` (which passes a stop flag it cannot use)."""
+    return fn(*args, **kwargs)
 
 
 async def _call(backend: ModelBackend, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -66,7 +93,25 @@ async def _call(backend: ModelBackend, method: str, *args: Any, **kwargs: Any) -
     native = getattr(backend, f"a{method}", None)
     if native is not None:
         return await native(*args, **kwargs)
-    return await asyncio.to_thread(_blocking, getattr(backend, method), *args, **kwargs)
+    return await in_worker(_blocking, getattr(backend, method), *args, **kwargs)
+
+
+async def afingerprint(backend: ModelBackend) -> str:
+    """A backend's fingerprint without blocking the loop (its ``afingerprint``, else in a thread)."""
+    native = getattr(backend, "afingerprint", None)
+    if native is not None:
+        return await native()
+    return await asyncio.to_thread(backend.fingerprint)
+
+
+def _first_error(group: BaseExceptionGroup) -> BaseException:
+    """The error a task group stands for: the first that is not a cancellation."""
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            return _first_error(exc)
+        if not isinstance(exc, asyncio.CancelledError):
+            return exc
+    return group.exceptions[0]
 
 
 class SubCalls:
@@ -97,7 +142,7 @@ class Gateway:
     def __init__(self, model: ModelBackend | EndpointPool | Sequence[ModelBackend], store: Store | None, *,
                  prompt_version: str, refresh: bool = False, max_calls: int | None = None,
                  concurrency: int = 4, run_id: int | None = None, deadline_s: float | None = None,
-                 rpm: int | None = None, tpm: int | None = None) -> None:
+                 rpm: int | None = None, tpm: int | None = None, lease_s: float = LEASE_S) -> None:
         if isinstance(model, EndpointPool):
             self.pool = model
         else:
@@ -108,16 +153,27 @@ class Gateway:
         self.prompt_version = prompt_version
         self.refresh = refresh
         self.max_calls = max_calls
+        self.concurrency = max(1, concurrency)
         self.run_id = run_id
         self.deadline_s = deadline_s if deadline_s is not None else self.pool.deadline_s
+        self.lease_s = lease_s
         self.usage = Usage()
+        self._spent = 0  # calls sent (answered or failed), what the budget counts
         self._fingerprint: str | None = None
+        self._opened_at = time.time()  # a refreshing gateway takes answers written after this
 
     # -- keys and the cache ------------------------------------------------------------------
     def fingerprint(self) -> str:
         if self._fingerprint is None:
             self._fingerprint = self.model.fingerprint()
-            weights.note_fingerprint(self.store, self.model.uri, self._fingerprint)
+            weights.note_fingerprint(self.store, self.model.uri, self._fingerprint)  # new weights: a note
+        return self._fingerprint
+
+    async def afingerprint(self) -> str:
+        """:meth:`fingerprint`, off the loop (a file hash, a model-id probe over the async client)."""
+        if self._fingerprint is None:
+            self._fingerprint = await afingerprint(self.model)
+            await self._io(weights.note_fingerprint, self.store, self.model.uri, self._fingerprint)
         return self._fingerprint
 
     def keyed(self, calls: Sequence[PlannedCall]) -> list[PlannedCall]:
@@ -126,25 +182,59 @@ class Gateway:
                 c.key = call_key(self.fingerprint(), self.prompt_version, c.request.to_dict())
         return list(calls)
 
-    def _cached(self, key: str, owner: ModelBackend | None = None) -> dict[str, Any] | None:
+    def _cached(self, key: str) -> dict[str, Any] | None:
         if self.refresh or self.store is None:
             return None
         hit = self.store.get_call(key)
-        return hit if weights.serves(self.store, (owner or self.model).uri, hit) else None
+        return hit if weights.serves(self.store, self.model.uri, hit) else None
+
+    async def _io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A store operation on the store's writer thread; it lands even if the caller is cancelled."""
+        return await asyncio.shield(asyncio.wrap_future(self.store.submit(fn, *args, **kwargs)))
+
+    async def _hit(self, key: str, *, fresh: bool = False, owner: ModelBackend | None = None) -> dict[str, Any] | None:
+        """The stored answer of ``key`` (``fresh``: also under refresh, if written after this gateway opened);
+        none when it names other weights than ``owner``'s latest (:mod:`veriscale.models.weights`)."""
+        if self.store is None or (self.refresh and not fresh):
+            return None
+        if self.refresh:
+            record = await self._io(self.store.call, key)
+            ok = record is not None and record["status"] == "ok" and record["created_at"] >= self._opened_at
+            return record["response"] if ok else None
+        hit = await self._io(self.store.get_call, key)
+        return hit if await self._io(weights.serves, self.store, (owner or self.model).uri, hit) else None
+
+    def _servable_calls(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored answers of ``keys`` that name the model's latest weights (on the writer thread)."""
+        found = self.store.get_calls(keys)
+        return {k: v for k, v in found.items() if weights.serves(self.store, self.model.uri, v)}
 
     def _link(self, key: str, *, cache_hit: bool, label: str | None = None, run_id: int | None = None) -> None:
         if run_id is None:  # the gateway's own run if it was made for one, else the caller's current run
             run_id = self.run_id if self.run_id is not None else current_run_id()
         if self.store is not None and run_id is not None:
-            self.store.link_call(run_id, key, cache_hit=cache_hit, label=label)
+            self.store.submit(self.store.link_call, run_id, key, cache_hit=cache_hit, label=label)
+
+    async def _settled(self) -> None:
+        """Wait until the writes handed to the store so far have landed."""
+        if self.store is not None:
+            await self._io(lambda: None)
 
     def _check_budget(self, new_calls: int) -> None:
-        if self.max_calls is not None and self.usage.model_calls + new_calls > self.max_calls:
+        if self.max_calls is not None and self._spent + new_calls > self.max_calls:
             raise BudgetExceeded(
                 f"this needs {new_calls} new model calls but the call budget ({setting('max_calls')}) allows "
-                f"{self.max_calls - self.usage.model_calls}: raise {setting('max_calls')}, "
+                f"{self.max_calls - self._spent}: raise {setting('max_calls')}, "
                 f"or lower {setting('repeats')} or {setting('criteria')}"
             )
+
+    def _spend(self) -> None:
+        """Count one call about to be sent; refuse it when the budget is spent."""
+        if self.max_calls is not None and self._spent + 1 > self.max_calls:
+            raise BudgetExceeded(
+                f"the call budget ({setting('max_calls')}) of {self.max_calls} model calls is spent: "
+                f"raise {setting('max_calls')}, or lower {setting('repeats')} or {setting('criteria')}")
+        self._spent += 1
 
     def estimate(self, calls: Sequence[PlannedCall]) -> Estimate:
         """Count calls the store cannot answer and the prompt tokens they would send."""
@@ -153,138 +243,296 @@ class Gateway:
         tokens = sum(self.model.count_tokens(_prompt_text(c.request)) for c in pending)
         return Estimate(len(pending), len(calls) - len(pending), tokens, self.pool.is_embedded)
 
+    # -- claims ------------------------------------------------------------------------------
+    async def _claim(self, key: str) -> tuple[str, str | None]:
+        """``("mine", owner)``, ``("done", None)`` or ``("held", None)`` (another live owner has it)."""
+        if self.store is None:
+            return "mine", None
+        owner = lease_owner()
+        state = await self._io(self.store.claim_call, key, owner, lease_s=self.lease_s,
+                               fresh_after=self._opened_at if self.refresh else None)
+        return state, owner if state == "mine" else None
+
+    async def _wait_unclaimed(self, key: str) -> None:
+        """Wait while another owner's claim on ``key`` is live."""
+        delay = POLL_S[0]
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(POLL_S[1], delay * 1.5)
+            record = await self._io(self.store.lease, key)
+            if record is None or record["expires_at"] <= time.time():
+                return
+
+    async def _renew(self, key: str, owner: str | None) -> None:
+        if owner is None:
+            return
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            await self._io(self.store.renew_lease, key, owner, lease_s=self.lease_s)
+
     # -- calling an endpoint -----------------------------------------------------------------
-    async def _invoke(self, endpoint: Endpoint, method: str, tokens: int, *args: Any, **kwargs: Any) -> Any:
-        backend = endpoint.backend
-        composite = getattr(backend, "ascore_with", None) if method == "score" else None
-        async with endpoint.slot(tokens=tokens):
-            work = composite(*args, SubCalls(self)) if composite else _call(backend, method, *args, **kwargs)
-            if self.deadline_s is None:
-                return await work
-            try:
-                return await asyncio.wait_for(work, self.deadline_s)
-            except asyncio.TimeoutError:
-                raise ModelCallError(f"model call to {backend.display_name} passed its {self.deadline_s:g} s deadline "
-                                     f"({setting('deadline_s')})", retryable=True) from None
+    async def _bounded(self, backend: ModelBackend, work: Awaitable[Any]) -> Any:
+        """``work`` under the deadline; past it, the work is cancelled (and stops) before this raises."""
+        if self.deadline_s is None:
+            return await work
+        try:
+            return await asyncio.wait_for(work, self.deadline_s)
+        except asyncio.TimeoutError:
+            raise ModelCallError(f"model call to {backend.display_name} passed its {self.deadline_s:g} s deadline "
+                                 f"({setting('deadline_s')})", retryable=True) from None
+
+    async def _invoke(self, endpoint: Endpoint, method: str, text: str, *args: Any, **kwargs: Any) -> Any:
+        """One call on ``endpoint`` in one of its slots, under the deadline."""
+        async with endpoint.slot(tokens=await self._tokens(endpoint, text)):
+            return await self._bounded(endpoint.backend, _call(endpoint.backend, method, *args, **kwargs))
+
+    async def _tokens(self, endpoint: Endpoint, text: str) -> int:
+        """Prompt tokens for the token-rate limit, counted off the loop (0 when there is none)."""
+        if endpoint.tokens is None:
+            return 0
+        return await asyncio.to_thread(endpoint.backend.count_tokens, text)
+
+    def _sub_endpoint(self, backend: ModelBackend) -> Endpoint:
+        return Endpoint(backend, endpoint_limits(backend, concurrency=self.concurrency))
+
+    async def _valid_score(self, backend: ModelBackend, request: ScoreRequest,
+                           send: Callable[[ModelBackend], Awaitable[ScoreResponse]]) -> tuple[ScoreResponse, str | None]:
+        """A reply and, when it cannot grade, why; a deterministic off-format reply is asked once more."""
+        resp = await send(backend)
+        problem = score_reply_problem(resp)
+        if problem is None or not deterministic(request):
+            return resp, problem
+        variant = getattr(backend, "retry_variant", None)
+        wider = variant() if callable(variant) else None
+        if wider is None or (self.max_calls is not None and self._spent >= self.max_calls):
+            return resp, cannot_grade(problem)
+        how = f"with top_logprobs={wider.top_logprobs}" if hasattr(wider, "top_logprobs") else "another way"
+        self._spend()
+        try:
+            again = await send(wider)
+        except ModelCallError as exc:
+            return resp, cannot_grade(problem, f"{how} (that call failed: {exc})")
+        again = replace(again, prompt_tokens=again.prompt_tokens + resp.prompt_tokens,
+                        completion_tokens=again.completion_tokens + resp.completion_tokens)
+        later = score_reply_problem(again)
+        return again, (cannot_grade(later, how) if later else None)
 
     def _record(self, key: str, request: dict[str, Any], *, kind: str, response: dict[str, Any] | None,
                 error: str | None, latency_s: float | None, prompt_tokens: int = 0, cached_tokens: int = 0,
-                completion_tokens: int = 0, model: ModelBackend | None = None, counted: bool = True) -> None:
-        """Commit one outcome and count it (``counted=False``: a composite's own record, whose steps counted)."""
+                completion_tokens: int = 0, model: ModelBackend | None = None, counted: bool = True,
+                owner: str | None = None, fingerprint: str | None = None) -> Any:
+        """Hand one outcome to the store's writer (and drop ``owner``'s claim); count it
+        (``counted=False``: a composite's own record, whose steps counted). Returns the write's future."""
+        written = None
         if self.store is not None:
-            owner = model or self.model
-            weights.note_reply(self.store, owner.uri, response)
-            self.store.put_call(key, model=owner.uri, fingerprint=owner.fingerprint() if model else self.fingerprint(),
-                                prompt_version=self.prompt_version if kind == "score" else CHAT_KEY_VERSION,
-                                request=request, status="failed" if error else "ok", response=response,
-                                error=error, latency_s=latency_s, kind=kind, prompt_tokens=prompt_tokens,
-                                cached_tokens=cached_tokens, completion_tokens=completion_tokens)
-        if not counted:
-            return
-        if error:
-            self.usage.failed_calls += 1
-            return
-        self.usage.model_calls += 1
-        self.usage.prompt_tokens += prompt_tokens
-        self.usage.cached_prompt_tokens += cached_tokens
-        self.usage.completion_tokens += completion_tokens
-        self.usage.latency_s += latency_s or 0.0
+            who = model or self.model
+            self.store.submit(weights.note_reply, self.store, who.uri, response)  # a reply naming new weights: a note
+            written = self.store.submit(
+                self.store.finish_call, key, owner, model=who.uri,
+                fingerprint=fingerprint or (who.fingerprint() if model else self.fingerprint()),
+                prompt_version=self.prompt_version if kind == "score" else CHAT_KEY_VERSION,
+                request=request, status="failed" if error else "ok", response=response,
+                error=error, latency_s=latency_s, kind=kind, prompt_tokens=prompt_tokens,
+                cached_tokens=cached_tokens, completion_tokens=completion_tokens)
+        if counted:
+            if error:
+                self.usage.failed_calls += 1
+            else:
+                self.usage.model_calls += 1
+                self.usage.prompt_tokens += prompt_tokens
+                self.usage.cached_prompt_tokens += cached_tokens
+                self.usage.completion_tokens += completion_tokens
+                self.usage.latency_s += latency_s or 0.0
+        return written
 
-    async def _once(self, key: str, request: dict[str, Any], *, kind: str, make: Callable[[], Awaitable[Any]],
-                    owner: ModelBackend | None = None, label: str | None = None, budget: bool = False,
-                    run_id: int | None = None) -> Any:
-        """One cached call: a hit comes from the store; otherwise ``make()`` runs and its outcome is
-        committed, counted and linked (a failure is recorded, then raised)."""
-        if (hit := self._cached(key, owner)) is not None:
-            self.usage.cache_hits += 1
-            self._link(key, cache_hit=True, label=label, run_id=run_id)
-            return ChatResponse(**hit) if kind == "chat" else ScoreResponse.from_dict(hit)
-        if budget:
-            self._check_budget(1)
-        started = time.perf_counter()
+    async def _committed(self, written: Any) -> None:
+        if written is not None:
+            await asyncio.shield(asyncio.wrap_future(written))
+
+    async def _claimed_call(self, key: str, request: dict[str, Any], *, kind: str, owner: str | None,
+                            make: Callable[[], Awaitable[tuple[Any, str | None]]], model: ModelBackend | None,
+                            fingerprint: str | None, label: str | None, run_id: int | None,
+                            counted: bool = True, cached_tokens: Callable[[Any], int] = lambda r: 0,
+                            link: bool = True) -> tuple[Any, str | None]:
+        """Send a claimed call (``make()`` gives the reply and its problem) and record its outcome,
+        whatever it is: ok; failed with its reason; cancelled; or failed by an error that is raised."""
         try:
-            reply = await make()
-        except ModelCallError as exc:
-            self._record(key, request, kind=kind, response=None, error=worded(exc.template),
-                         latency_s=time.perf_counter() - started, model=owner)
-            self._link(key, cache_hit=False, label=label, run_id=run_id)
+            if counted:
+                self._spend()
+        except BudgetExceeded:
+            if owner is not None:
+                self.store.submit(self.store.release_lease, key, owner)
             raise
-        self._record(key, request, kind=kind, response=asdict(reply), error=None,
-                     latency_s=getattr(reply, "latency_s", 0.0) or time.perf_counter() - started,
-                     prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, model=owner)
-        self._link(key, cache_hit=False, label=label, run_id=run_id)
+        started = time.perf_counter()
+        renewer = asyncio.ensure_future(self._renew(key, owner))
+        common = dict(kind=kind, model=model, counted=counted, owner=owner, fingerprint=fingerprint)
+        try:
+            reply, problem = await make()
+        except ModelCallError as exc:
+            error = worded(exc.template)  # reads with Python names; the CLI names flags
+            await self._committed(self._record(key, request, response=None, error=error,
+                                               latency_s=time.perf_counter() - started, **common))
+            self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
+            return None, error
+        except asyncio.CancelledError:
+            self._record(key, request, response=None, error="cancelled before it finished (rerun to ask again)",
+                         latency_s=time.perf_counter() - started, **common)
+            self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
+            raise
+        except BaseException as exc:
+            template = getattr(exc, "template", None) or f"{type(exc).__name__}: {exc}"
+            written = self._record(key, request, response=None, error=worded(template),
+                                   latency_s=time.perf_counter() - started, **common)
+            self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
+            await self._committed(written)
+            raise
+        finally:
+            renewer.cancel()
+        latency = getattr(reply, "latency_s", 0.0) or time.perf_counter() - started
+        written = self._record(key, request, response=asdict(reply), error=problem, latency_s=latency,
+                               prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                               cached_tokens=cached_tokens(reply), **common)
+        self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
+        await self._committed(written)
+        return (None if problem else reply), problem
+
+    async def _once(self, key: str, request: dict[str, Any], *, kind: str,
+                    make: Callable[[], Awaitable[tuple[Any, str | None]]], owner: ModelBackend | None = None,
+                    fingerprint: str | None = None, label: str | None = None, run_id: int | None = None) -> Any:
+        """One cached, claimed call: a hit comes from the store (or from another process's claim);
+        otherwise ``make()`` runs and its outcome is committed, counted and linked (a failure is
+        recorded, then raised as a ModelCallError)."""
+        fresh = False
+        while True:
+            if (hit := await self._hit(key, fresh=fresh, owner=owner)) is not None:
+                self.usage.cache_hits += 1
+                self._link(key, cache_hit=True, label=label, run_id=run_id)
+                await self._settled()
+                return ChatResponse(**hit) if kind == "chat" else ScoreResponse.from_dict(hit)
+            state, lease = await self._claim(key)
+            if state == "mine":
+                break
+            fresh = True
+            if state == "held":
+                await self._wait_unclaimed(key)
+        reply, problem = await self._claimed_call(key, request, kind=kind, owner=lease, make=make, model=owner,
+                                                  fingerprint=fingerprint, label=label, run_id=run_id)
+        if problem is not None:
+            raise ModelCallError(problem)
         return reply
 
     async def sub_chat(self, backend: ModelBackend, messages: list[dict[str, Any]], *, max_tokens: int = 512,
                        temperature: float = 0.0, label: str | None = None) -> ChatResponse:
         """A composite backend's chat step: cached under that backend's own fingerprint, recorded, linked."""
         request = {"messages": messages, "tools": [], "max_tokens": max_tokens, "temperature": temperature, "seed": None}
-        return await self._once(call_key(backend.fingerprint(), CHAT_KEY_VERSION, request), request, kind="chat",
-                                owner=backend, label=label,
-                                make=lambda: _call(backend, "chat", messages, max_tokens=max_tokens, temperature=temperature))
+        fingerprint = await afingerprint(backend)
+        endpoint = self._sub_endpoint(backend)
+
+        async def make() -> tuple[ChatResponse, None]:
+            async with endpoint.slot():
+                return await _call(backend, "chat", messages, max_tokens=max_tokens, temperature=temperature), None
+
+        return await self._once(call_key(fingerprint, CHAT_KEY_VERSION, request), request, kind="chat",
+                                owner=backend, fingerprint=fingerprint, label=label, make=make)
 
     async def sub_score(self, backend: ModelBackend, request: ScoreRequest, *, label: str | None = None) -> ScoreResponse:
-        """A composite backend's scoring step: cached under that backend's fingerprint, recorded, linked."""
-        return await self._once(call_key(backend.fingerprint(), self.prompt_version, request.to_dict()),
-                                request.to_dict(), kind="score", owner=backend, label=label,
-                                make=lambda: _call(backend, "score", request))
+        """A composite backend's scoring step: cached under that backend's fingerprint, validated, recorded, linked."""
+        fingerprint = await afingerprint(backend)
+        endpoint = self._sub_endpoint(backend)
 
-    async def _score_new(self, call: PlannedCall) -> tuple[ScoreResponse | None, str | None]:
-        text = _prompt_text(call.request)
-        endpoint = self.pool.pick(text)
-        started = time.perf_counter()
-        try:
-            resp: ScoreResponse = await self._invoke(endpoint, "score", self.model.count_tokens(text), call.request)
-        except ModelCallError as exc:
-            self._record(call.key, call.request.to_dict(), kind="score", response=None, error=worded(exc.template),
-                         latency_s=time.perf_counter() - started)
-            self._link(call.key, cache_hit=False)
-            return None, worded(exc.template)  # reads with Python names; the CLI names flags
-        composite = hasattr(endpoint.backend, "ascore_with")
-        self._record(call.key, call.request.to_dict(), kind="score", response=resp.to_dict(), error=None,
-                     latency_s=resp.latency_s, prompt_tokens=resp.prompt_tokens,
-                     cached_tokens=max(0, resp.prompt_tokens_total - resp.prompt_tokens) if self.pool.is_embedded else 0,
-                     completion_tokens=resp.completion_tokens, counted=not composite)
-        if not composite:  # a composite's steps are linked themselves
-            self._link(call.key, cache_hit=False)
-        return resp, None
+        async def send(which: ModelBackend) -> ScoreResponse:
+            async with endpoint.slot():
+                return await _call(which, "score", request)
+
+        return await self._once(call_key(fingerprint, self.prompt_version, request.to_dict()), request.to_dict(),
+                                kind="score", owner=backend, fingerprint=fingerprint, label=label,
+                                make=lambda: self._valid_score(backend, request, send))
 
     # -- score calls -------------------------------------------------------------------------
+    async def _score_call(self, call: PlannedCall) -> tuple[ScoreResponse | None, str | None, bool]:
+        """One planned call not found in the store: ``(reply, error, answered_by_another_process)``.
+
+        The claim is taken inside an endpoint slot, so two processes split a batch between them;
+        a process that finds a call claimed gives its slot back while it waits."""
+        text = _prompt_text(call.request)
+        endpoint = self.pool.pick(text)
+        backend = endpoint.backend
+        composite = getattr(backend, "ascore_with", None)
+        fresh = False
+        while True:
+            if fresh and (hit := await self._hit(call.key, fresh=True)) is not None:
+                return ScoreResponse.from_dict(hit), None, True
+            async with endpoint.slot(tokens=await self._tokens(endpoint, text)):
+                state, owner = await self._claim(call.key)
+                if state == "mine":
+                    if composite is not None:
+                        make = lambda: self._composite(backend, composite, call.request)  # noqa: E731
+                    else:
+                        make = lambda: self._valid_score(  # noqa: E731
+                            backend, call.request,
+                            lambda which: self._bounded(which, _call(which, "score", call.request)))
+                    resp, error = await self._claimed_call(
+                        call.key, call.request.to_dict(), kind="score", owner=owner, make=make, model=None,
+                        fingerprint=None, label=None, run_id=None, counted=composite is None,
+                        link=composite is None,  # a composite's steps are linked themselves
+                        cached_tokens=lambda r: max(0, r.prompt_tokens_total - r.prompt_tokens) if self.pool.is_embedded else 0)
+                    return resp, error, False
+            fresh = True
+            if state == "held":
+                await self._wait_unclaimed(call.key)
+
+    async def _composite(self, backend: ModelBackend, composite: Any, request: ScoreRequest
+                         ) -> tuple[ScoreResponse, str | None]:
+        resp = await self._bounded(backend, composite(request, SubCalls(self)))
+        return resp, score_reply_problem(resp)
+
     async def run(self, calls: Sequence[PlannedCall], progress: Progress | None = None) -> list[CallOutcome]:
-        """Answer every call (cache first), in order; raises BudgetExceeded before spending."""
+        """Answer every call (cache first), in order; raises BudgetExceeded before spending, and the
+        first set-up error (after cancelling and recording the calls still running)."""
+        await self.afingerprint()
         calls = self.keyed(calls)
-        cached: dict[str, ScoreResponse] = {}
-        for c in calls:
-            if c.key not in cached and (hit := self._cached(c.key)) is not None:
-                cached[c.key] = ScoreResponse.from_dict(hit)
-        pending = list(dict.fromkeys(c.key for c in calls if c.key not in cached))
-        self._check_budget(len(pending))
+        keys = list(dict.fromkeys(c.key for c in calls))
+        found = {} if self.refresh or self.store is None else await self._io(self._servable_calls, keys)
+        cached = {k: ScoreResponse.from_dict(v) for k, v in found.items()}
+        pending = [k for k in keys if k not in cached]
+        self._check_budget(len(pending) * int(getattr(self.model, "calls_per_score", 1)))
         first = {c.key: c for c in reversed(calls) if c.key in pending}
-        results: dict[str, tuple[ScoreResponse | None, str | None]] = {}
+        results: dict[str, tuple[ScoreResponse | None, str | None, bool]] = {}
 
         async def one(key: str) -> None:
-            results[key] = await self._score_new(first[key])
-            if progress is not None:
-                resp, err = results[key]
+            results[key] = await self._score_call(first[key])
+            resp, err, elsewhere = results[key]
+            if progress is not None and not elsewhere:  # another process's answer is reported as a hit below
                 progress(CallOutcome(first[key], resp, False, err))
 
-        if self.pool.is_embedded:  # in plan order: consecutive calls share their prefix in the KV cache
+        async def in_plan_order() -> None:  # consecutive calls share their prefix in the KV cache
             for key in pending:
                 await one(key)
-        else:
-            await asyncio.gather(*(one(key) for key in pending))
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                if self.pool.is_embedded:
+                    group.create_task(in_plan_order())
+                else:
+                    for key in pending:
+                        group.create_task(one(key))
+        except BaseExceptionGroup as failed:
+            await self._settled()
+            raise _first_error(failed) from None
         outcomes = []
         for c in calls:
-            if c.key in cached:
+            if c.key in cached or results[c.key][2]:
+                resp = cached.get(c.key) or results[c.key][0]
                 self.usage.cache_hits += 1
                 self._link(c.key, cache_hit=True)
-                outcome = CallOutcome(c, cached[c.key], True)
+                outcome = CallOutcome(c, resp, True)
                 if progress is not None:
                     progress(outcome)
             else:
-                resp, err = results[c.key]
+                resp, err, _ = results[c.key]
                 outcome = CallOutcome(c, resp, False, err)
             outcomes.append(outcome)
+        await self._settled()
         return outcomes
 
     # -- chat calls --------------------------------------------------------------------------
@@ -298,11 +546,11 @@ class Gateway:
         request = {"messages": messages, "tools": tools or [], "max_tokens": max_tokens,
                    "temperature": temperature, "seed": seed}
 
-        async def make() -> ChatResponse:
+        async def make() -> tuple[ChatResponse, None]:
             text = "\n".join(str(m.get("content") or "") for m in messages)
-            return await self._invoke(self.pool.pick(text), "chat", self.model.count_tokens(text), list(messages),
+            return await self._invoke(self.pool.pick(text), "chat", text, list(messages),
                                       tools=tools, max_tokens=max_tokens, temperature=temperature,
-                                      **({"seed": seed} if seed is not None else {}))
+                                      **({"seed": seed} if seed is not None else {})), None
 
-        return await self._once(call_key(self.fingerprint(), CHAT_KEY_VERSION, request), request, kind="chat",
-                                make=make, label=label, budget=True, run_id=run_id)
+        return await self._once(call_key(await self.afingerprint(), CHAT_KEY_VERSION, request), request, kind="chat",
+                                make=make, label=label, run_id=run_id)

@@ -109,6 +109,16 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "ALTER TABLE runs ADD COLUMN heartbeat_at REAL",
         "CREATE INDEX runs_by_status ON runs(status)",
     ]),
+    (5, [
+        # in-flight claims on calls (one call, one payment, across processes): the owner
+        # (host:pid:token) renews expires_at while its call runs and deletes the row when the
+        # outcome is committed; a waiter takes over a row whose owner stopped renewing it
+        """CREATE TABLE call_leases (
+               key TEXT PRIMARY KEY,
+               owner TEXT NOT NULL,
+               expires_at REAL NOT NULL,
+               taken_at REAL NOT NULL)""",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

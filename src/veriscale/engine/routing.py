@@ -3,24 +3,35 @@
 Calls that share a prompt prefix go to the same endpoint, so its prefix cache hits: a prompt
 goes where a recent prompt shares at least half of it (the calls of one comparison, the turns
 of one conversation), unless that endpoint is far busier than the others; any other prompt goes
-to the endpoint with the fewest calls in flight. Each endpoint runs
-at most ``concurrency`` calls at once (the embedded model one, in order, so its KV reuse holds)
-and, when set, at most ``rpm`` requests and ``tpm`` prompt tokens a minute::
+to the endpoint with the fewest calls in flight::
 
     pool = EndpointPool([backend_a, backend_b], concurrency=8, rpm=600)
     endpoint = pool.pick(prompt_text)
     async with endpoint.slot(tokens=1200):
         await endpoint.backend.ascore(request)
+
+Limits belong to the endpoint, once per process: every pool (every Gateway, every Verifier, on
+any event loop) that calls the same server and model (``backend.limit_key``: the base URL and
+model id; an object without one is its own endpoint) shares one :class:`EndpointLimits`, so two
+verifiers in one process put the load of one on a server. The one concurrency rule: an
+endpoint runs at most its own cap at once (the model URI's ``?concurrency=``, the backend's
+``concurrency`` attribute), else the ``concurrency`` setting of the first pool in the process
+that uses it (``--concurrency``, ``gateway.concurrency``, default 4); the embedded model runs
+one call at a time, in order, so its KV reuse holds. ``rpm`` and ``tpm`` (requests and prompt
+tokens a minute) are likewise set by the first pool that gives them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from veriscale.errors import UserError, setting
 from veriscale.models.base import ModelBackend
@@ -36,7 +47,8 @@ ROUTINGS = ("affinity", "round_robin")
 
 
 class RateLimiter:
-    """A token bucket refilled continuously: ``per_minute`` units a minute, bursts up to that."""
+    """A token bucket refilled continuously: ``per_minute`` units a minute, bursts up to that.
+    Safe across threads and event loops (a taker reserves its units, then sleeps off the debt)."""
 
     def __init__(self, per_minute: int) -> None:
         if per_minute < 1:
@@ -44,36 +56,142 @@ class RateLimiter:
         self.per_minute = per_minute
         self._level = float(per_minute)
         self._at = time.monotonic()
-        self._lock: asyncio.Lock | None = None
+        self._lock = threading.Lock()
 
     async def take(self, units: int) -> None:
         """Wait until ``units`` are available (a request larger than a minute's worth waits for a full bucket)."""
         units = min(max(units, 0), self.per_minute)
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            while True:
-                now = time.monotonic()
-                self._level = min(self.per_minute, self._level + (now - self._at) * self.per_minute / 60.0)
-                self._at = now
-                if self._level >= units:
-                    self._level -= units
-                    return
-                await asyncio.sleep((units - self._level) * 60.0 / self.per_minute)
+        with self._lock:
+            now = time.monotonic()
+            self._level = min(self.per_minute, self._level + (now - self._at) * self.per_minute / 60.0)
+            self._at = now
+            self._level -= units
+            debt = -self._level
+        if debt > 0:
+            await asyncio.sleep(debt * 60.0 / self.per_minute)
+
+
+class SlotLimiter:
+    """At most ``cap`` holders at once, first come first served, shared by any number of event
+    loops and threads (an ``asyncio.Semaphore`` belongs to one loop)::
+
+        await slots.acquire()
+        try: ...
+        finally: slots.release()
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.held = 0
+        self._lock = threading.Lock()
+        self._waiters: deque[list[Any]] = deque()  # [loop, future, state]: waiting | granted | gone
+
+    @property
+    def waiting(self) -> int:
+        """How many acquirers wait for a slot now."""
+        return len(self._waiters)
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self.held < self.cap and not self._waiters:
+                self.held += 1
+                return
+            waiter = [loop, loop.create_future(), "waiting"]
+            self._waiters.append(waiter)
+        try:
+            await waiter[1]
+        except asyncio.CancelledError:
+            with self._lock:
+                if waiter[2] == "waiting":
+                    waiter[2] = "gone"
+                    self._waiters.remove(waiter)
+                    raise
+            self.release()  # the slot was handed over as the wait was cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        with self._lock:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                loop, future, _ = waiter
+                if loop.is_closed():
+                    waiter[2] = "gone"
+                    continue
+                try:
+                    loop.call_soon_threadsafe(_wake, future)
+                except RuntimeError:  # its loop closed meanwhile
+                    waiter[2] = "gone"
+                    continue
+                waiter[2] = "granted"  # the slot passes straight to this waiter
+                return
+            self.held -= 1
+
+
+def _wake(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@dataclass
+class EndpointLimits:
+    """What limits one endpoint in this process: call slots and rate buckets."""
+
+    key: str
+    slots: SlotLimiter
+    requests: RateLimiter | None = None
+    tokens: RateLimiter | None = None
+
+    @property
+    def concurrency(self) -> int:
+        return self.slots.cap
+
+
+_LIMITS_LOCK = threading.Lock()
+_LIMITS: dict[str, EndpointLimits] = {}
+_LIMITS_BY_OBJECT: "weakref.WeakKeyDictionary[Any, EndpointLimits]" = weakref.WeakKeyDictionary()
+
+
+def endpoint_limits(backend: ModelBackend, *, concurrency: int, rpm: int | None = None,
+                    tpm: int | None = None) -> EndpointLimits:
+    """The process's one :class:`EndpointLimits` for ``backend`` (see the module docstring for the rule)."""
+    key = getattr(backend, "limit_key", None)
+    with _LIMITS_LOCK:
+        found = _LIMITS.get(key) if key else _LIMITS_BY_OBJECT.get(backend)
+        if found is None:
+            own = getattr(backend, "concurrency", None)
+            cap = 1 if getattr(backend, "is_embedded", False) else int(own) if isinstance(own, int) and own > 0 else concurrency
+            found = EndpointLimits(key or f"object:{id(backend)}", SlotLimiter(cap),
+                                   RateLimiter(rpm) if rpm else None, RateLimiter(tpm) if tpm else None)
+            if key:
+                _LIMITS[key] = found
+            else:
+                _LIMITS_BY_OBJECT[backend] = found
+        else:
+            if rpm and found.requests is None:
+                found.requests = RateLimiter(rpm)
+            if tpm and found.tokens is None:
+                found.tokens = RateLimiter(tpm)
+        return found
 
 
 @dataclass
 class Endpoint:
-    """One backend instance and what limits it."""
+    """One backend instance of a pool, and the process-wide limits of its endpoint."""
 
     backend: ModelBackend
-    concurrency: int
-    requests: RateLimiter | None = None
-    tokens: RateLimiter | None = None
+    limits: EndpointLimits
     in_flight: int = 0
     served: int = 0
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_PROMPTS), repr=False)
-    _slots: asyncio.Semaphore | None = field(default=None, repr=False)
+
+    @property
+    def concurrency(self) -> int:
+        return self.limits.concurrency
+
+    @property
+    def tokens(self) -> RateLimiter | None:
+        return self.limits.tokens
 
     def shared_prefix(self, prompt: str) -> int:
         """Characters ``prompt`` shares with the recent prompt it shares most with."""
@@ -82,17 +200,18 @@ class Endpoint:
     @contextlib.asynccontextmanager
     async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
         """Hold one of the endpoint's call slots (after the rate limits allow it)."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.concurrency)
         self.in_flight += 1
         try:
-            async with self._slots:
-                if self.requests is not None:
-                    await self.requests.take(1)
-                if self.tokens is not None:
-                    await self.tokens.take(tokens)
+            await self.limits.slots.acquire()
+            try:
+                if self.limits.requests is not None:
+                    await self.limits.requests.take(1)
+                if self.limits.tokens is not None:
+                    await self.limits.tokens.take(tokens)
                 self.served += 1
                 yield
+            finally:
+                self.limits.slots.release()
         finally:
             self.in_flight -= 1
 
@@ -124,11 +243,7 @@ class EndpointPool:
             raise UserError(f"no model endpoints given: give {setting('model')} at least once")
         if concurrency < 1:
             raise UserError(f"{setting('concurrency')} {concurrency} is below 1: give how many calls an endpoint may run at once")
-        self.endpoints = [
-            Endpoint(b, 1 if getattr(b, "is_embedded", False) else concurrency,
-                     RateLimiter(rpm) if rpm else None, RateLimiter(tpm) if tpm else None)
-            for b in backends
-        ]
+        self.endpoints = [Endpoint(b, endpoint_limits(b, concurrency=concurrency, rpm=rpm, tpm=tpm)) for b in backends]
         self.primary = backends[0]
 
     @property

@@ -11,16 +11,31 @@ links each run to every call it used, cache hits included::
     key = call_key(fingerprint, "v1", request_dict)
     if (hit := store.get_call(key)) is None:
         store.put_call(key, ..., status="ok", response=resp_dict)
+
+The gateway never writes on its event loop: it hands writes to the store's one writer thread
+(``await asyncio.wrap_future(store.submit(store.put_call, key, ...))``); every read from another
+thread first waits for the writes already handed over, so a reader sees them.
+
+A call in flight is claimed in ``call_leases`` (one call, one payment, across processes)::
+
+    store.claim_call(key, owner, lease_s=30)   # "mine" | "held" (another owner) | "done" (answered)
+    store.renew_lease(key, owner, lease_s=30)  # while the call runs
+    store.finish_call(key, owner, ...)         # put_call, then the claim is dropped
 """
 
 from __future__ import annotations
 
+import atexit
+import concurrent.futures
 import hashlib
 import json
 import os
+import queue
+import socket
 import sqlite3
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -83,6 +98,69 @@ class RunRecord:
     damaged: tuple[str, ...] = ()  # columns whose stored JSON cannot be read ("args", "result")
 
 
+_OPEN_STORES: "weakref.WeakSet[Store]" = weakref.WeakSet()
+
+
+def _flush_open_stores() -> None:
+    """At exit: finish the writes handed to writer threads (they are daemon threads)."""
+    for store in list(_OPEN_STORES):
+        try:
+            store.flush(timeout=30.0)
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+atexit.register(_flush_open_stores)
+
+
+def lease_owner() -> str:
+    """A claim's owner: ``host:pid:token``, the token fresh for every claim."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(6).hex()}"
+
+
+class _Writer:
+    """One daemon thread that runs a store's jobs in the order they were submitted. It holds no
+    reference to its store, so an unclosed store is still freed (and its thread stopped)."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.pending = 0
+        self.idle = threading.Condition()
+        self.thread = threading.Thread(target=self._run, name="veriscale-store-writer", daemon=True)
+        self.thread.start()
+
+    def submit(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self.idle:
+            self.pending += 1
+        self.jobs.put((future, fn, args, kwargs))
+        return future
+
+    def _run(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            future, fn, args, kwargs = job
+            try:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args, **kwargs))
+                    except BaseException as exc:  # noqa: BLE001 - handed to the submitter
+                        future.set_exception(exc)
+            finally:
+                del job, fn, args, kwargs
+                with self.idle:
+                    self.pending -= 1
+                    self.idle.notify_all()
+
+    def flush(self, timeout: float | None = None) -> None:
+        if threading.current_thread() is self.thread:
+            return
+        with self.idle:
+            self.idle.wait_for(lambda: self.pending == 0, timeout=timeout)
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+
+
 class Store:
     """Thread-safe access to one SQLite file (WAL mode, one commit per write)."""
 
@@ -90,6 +168,29 @@ class Store:
         self._conn = conn
         self._lock = threading.Lock()
         self.path = path
+        self._writer: _Writer | None = None
+        self._writer_lock = threading.Lock()
+        _OPEN_STORES.add(self)
+
+    # -- the writer thread -----------------------------------------------------------
+    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        """Run ``fn(*args, **kwargs)`` (a method of this store) on the store's one writer thread,
+        after every job submitted before it; the future holds its result."""
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = _Writer()
+                weakref.finalize(self, self._writer.stop)
+        return self._writer.submit(fn, args, kwargs)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every submitted job is done."""
+        if self._writer is not None:
+            self._writer.flush(timeout)
+
+    def _settle(self) -> None:
+        """Before a read: let the writes already handed over land (no-op when none are pending)."""
+        if self._writer is not None and self._writer.pending:
+            self._writer.flush()
 
     @classmethod
     def open(cls, path: str | Path | None = None) -> "Store":
@@ -109,17 +210,92 @@ class Store:
         return cls(conn, p)
 
     def close(self) -> None:
+        self.flush()
+        if self._writer is not None:
+            self._writer.stop()
+            self._writer.thread.join()
+            self._writer = None
+        _OPEN_STORES.discard(self)
         with self._lock:
             self._conn.close()
 
     # -- calls -------------------------------------------------------------------------
     def get_call(self, key: str) -> dict[str, Any] | None:
         """The stored response of a successful call, or None."""
+        self._settle()
         with self._lock:
             row = self._conn.execute(
                 "SELECT response FROM calls WHERE key = ? AND status = 'ok'", (key,)
             ).fetchone()
         return json.loads(row[0]) if row else None
+
+    def get_calls(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored responses of those ``keys`` whose calls succeeded."""
+        self._settle()
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            for i in range(0, len(unique), 500):
+                chunk = unique[i:i + 500]
+                rows = self._conn.execute(
+                    f"SELECT key, response FROM calls WHERE status = 'ok' AND key IN ({','.join('?' * len(chunk))})",
+                    chunk).fetchall()
+                found.update((k, json.loads(r)) for k, r in rows)
+        return found
+
+    # -- in-flight claims ----------------------------------------------------------------
+    def claim_call(self, key: str, owner: str, *, lease_s: float, fresh_after: float | None = None) -> str:
+        """Claim call ``key`` for ``owner`` for ``lease_s`` seconds: ``"mine"``; ``"held"`` while
+        another owner's claim is live; ``"done"`` when the call succeeded (after ``fresh_after``,
+        when given: a refreshing run ignores older answers)."""
+        now = time.time()
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._conn.execute("SELECT created_at FROM calls WHERE key = ? AND status = 'ok'",
+                                         (key,)).fetchone()
+                if row is not None and (fresh_after is None or row[0] >= fresh_after):
+                    state = "done"
+                else:
+                    lease = self._conn.execute("SELECT owner, expires_at FROM call_leases WHERE key = ?",
+                                               (key,)).fetchone()
+                    if lease is not None and lease[0] != owner and lease[1] > now:
+                        state = "held"
+                    else:
+                        self._conn.execute(
+                            "INSERT INTO call_leases (key, owner, expires_at, taken_at) VALUES (?, ?, ?, ?) "
+                            "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at, "
+                            "taken_at = excluded.taken_at", (key, owner, now + lease_s, now))
+                        state = "mine"
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        return state
+
+    def lease(self, key: str) -> dict[str, Any] | None:
+        """The live or lapsed claim on ``key`` (owner, expires_at, taken_at), or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT owner, expires_at, taken_at FROM call_leases WHERE key = ?",
+                                     (key,)).fetchone()
+        return dict(zip(("owner", "expires_at", "taken_at"), row)) if row else None
+
+    def renew_lease(self, key: str, owner: str, *, lease_s: float) -> bool:
+        """Extend ``owner``'s claim on ``key``; False when it has none any more (it expired and was taken)."""
+        with self._lock:
+            cur = self._conn.execute("UPDATE call_leases SET expires_at = ? WHERE key = ? AND owner = ?",
+                                     (time.time() + lease_s, key, owner))
+        return cur.rowcount > 0
+
+    def release_lease(self, key: str, owner: str) -> None:
+        with self._lock:
+            self._conn.execute("DELETE FROM call_leases WHERE key = ? AND owner = ?", (key, owner))
+
+    def finish_call(self, key: str, owner: str | None, **outcome: Any) -> None:
+        """Commit a claimed call's outcome (:meth:`put_call`), then drop ``owner``'s claim."""
+        self.put_call(key, **outcome)
+        if owner is not None:
+            self.release_lease(key, owner)
 
     def put_call(self, key: str, *, model: str, fingerprint: str, prompt_version: str,
                  request: dict[str, Any], status: str, response: dict[str, Any] | None = None,
@@ -151,6 +327,7 @@ class Store:
 
     def run_calls(self, run_id: int) -> list[dict[str, Any]]:
         """Every call run ``run_id`` used, in order, with its kind, status, tokens and latency."""
+        self._settle()
         with self._lock:
             rows = self._conn.execute(
                 """SELECT rc.call_key, rc.cache_hit, rc.label, c.kind, c.status, c.prompt_tokens,
@@ -175,6 +352,7 @@ class Store:
         return total
 
     def count_calls(self, status: str | None = None) -> int:
+        self._settle()
         with self._lock:
             if status:
                 return self._conn.execute("SELECT COUNT(*) FROM calls WHERE status = ?", (status,)).fetchone()[0]
@@ -274,6 +452,7 @@ class Store:
         return RunRecord(row[0], row[1], row[2], args, row[4], result, *row[6:], damaged=tuple(damaged))
 
     def iter_calls(self) -> Iterator[dict[str, Any]]:
+        self._settle()
         with self._lock:
             rows = self._conn.execute(
                 "SELECT key, model, status, error, latency_s, created_at FROM calls ORDER BY created_at"
@@ -306,6 +485,7 @@ class Store:
 
     def call(self, key: str) -> dict[str, Any] | None:
         """One call's whole record (request, response or error, tokens, latency), or None."""
+        self._settle()
         with self._lock:
             row = self._conn.execute(
                 """SELECT key, model, kind, status, request, response, error, latency_s, created_at, prompt_tokens,
@@ -322,6 +502,7 @@ class Store:
     def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> tuple[list[tuple[Any, ...]], int | None]:
         """Run one statement under the store's lock: ``(rows, lastrowid)``. For the modules that own
         the newer tables (``run_log``, the server's jobs); everything else has a method here."""
+        self._settle()
         with self._lock:
             cur = self._conn.execute(sql, params)
             return cur.fetchall(), cur.lastrowid

@@ -11,6 +11,8 @@ calls, so C criteria and both slots of a pair re-process only their differing su
 
 Its fingerprint is the GGUF file's SHA-256, hashed once per file version (path, size and mtime)
 and kept in ``gguf-hashes.json`` of the user cache folder (``$VERISCALE_CACHE_DIR`` overrides).
+    resp = await model.ascore(request) # in a worker thread; cancelling it stops the model at its
+                                       # next token or prompt batch (veriscale.models.cancel)
 
 It is a 135M-parameter model: good for trying the tool offline, weak as a judge.
 """
@@ -32,6 +34,7 @@ import numpy as np
 
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse
+from veriscale.models.cancel import in_worker, stopped
 from veriscale.models.chat_template import detect_template, render_chat
 
 EMBEDDED_NOTICE = worded(
@@ -40,6 +43,7 @@ EMBEDDED_NOTICE = worded(
     f"{setting('model', 'http://127.0.0.1:8000/v1#your-model')} or {setting('model', 'openai:gpt-4.1-mini')})."
 )
 DEFAULT_N_CTX = 8192
+N_BATCH = 512  # prompt tokens evaluated per step (a cancelled call stops between steps)
 WHITESPACE_MIN_PROB = 0.01  # follow a whitespace path at the slot only when it is this likely
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[str, "EmbeddedModel"] = {}
@@ -132,7 +136,7 @@ class EmbeddedModel:
         self.display_name = f"embedded {gguf.stem}"
         self._lock = threading.RLock()
         self.threads = threads or all_cores()
-        self._llm = Llama(model_path=str(gguf), n_ctx=n_ctx, n_batch=512, logits_all=False,
+        self._llm = Llama(model_path=str(gguf), n_ctx=n_ctx, n_batch=N_BATCH, logits_all=False,
                           n_threads=self.threads, n_threads_batch=self.threads, verbose=False)
         own = self._llm.metadata.get("tokenizer.chat_template", "")
         self.template = template or detect_template(own)
@@ -194,6 +198,11 @@ class EmbeddedModel:
     default = load
 
     # -- identity and limits -------------------------------------------------------------
+    @property
+    def limit_key(self) -> str:
+        """One endpoint per model file in a process (the gateway runs its calls one at a time)."""
+        return f"embedded:{self.path.resolve()}"
+
     def fingerprint(self) -> str:
         st = self.path.stat()
         return "gguf:" + file_sha256(str(self.path.resolve()), st.st_size, st.st_mtime_ns)
@@ -230,7 +239,7 @@ class EmbeddedModel:
             self._label_ids[label] = [i for i, t in enumerate(self._vocab()) if t.strip() == label and t]
         return self._label_ids[label]
 
-    def _eval_prompt(self, tokens: list[int]) -> int:
+    def _eval_prompt(self, tokens: list[int], stop: Any = None) -> int:
         """Bring the KV cache to ``tokens``; returns how many tokens were actually evaluated."""
         llm = self._llm
         common = 0
@@ -241,7 +250,9 @@ class EmbeddedModel:
                 neq = np.nonzero(np.asarray(cached[:limit]) != np.asarray(tokens[:limit]))[0]
                 common = int(neq[0]) if len(neq) else limit
         llm.n_tokens = common
-        llm.eval(tokens[common:])
+        for at in range(common, len(tokens), N_BATCH):
+            stopped(stop)
+            llm.eval(tokens[at:at + N_BATCH])
         evaluated = len(tokens) - common
         self.tokens_processed += evaluated
         return evaluated
@@ -267,13 +278,14 @@ class EmbeddedModel:
         return tokens
 
     def _generate(self, tokens: list[int], max_tokens: int, temperature: float, seed: int | None,
-                  stop: tuple[str, ...]) -> tuple[str, list[int], int]:
+                  stop: tuple[str, ...], cancel: Any = None) -> tuple[str, list[int], int]:
         """Sample a continuation of ``tokens`` (already evaluated); returns text, tokens, count."""
         rng = np.random.default_rng(seed)
         out: list[int] = []
         eos = self._llm.token_eos()
         text = ""
         for _ in range(max_tokens):
+            stopped(cancel)
             logits = self._last_logits()
             if temperature <= 0:
                 tok = int(np.argmax(logits))
@@ -301,7 +313,7 @@ class EmbeddedModel:
         return self._ws_ids
 
     def _add_after_whitespace(self, tokens: list[int], probs: np.ndarray, raw: dict[str, float],
-                              labels: tuple[str, ...]) -> int:
+                              labels: tuple[str, ...], stop: Any = None) -> int:
         """Add P(whitespace token) * P(label | whitespace) for the likely whitespace tokens.
 
         Small models often write a bare space or newline before the label; the label's
@@ -312,6 +324,7 @@ class EmbeddedModel:
             p_ws = float(probs[ws])
             if p_ws < WHITESPACE_MIN_PROB:
                 continue
+            stopped(stop)
             self._llm.n_tokens = len(tokens)
             self._llm.eval([ws])
             evaluated += 1
@@ -322,28 +335,36 @@ class EmbeddedModel:
 
     # -- the backend contract --------------------------------------------------------------
     def score(self, request: ScoreRequest) -> ScoreResponse:
+        return self._score(request)
+
+    async def ascore(self, request: ScoreRequest) -> ScoreResponse:
+        """:meth:`score` in a worker thread; cancelling the caller stops the model (see above)."""
+        return await in_worker(self._score, request)
+
+    def _score(self, request: ScoreRequest, stop: Any = None) -> ScoreResponse:
         start = time.perf_counter()
         with self._lock:
+            stopped(stop)
             reasoning = ""
             completion = 0
             evaluated = 0
             if request.reasoning:
                 head = render_chat(self.template, request.messages, request.reasoning_prefix)
                 head_tokens = self._tokenize_prompt(head)
-                evaluated += self._eval_prompt(head_tokens)
+                evaluated += self._eval_prompt(head_tokens, stop)
                 text, _, completion = self._generate(head_tokens, request.max_reasoning_tokens,
                                                      request.temperature, request.seed,
-                                                     stop=("Grade", "\n\n\n"))
+                                                     stop=("Grade", "\n\n\n"), cancel=stop)
                 reasoning = text.strip()
                 prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}"
             else:
                 prefill = request.prefill
             prompt = render_chat(self.template, request.messages, prefill)
             tokens = self._tokenize_prompt(prompt)
-            evaluated += self._eval_prompt(tokens)
+            evaluated += self._eval_prompt(tokens, stop)
             probs = self._softmax(self._last_logits())
             raw = self._label_probs(probs, request.labels)
-            evaluated += self._add_after_whitespace(tokens, probs, raw, request.labels)
+            evaluated += self._add_after_whitespace(tokens, probs, raw, request.labels, stop)
             top_ids = np.argsort(probs)[::-1][:5]
             top = [(self._vocab()[i], float(probs[i])) for i in top_ids]
         mass = sum(raw.values())
@@ -356,12 +377,23 @@ class EmbeddedModel:
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
+        return self._chat(messages, tools=tools, max_tokens=max_tokens, temperature=temperature, seed=seed)
+
+    async def achat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                    max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
+        """:meth:`chat` in a worker thread; cancelling the caller stops the model at its next token."""
+        return await in_worker(self._chat, messages, tools=tools, max_tokens=max_tokens,
+                               temperature=temperature, seed=seed)
+
+    def _chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None, max_tokens: int,
+              temperature: float, seed: int | None, stop: Any = None) -> ChatResponse:
         if tools:
             raise UserError("the embedded model cannot call tools: set "
                             f"{setting('model')} to an OpenAI-compatible server that supports tool calls")
         msgs = [Message(m["role"], m.get("content") or "") for m in messages]
         with self._lock:
+            stopped(stop)
             tokens = self._tokenize_prompt(render_chat(self.template, msgs, ""))
-            self._eval_prompt(tokens)
-            text, _, n = self._generate(tokens, max_tokens, temperature, seed or 0, stop=())
+            self._eval_prompt(tokens, stop)
+            text, _, n = self._generate(tokens, max_tokens, temperature, seed or 0, stop=(), cancel=stop)
         return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason="stop")

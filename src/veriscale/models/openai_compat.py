@@ -8,19 +8,29 @@ With a chat template named, the score slot is prefilled client-side and read thr
 ``/v1/completions``; otherwise ``/v1/chat/completions`` is asked for one token. Both logprob
 shapes are parsed. Retries with exponential backoff on 429, 5xx, timeouts and dropped
 connections (a ``Retry-After`` header on 429/503 sets the wait); a call that still fails raises
-ModelCallError (recorded as failed upstream). ``ascore``/``achat`` are the same calls over an
-``httpx.AsyncClient`` for the gateway's event loop; one implementation serves both.
+ModelCallError (recorded as failed upstream), and so does a reply without logprobs at the
+slot: it is that call's failure, not the run's. ``ascore``/``achat``/``amodel_id``/
+``afingerprint``/``asingle_token_labels`` are the same calls over an ``httpx.AsyncClient`` for
+the gateway's event loop (cancelling one cancels its request); one implementation serves both.
 
 What the server says about itself (the ids it serves, its context, its weights, its tokenizer) is
 asked once, by ``veriscale.models.server_info``; a model id it does not list is a UserError. A
 prompt the server refuses as too long teaches the backend its context (``context_size()``) and
 raises ``ContextOverflow``. ``close()``/``aclose()`` close the HTTP clients.
+
+How many calls run at once is the gateway's business (``veriscale.engine.routing``): the URI's
+``?concurrency=`` is this endpoint's cap there (``concurrency``, None when the URI gives none),
+shared by every gateway in the process through ``limit_key`` (base URL and model)::
+
+    m.limit_key                       # 'http://127.0.0.1:8000/v1#qwen3-8b'
+    m.retry_variant()                 # the same model asked with more top_logprobs, or None
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import os
 import threading
 import time
@@ -48,7 +58,10 @@ from veriscale.models.server_info import ServerProbe
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
 #: The longest ``Retry-After`` honoured; a server asking for more gets this.
 MAX_RETRY_AFTER_S = 60.0
+#: The most top_logprobs an off-format retry asks for (api.openai.com allows at most 20).
+MAX_TOP_LOGPROBS = 100
 Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+Get = Callable[[str, float], Awaitable[httpx.Response]]
 
 
 class _Retryable(Exception):
@@ -86,7 +99,7 @@ class OpenAICompatModel:
 
     def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                  template: str | None = None, endpoint: str = "auto", top_logprobs: int = 20,
-                 timeout_s: float = 120.0, max_retries: int = 4, concurrency: int = 8,
+                 timeout_s: float = 120.0, max_retries: int = 4, concurrency: int | None = None,
                  backoff_s: float = 0.5, uri: str | None = None, context: int | None = None) -> None:
         if template is not None and template not in TEMPLATES:
             raise UserError(f"unknown chat template '{template}': use one of {', '.join(TEMPLATES)}")
@@ -105,13 +118,12 @@ class OpenAICompatModel:
         self.display_name = f"{model or 'model'} at {self.base_url}"
         key = api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.concurrency = concurrency
+        self.concurrency = concurrency  # this endpoint's cap in the gateway; None: the gateway's setting
         self._headers = headers
         self._timeout = httpx.Timeout(timeout_s, connect=10.0)
-        self._client = httpx.Client(timeout=self._timeout, headers=headers,
-                                    limits=httpx.Limits(max_connections=concurrency))
-        self._aclients: dict[int, tuple[Any, httpx.AsyncClient, asyncio.Semaphore]] = {}
-        self._slots = threading.BoundedSemaphore(concurrency)
+        self._limits = httpx.Limits(max_connections=max(concurrency or 0, 100))
+        self._client = httpx.Client(timeout=self._timeout, headers=headers, limits=self._limits)
+        self._aclients: dict[int, tuple[Any, httpx.AsyncClient]] = {}
         self._probe = ServerProbe(self.base_url, model, context=context)
         self._label_checks: dict[tuple[str, ...], list[str]] = {}
         self._lock = threading.Lock()
@@ -155,8 +167,7 @@ class OpenAICompatModel:
         try:
             for tries in Retrying(**self._retry_policy()):
                 with tries:
-                    with self._slots:
-                        resp = self._client.post(url, json=body)
+                    resp = self._client.post(url, json=body)
                     return self._answer(url, resp)
         except RetryError as exc:
             raise self._failure(url, exc) from None
@@ -165,41 +176,52 @@ class OpenAICompatModel:
     async def _sync_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._post(path, body)
 
-    def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+    async def _sync_get(self, url: str, timeout: float) -> httpx.Response:
+        return self._client.get(url, timeout=timeout)
+
+    async def _sync_probe(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        return self._client.post(url, json=body, timeout=10.0)
+
+    def _async_client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         with self._lock:
             found = self._aclients.get(id(loop))
             if found is None or found[0] is not loop:
-                client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers,
-                                           limits=httpx.Limits(max_connections=self.concurrency))
-                found = (loop, client, asyncio.Semaphore(self.concurrency))
+                found = (loop, httpx.AsyncClient(timeout=self._timeout, headers=self._headers, limits=self._limits))
                 self._aclients[id(loop)] = found
-        return found[1], found[2]
+        return found[1]
+
+    async def _aget(self, url: str, timeout: float) -> httpx.Response:
+        return await self._async_client().get(url, timeout=timeout)
+
+    async def _aprobe(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        return await self._async_client().post(url, json=body, timeout=10.0)
 
     async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
-        client, slots = self._async_client()
+        client = self._async_client()
         try:
             async for tries in AsyncRetrying(**self._retry_policy()):
                 with tries:
-                    async with slots:
-                        resp = await client.post(url, json=body)
+                    resp = await client.post(url, json=body)
                     return self._answer(url, resp)
         except RetryError as exc:
             raise self._failure(url, exc) from None
         raise AssertionError("unreachable")
 
-    # -- identity ----------------------------------------------------------------------------
+    # -- identity --------------------------------------------------------------------------
     def model_id(self) -> str:
         """The model id used in requests: the URI's, checked against the server's list (asked once)."""
         return self._probe.info(self._client).model_id
 
     async def amodel_id(self) -> str:
-        """:meth:`model_id` through the async client (for the gateway's event loop)."""
-        return (await self._probe.ainfo(self._async_client()[0])).model_id
+        """:meth:`model_id` through the async client (the gateway's loop keeps serving meanwhile)."""
+        return (await self._probe.ainfo(self._async_client())).model_id
 
-    async def _model(self, post: Post) -> str:
-        return self.model_id() if post == self._sync_post else await self.amodel_id()
+    @property
+    def limit_key(self) -> str:
+        """What the gateway's per-endpoint limits are keyed by: the server and the model asked for."""
+        return f"{self.base_url}#{self.requested_model or ''}"
 
     def fingerprint(self) -> str:
         """``http:<url>#<model id>``, with what the server says about the weights where it says it."""
@@ -208,8 +230,18 @@ class OpenAICompatModel:
 
     async def afingerprint(self) -> str:
         """:meth:`fingerprint` through the async client (for the gateway's event loop)."""
-        info = await self._probe.ainfo(self._async_client()[0])
+        info = await self._probe.ainfo(self._async_client())
         return f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
+
+    def retry_variant(self) -> "OpenAICompatModel | None":
+        """The same model asked to show more of the slot's distribution (more top_logprobs), for one
+        more try at a reply that put no probability on any label; None when it shows all it can."""
+        cap = 20 if "api.openai.com" in self.base_url else MAX_TOP_LOGPROBS
+        if self.top_logprobs >= cap:
+            return None
+        wider = copy.copy(self)
+        wider.top_logprobs = min(cap, max(2 * self.top_logprobs, 20))
+        return wider
 
     def context_size(self) -> int | None:
         """The context the server reports, else the one an overflow reply named, else the URI's ``context``."""
@@ -218,35 +250,52 @@ class OpenAICompatModel:
 
     def count_tokens(self, text: str) -> int:
         """The server's own count where it has a tokenizer, else ``context.estimate_tokens`` (a margin
-        over the truth). On a running event loop (the gateway's) it never blocks: the estimate."""
-        if _on_event_loop():
-            return estimate_tokens(text)
+        over the truth). The same text counts the same from any caller; on an event loop prefer
+        :meth:`acount_tokens`, which does not block it."""
         n = self._probe.count(self._client, text)
         return estimate_tokens(text) if n is None else n
 
     async def acount_tokens(self, text: str) -> int:
         """:meth:`count_tokens` through the async client (the server's count where it has one)."""
-        n = await self._probe.acount(self._async_client()[0], text)
+        n = await self._probe.acount(self._async_client(), text)
         return estimate_tokens(text) if n is None else n
 
     def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
         """Labels that tokenize to more than one token, where the server can tokenize."""
         if labels not in self._label_checks:
-            self._label_checks[labels] = self._check_labels(labels)
+            self._label_checks[labels] = drive_sync(self._check_labels(labels, self._sync_probe))
         return list(self._label_checks[labels])
 
-    def _check_labels(self, labels: tuple[str, ...]) -> list[str]:
+    async def asingle_token_labels(self, labels: tuple[str, ...]) -> list[str]:
+        """:meth:`single_token_labels` over the async client."""
+        if labels not in self._label_checks:
+            self._label_checks[labels] = await self._check_labels(labels, self._aprobe)
+        return list(self._label_checks[labels])
+
+    async def _check_labels(self, labels: tuple[str, ...], probe: Any) -> list[str]:
+        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
         bad = []
         for lab in labels:
             counts = []
             for text in (lab, " " + lab):
-                n = self._probe.count(self._client, text)
+                n = await self._tokenize_count(root, text, probe)
                 if n is None:
                     return []  # cannot check on this server
                 counts.append(n)
             if min(counts) != 1:
                 bad.append(lab)
         return bad
+
+    async def _tokenize_count(self, root: str, text: str, probe: Any) -> int | None:
+        for path, body, field in (("/extras/tokenize", {"input": text}, "tokens"),
+                                  ("/tokenize", {"prompt": text, "add_special_tokens": False}, "tokens")):
+            try:
+                resp = await probe(root + path, {**body, "model": self.requested_model or ""})
+                if resp.status_code == 200 and isinstance(resp.json().get(field), list):
+                    return len(resp.json()[field])
+            except (httpx.HTTPError, ValueError):
+                continue
+        return None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -255,7 +304,7 @@ class OpenAICompatModel:
         with self._lock:
             clients, self._aclients = list(self._aclients.values()), {}
         current = asyncio.get_running_loop() if _on_event_loop() else None
-        for loop, client, _ in clients:
+        for loop, client in clients:
             if loop.is_closed() or loop is current:  # on its own loop only aclose() can wait for it
                 continue
             if loop.is_running():
@@ -276,16 +325,20 @@ class OpenAICompatModel:
         await asyncio.to_thread(self.close)
 
     # -- scoring ---------------------------------------------------------------------------
+    async def _ident(self, post: Post) -> str:
+        """The model id, over the transport ``post`` belongs to."""
+        return self.model_id() if post == self._sync_post else await self.amodel_id()
+
     async def _generate_reasoning(self, request: ScoreRequest, post: Post) -> tuple[str, int]:
         if self.endpoint == "completions":
-            body = {"model": await self._model(post), "prompt": render_chat(self.template, request.messages, request.reasoning_prefix),
+            body = {"model": await self._ident(post), "prompt": render_chat(self.template, request.messages, request.reasoning_prefix),
                     "max_tokens": request.max_reasoning_tokens, "temperature": request.temperature,
                     "seed": request.seed, "stop": ["Grade"]}
             data = await post("/completions", body)
             text = data["choices"][0].get("text", "")
         else:
             msgs = [{"role": m.role, "content": m.content} for m in request.messages]
-            body = {"model": await self._model(post), "messages": msgs, "max_tokens": request.max_reasoning_tokens,
+            body = {"model": await self._ident(post), "messages": msgs, "max_tokens": request.max_reasoning_tokens,
                     "temperature": request.temperature, "seed": request.seed, "stop": ["Grade"]}
             data = await post("/chat/completions", body)
             text = data["choices"][0]["message"].get("content") or ""
@@ -305,7 +358,7 @@ class OpenAICompatModel:
             reasoning, completion = await self._generate_reasoning(request, post)
         if self.endpoint == "completions":
             prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}" if request.reasoning else request.prefill
-            body = {"model": await self._model(post), "prompt": render_chat(self.template, request.messages, prefill),
+            body = {"model": await self._ident(post), "prompt": render_chat(self.template, request.messages, prefill),
                     "max_tokens": 1, "temperature": 0.0, "logprobs": self.top_logprobs}
             data = await post("/completions", body)
         else:
@@ -313,15 +366,15 @@ class OpenAICompatModel:
             if request.reasoning:
                 msgs += [{"role": "assistant", "content": f"{request.reasoning_prefix} {reasoning}"},
                          {"role": "user", "content": "Now reply with the grade only."}]
-            body = {"model": await self._model(post), "messages": msgs, "max_tokens": 1, "temperature": 0.0,
+            body = {"model": await self._ident(post), "messages": msgs, "max_tokens": 1, "temperature": 0.0,
                     "logprobs": True, "top_logprobs": self.top_logprobs}
             data = await post("/chat/completions", body)
         try:
             top = first_position_top(data)
         except NoLogprobs:
-            raise UserError(
-                f"{self.display_name} returned no logprobs: use a server started with logprobs enabled, "
-                f"or two-stage scoring, e.g. {setting('model', f'twostage:{self.uri}+embedded')}"
+            raise ModelCallError(
+                f"{self.display_name} returned no logprobs at the score slot: use a server started with logprobs "
+                f"enabled, or two-stage scoring, e.g. {setting('model', f'twostage:{self.uri}+embedded')}"
             ) from None
         except MalformedLogprobs as exc:
             raise ModelCallError(f"{self.display_name} returned malformed logprobs ({exc})") from None
@@ -346,7 +399,7 @@ class OpenAICompatModel:
 
     async def _chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int,
                     temperature: float, seed: int | None, post: Post) -> ChatResponse:
-        body: dict[str, Any] = {"model": await self._model(post), "messages": messages, "max_tokens": max_tokens,
+        body: dict[str, Any] = {"model": await self._ident(post), "messages": messages, "max_tokens": max_tokens,
                                 "temperature": temperature}
         if seed is not None:
             body["seed"] = seed

@@ -61,7 +61,7 @@ def http(uri: str) -> ModelBackend:
         endpoint=opts.get("endpoint", ["auto"])[0], context=context_option(opts.get("context", [None])[0], uri),
         top_logprobs=_int_opt(opts, "top_logprobs", 20, uri),
         timeout_s=_int_opt(opts, "timeout", 120, uri), max_retries=_int_opt(opts, "retries", 4, uri),
-        concurrency=_int_opt(opts, "concurrency", 8, uri), uri=uri,
+        concurrency=_int_opt(opts, "concurrency", 8, uri) if "concurrency" in opts else None, uri=uri,
     )
 
 

@@ -50,6 +50,7 @@ class TwoStageModel:
     """Reasoner writes, scorer grades; the fingerprint covers both models."""
 
     is_embedded = False
+    calls_per_score = 2  # what one score spends: the reasoner's turn and the scorer's slot
 
     def __init__(self, reasoner: ModelBackend, scorer: ModelBackend, uri: str = "") -> None:
         self.reasoner = reasoner

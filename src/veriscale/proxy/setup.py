@@ -29,7 +29,7 @@ def require_logprobs(backend: Any, store: Store | None) -> None:
         raise UserError(f"the proxy's verifier {backend.uri} failed its probe for logprobs ({exc}): fix what that says, "
                         "or set [proxy] verifier to a reachable model whose server returns logprobs") from None
     if outcome.error:
-        raise UserError(f"the proxy's verifier {backend.uri} did not answer a probe ({outcome.error}): start it, or "
+        raise UserError(f"the proxy's verifier {backend.uri} failed its probe ({outcome.error}): start it, or "
                         "set [proxy] verifier to a reachable model with logprobs")
 
 

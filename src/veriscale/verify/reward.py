@@ -5,6 +5,7 @@
     s.reward                      # R = (1/KC) sum_k sum_c E_kc, in [0, 1]
     c = v.compare(task, a, b)
     c.p_a_wins                    # sigmoid((R_a - R_b) / tau)
+    s = await v.ascore(task, candidate)     # the same from async code (score/compare wrap these)
 
 A repeat must change something: what repeat r computes (slot order, sampling seed) and when K
 collapses (pointwise to 1, pairwise to 2, without sampled reasoning) is the one rule in
@@ -13,6 +14,7 @@ collapses (pointwise to 1, pairwise to 2, without sampled reasoning) is the one 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,6 +22,7 @@ from scipy.special import expit
 
 from veriscale.data.reader import require_utf8
 from veriscale.engine.executor import CallExecutor, CallOutcome, Estimate, PlannedCall
+from veriscale.engine.loop import run_sync
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ModelBackend
@@ -85,9 +88,19 @@ class Verifier:
 
     def check_labels(self) -> None:
         """Raise a UserError if a label of the scale is not a single token for this model."""
+        if not self._labels_checked:
+            self._refuse_labels(self.model.single_token_labels(self.scale.labels))
+
+    async def acheck_labels(self) -> None:
+        """:meth:`check_labels` without blocking the loop (the backend's async probe, else a thread)."""
         if self._labels_checked:
             return
-        bad = self.model.single_token_labels(self.scale.labels)
+        probe = getattr(self.model, "asingle_token_labels", None)
+        bad = (await probe(self.scale.labels) if probe is not None
+               else await asyncio.to_thread(self.model.single_token_labels, self.scale.labels))
+        self._refuse_labels(bad)
+
+    def _refuse_labels(self, bad: list[str]) -> None:
         if bad:
             raise UserError(
                 f"score labels {', '.join(bad)} of scale '{self.scale.name}' are not single tokens "
@@ -194,11 +207,11 @@ class Verifier:
             ))
         return readings
 
-    def _start(self, calls: list[PlannedCall], notes: list[str],
-               progress: Callable[[CallOutcome], None] | None = None) -> tuple[list[Reading], list[str], object]:
-        self.check_labels()
+    async def _start(self, calls: list[PlannedCall], notes: list[str],
+                     progress: Callable[[CallOutcome], None] | None = None) -> tuple[list[Reading], list[str], object]:
+        await self.acheck_labels()
         before = self.executor.usage.copy()
-        readings = self._readings(self.executor.run(calls, progress=progress))
+        readings = self._readings(await self.executor.arun(calls, progress=progress))
         errors = sorted({f"{r.criterion}: {r.error}" for r in readings if r.error})
         return readings, errors, before
 
@@ -211,8 +224,13 @@ class Verifier:
 
     def score(self, task: str, candidate: str, *, progress: Callable[[CallOutcome], None] | None = None) -> ScoreResult:
         """Pointwise reward of one candidate; ``progress`` is called once per finished model call."""
+        return run_sync(self.ascore(task, candidate, progress=progress))
+
+    async def ascore(self, task: str, candidate: str, *,
+                     progress: Callable[[CallOutcome], None] | None = None) -> ScoreResult:
+        """:meth:`score`, awaited."""
         calls, notes = self.plan_score(task, candidate)
-        readings, errors, before = self._start(calls, notes, progress)
+        readings, errors, before = await self._start(calls, notes, progress)
         k = len({r.repeat for r in readings})
         crits = {c.name: summarise_criterion([r for r in readings if r.criterion == c.name], self.scale.labels)
                  for c in self.criteria.items}
@@ -222,6 +240,11 @@ class Verifier:
 
     def compare(self, task: str, a: str, b: str, *, only_repeat: int | None = None,
                 progress: Callable[[CallOutcome], None] | None = None) -> CompareResult:
+        """Both candidates scored in one context (see :meth:`acompare`)."""
+        return run_sync(self.acompare(task, a, b, only_repeat=only_repeat, progress=progress))
+
+    async def acompare(self, task: str, a: str, b: str, *, only_repeat: int | None = None,
+                       progress: Callable[[CallOutcome], None] | None = None) -> CompareResult:
         """Both candidates scored in one context; P(a beats b) from the two rewards.
 
         ``only_repeat=r`` runs just repeat r (a shown first when r is even), for tournaments
@@ -229,7 +252,7 @@ class Verifier:
         computation and come from the cache.
         """
         calls, notes = self.plan_compare(task, a, b, only_repeat)
-        readings, errors, before = self._start(calls, notes, progress)
+        readings, errors, before = await self._start(calls, notes, progress)
         k = len({r.repeat for r in readings})
         crits: dict[str, dict] = {}
         for c in self.criteria.items:
