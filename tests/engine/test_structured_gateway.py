@@ -151,7 +151,7 @@ def test_the_model_id_probe_uses_the_async_client(monkeypatch) -> None:
         model = OpenAICompatModel(server.url)  # no #model: the gateway asks the server for its id
         monkeypatch.setattr(model._client, "get", lambda *a, **kw: pytest.fail("a blocking probe on the loop"))
         (outcome,) = CallExecutor(model, None, prompt_version="t").run([PlannedCall(_request("x"))])
-        assert outcome.error is None and model._model_id == "fault-model"
+        assert outcome.error is None and server.requests[0]["body"]["model"] == "fault-model"
 
 
 def test_the_async_api_gives_the_sync_verdicts_and_runs_concurrently(tmp_path: Path) -> None:

@@ -173,7 +173,8 @@ class Gateway:
         """:meth:`fingerprint`, off the loop (a file hash, a model-id probe over the async client)."""
         if self._fingerprint is None:
             self._fingerprint = await afingerprint(self.model)
-            await self._io(weights.note_fingerprint, self.store, self.model.uri, self._fingerprint)
+            if self.store is not None:
+                await self._io(weights.note_fingerprint, self.store, self.model.uri, self._fingerprint)
         return self._fingerprint
 
     def keyed(self, calls: Sequence[PlannedCall]) -> list[PlannedCall]:

@@ -12,6 +12,7 @@ prompt batch), so a caller's slot is freed only once the work itself has stopped
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import threading
 from collections.abc import Callable
@@ -42,7 +43,9 @@ def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 async def in_worker(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, stop=event, **kwargs)`` in a worker thread; cancelling the caller stops it (see above)."""
     stop = threading.Event()
-    work = asyncio.get_running_loop().run_in_executor(None, functools.partial(_run, fn, *args, stop=stop, **kwargs))
+    context = contextvars.copy_context()  # the worker sees the caller's context (its current run), as to_thread does
+    work = asyncio.get_running_loop().run_in_executor(
+        None, functools.partial(context.run, _run, fn, *args, stop=stop, **kwargs))
     cancelled = False
     while True:
         try:
