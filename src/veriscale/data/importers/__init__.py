@@ -32,6 +32,7 @@ from veriscale.data.importers import (
 )
 from veriscale.data.importers._files import (
     DIFF_SUFFIXES,
+    check_regular,
     JSON_SUFFIXES,
     JSONL_SUFFIXES,
     TEXT_SUFFIXES,
@@ -40,6 +41,7 @@ from veriscale.data.importers._files import (
     parse_records,
     read_text,
 )
+from veriscale.data.importers._json import shown
 from veriscale.data.model import Candidate
 from veriscale.errors import UserError
 
@@ -76,7 +78,7 @@ def _unknown(path: Path, why: str = "") -> UserError:
 
 def _format_module(name: str) -> ModuleType:
     if name not in FORMATS:
-        raise UserError(f"unknown format '{name}': choose one of {', '.join(FORMATS)}")
+        raise UserError(f"unknown format '{shown(name)}': choose one of {', '.join(FORMATS)}")
     return FORMATS[name]
 
 
@@ -85,7 +87,7 @@ def _record_importer(record: Any, path: Path, line: int) -> ModuleType:
         if module.detect(record):
             return module
     where = f"'{path}'" if line <= 1 else f"'{path}' line {line}"
-    keys = ", ".join(list(record)[:8]) if isinstance(record, dict) else type(record).__name__
+    keys = ", ".join(shown(k, 30) for k in list(record)[:8]) if isinstance(record, dict) else type(record).__name__
     raise _unknown(path, f"{where} holds {{{keys}}}" if isinstance(record, dict) else f"{where} holds a {keys}")
 
 
@@ -99,8 +101,9 @@ def load_file(path: str | Path, format: str | None = None) -> tuple[str, list[Ca
         raise UserError(f"candidate path '{path}' does not exist: check the path")
     if path.is_dir():
         if format not in (None, folder.NAME):
-            raise UserError(f"'{path}' is a folder but format '{format}' reads files: drop the format")
+            raise UserError(f"'{path}' is a folder but format '{shown(format)}' reads files: drop the format")
         return folder.NAME, folder.load(path)
+    check_regular(path)  # a FIFO or device would block the detectors below
     forced = _format_module(format) if format else None
     if forced in (text, diff) or (forced is inspect_log and inspect_log.detect(path)):
         return forced.NAME, forced.load(path, str(path))

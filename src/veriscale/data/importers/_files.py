@@ -9,16 +9,21 @@ Errors name the file (and the line, for JSONL) so the user can fix the input.
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import stat
+import zlib
 from pathlib import Path
 from typing import Any
 
+from veriscale.data.importers._json import JsonLimit, decode, shown, try_parse
 from veriscale.errors import UserError
 
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 JSON_SUFFIXES = {".json", ".traj"}
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text", ".rst"}
 DIFF_SUFFIXES = {".diff", ".patch"}
+MAX_BYTES = 1 << 30  # one candidate file, after gunzip
 
 
 def logical_suffix(path: Path) -> str:
@@ -29,21 +34,39 @@ def logical_suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when the name ends in ``.gz``."""
+def check_regular(path: Path) -> None:
+    """Refuse, in one sentence, a path that is missing, a folder, or not a regular file (a FIFO or
+    a device would block or never end), and a file over ``MAX_BYTES``."""
     try:
-        raw = path.read_bytes()
+        info = path.stat()
     except FileNotFoundError:
         raise UserError(f"candidate file '{path}' does not exist: check the path") from None
-    except IsADirectoryError:
-        raise UserError(f"'{path}' is a folder: pass it as a folder of rollouts") from None
+    except OSError as exc:
+        raise UserError(f"cannot read '{path}' ({exc.strerror}): check the path and its permissions") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise UserError(f"'{path}' is a folder: pass it as a folder of rollouts")
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"'{path}' is not a regular file (a FIFO, socket or device): give a file holding the run")
+    if info.st_size > MAX_BYTES:
+        raise UserError(f"'{path}' is {info.st_size} bytes, over the {MAX_BYTES >> 20} MiB a candidate file may have: "
+                        "split it into smaller files")
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped when the name ends in ``.gz`` (at most ``MAX_BYTES`` either way)."""
+    check_regular(path)
+    try:
+        raw = path.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read '{path}' ({exc.strerror}): check its permissions") from None
     if path.suffix.lower() == ".gz":
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise UserError(f"'{path}' is not a valid gzip file ({exc}): re-compress it") from None
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
+                raw = unzipped.read(MAX_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise UserError(f"'{path}' is not a valid gzip file ({shown(exc)}): re-compress it") from None
+        if len(raw) > MAX_BYTES:
+            raise UserError(f"'{path}' unpacks to more than {MAX_BYTES >> 20} MiB: split it into smaller files")
     return raw
 
 
@@ -70,16 +93,17 @@ def parse_records(text: str, path: Path) -> list[tuple[int, Any]]:
     """Parse ``text`` as one JSON document or as JSONL; return ``(line_number, object)`` pairs.
 
     A single JSON document is reported as line 1. JSONL blank lines are skipped; a line that
-    is not JSON raises a ``UserError`` naming the file and the line number.
+    is not JSON (or is past the caps of ``_json``: depth, digits, lone surrogates) raises a
+    ``UserError`` naming the file and the line number.
     """
     if logical_suffix(path) not in JSONL_SUFFIXES:
         try:
-            return [(1, json.loads(text))]
+            return [(1, decode(text))]
+        except JsonLimit as exc:
+            raise UserError(f"'{path}' {exc}: fix the export or drop that value") from None
         except json.JSONDecodeError as whole_error:
             first_line = next((ln for ln in text.splitlines() if ln.strip()), "")
-            try:
-                json.loads(first_line)
-            except json.JSONDecodeError:
+            if try_parse(first_line) is None:
                 raise UserError(
                     f"'{path}' is not valid JSON ({whole_error.msg} at line {whole_error.lineno}"
                     f" column {whole_error.colno}): fix the file or give its real format"
@@ -90,11 +114,13 @@ def parse_records(text: str, path: Path) -> list[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            records.append((number, json.loads(line)))
+            records.append((number, decode(line)))
         except json.JSONDecodeError as exc:
             raise UserError(
                 f"'{path}' line {number} is not valid JSON ({exc.msg}): fix or remove that line"
             ) from None
+        except JsonLimit as exc:
+            raise UserError(f"'{path}' line {number} {exc}: fix or remove that line") from None
     if not records:
         raise UserError(f"candidate file '{path}' is empty: give it the run's content or remove it")
     return records
