@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from veriscale.data.regular import read_regular_text
 from veriscale.errors import UserError
 
 BUILTIN = ("general", "agent")
-_HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
+_HEADING = re.compile(r"^(#{1,2})\s+(\S.*?)\s*#*\s*$")
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,11 @@ def parse_criteria(text: str, name: str) -> CriteriaSet:
         else:
             note_lines.append(line)
     crits = tuple(Criterion(n, "\n".join(body).strip()) for n, body in items)
+    seen: set[str] = set()
+    for crit in crits:
+        if crit.name.lower() in seen:
+            raise UserError(f"criterion '{crit.name}' appears twice in '{name}': give each criterion one heading")
+        seen.add(crit.name.lower())
     empty = [c.name for c in crits if not c.description]
     if empty:
         raise UserError(f"criterion '{empty[0]}' in '{name}' has no description: write what it checks under its heading")
@@ -90,8 +96,4 @@ def load_criteria(spec: str) -> CriteriaSet:
     path = Path(spec)
     if not path.exists():
         raise UserError(f"criteria '{spec}' is neither a built-in set ({', '.join(BUILTIN)}) nor an existing file: pass one of those or a path to a .md file")
-    try:
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read criteria file '{spec}' ({exc}): pass a readable UTF-8 Markdown file") from None
-    return parse_criteria(text, str(path))
+    return parse_criteria(read_regular_text(path, "criteria file"), str(path))

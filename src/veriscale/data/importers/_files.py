@@ -11,11 +11,11 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import stat
 import zlib
 from pathlib import Path
 from typing import Any
 
+from veriscale.data import regular
 from veriscale.data.importers._json import JsonLimit, decode, shown, try_parse
 from veriscale.errors import UserError
 
@@ -37,19 +37,9 @@ def logical_suffix(path: Path) -> str:
 def check_regular(path: Path) -> None:
     """Refuse, in one sentence, a path that is missing, a folder, or not a regular file (a FIFO or
     a device would block or never end), and a file over ``MAX_BYTES``."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise UserError(f"candidate file '{path}' does not exist: check the path") from None
-    except OSError as exc:
-        raise UserError(f"cannot read '{path}' ({exc.strerror}): check the path and its permissions") from None
-    if stat.S_ISDIR(info.st_mode):
+    if path.is_dir():
         raise UserError(f"'{path}' is a folder: pass it as a folder of rollouts")
-    if not stat.S_ISREG(info.st_mode):
-        raise UserError(f"'{path}' is not a regular file (a FIFO, socket or device): give a file holding the run")
-    if info.st_size > MAX_BYTES:
-        raise UserError(f"'{path}' is {info.st_size} bytes, over the {MAX_BYTES >> 20} MiB a candidate file may have: "
-                        "split it into smaller files")
+    regular.check_regular(path, "candidate file", MAX_BYTES)
 
 
 def read_bytes(path: Path) -> bytes:
