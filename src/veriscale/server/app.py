@@ -18,26 +18,31 @@ from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
+from fastapi import Path as FastPath
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from veriscale import __version__
 from veriscale.cli.flags import cli_text
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
-from veriscale.errors import UserError
+from veriscale.data.json_limits import shown
+from veriscale.errors import UserError, one_line
 from veriscale.server import views
 from veriscale.server.job_kinds import PARAMS, JobRequest
 from veriscale.server.jobs import JobRunner
-from veriscale.server.security import TOKEN_COOKIE, AccessPolicy, Guard
+from veriscale.server.security import TOKEN_COOKIE, AccessPolicy, Guard, error_document
 from veriscale.server.stream import run_stream
 
 STATIC_DIR = Path(str(files("veriscale.server") / "static"))
 MAX_PAGE = 1000
+MAX_ROW = 2 ** 63 - 1  # SQLite's largest integer: a larger id or offset is refused (422), not an overflow
+RowId = Annotated[int, FastPath(ge=0, le=MAX_ROW)]
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -52,7 +57,22 @@ def _validation_sentence(exc: RequestValidationError) -> str:
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     job = f"a {loc.pop(0)} job's " if loc and loc[0] in PARAMS else ""  # the kind that selected the schema
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return f"{job}'{'.'.join(loc) or 'body'}': {first.get('msg', 'invalid').lower()}{more}: fix it and send it again"
+    where = shown(".".join(loc), 80) or "body"
+    return one_line(f"{job}'{where}': {str(first.get('msg', 'invalid')).lower()}{more}: fix it and send it again")
+
+
+def _plain_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Each problem's place, message and type: the value itself is left out (it may not even be JSON: NaN, bytes)."""
+    return [{"loc": [p if isinstance(p, int) else shown(p, 80) for p in e.get("loc", ())],
+             "msg": one_line(str(e.get("msg", ""))), "type": str(e.get("type", ""))} for e in exc.errors()]
+
+
+_HTTP_SENTENCES = {
+    400: "the request body could not be read as JSON (too deep, a number past 4,300 digits, or not UTF-8): send "
+         "the JSON object /openapi.json describes",
+    404: "there is no such route: see /openapi.json for the routes",
+    405: "this route does not take that method: see /openapi.json for the methods each route takes",
+}
 
 
 def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: tuple[Path, ...] = (),
@@ -66,7 +86,15 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": _validation_sentence(exc), "detail": exc.errors()}, status_code=422)
+        return JSONResponse({"error": _validation_sentence(exc), "detail": _plain_errors(exc)}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """FastAPI's own refusals (an unreadable body, an unknown route) in the error shape of the API asked."""
+        default = f"the request was refused (HTTP {exc.status_code}): see /openapi.json for what this API takes"
+        sentence = _HTTP_SENTENCES.get(exc.status_code, default)
+        return JSONResponse(error_document(request.url.path, exc.status_code, sentence), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(views.NotFound)
     async def not_found(_request: Request, exc: views.NotFound) -> JSONResponse:
@@ -74,7 +102,7 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
 
     @app.exception_handler(UserError)
     async def bad_input(_request: Request, exc: UserError) -> JSONResponse:
-        return _error(400, cli_text(exc.template))  # settings named as the flags the server was started with
+        return _error(400, one_line(cli_text(exc.template)))  # settings named as the flags the server was started with
 
     # -- dashboard ------------------------------------------------------------------------
     @app.get("/", include_in_schema=False)
@@ -104,23 +132,23 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
 
     @app.get("/api/runs")
     def list_runs(command: str | None = None, status: str | None = None, q: str | None = None,
-                  offset: int = Query(0, ge=0), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
+                  offset: int = Query(0, ge=0, le=MAX_ROW), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
         return views.runs_page(store, command=command, status=status, text=q, offset=offset, limit=limit)
 
     @app.get("/api/runs/{run_id}")
-    def get_run(run_id: int) -> dict[str, Any]:
+    def get_run(run_id: RowId) -> dict[str, Any]:
         return views.run_view(store, run_id)
 
     @app.get("/api/runs/{run_id}/selection")
-    def get_selection(run_id: int) -> dict[str, Any]:
+    def get_selection(run_id: RowId) -> dict[str, Any]:
         return views.selection_view(store, run_id)
 
     @app.get("/api/runs/{run_id}/progress")
-    def get_progress(run_id: int) -> dict[str, Any]:
+    def get_progress(run_id: RowId) -> dict[str, Any]:
         return views.progress_view(store, run_id)
 
     @app.get("/api/runs/{run_id}/harness")
-    def get_harness(run_id: int) -> Any:
+    def get_harness(run_id: RowId) -> Any:
         from veriscale.server.harness_view import HarnessViewError, harness_view
 
         try:
@@ -129,28 +157,28 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
             return _error(404, str(exc))
 
     @app.get("/api/runs/{run_id}/steps")
-    def get_steps(run_id: int, trajectory: str, offset: int = Query(0, ge=0),
+    def get_steps(run_id: RowId, trajectory: str, offset: int = Query(0, ge=0, le=MAX_ROW),
                   limit: int = Query(200, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
         return {"total": log.count_steps(run_id, trajectory), "offset": offset,
                 "steps": log.steps(run_id, trajectory, offset, limit)}
 
     @app.get("/api/runs/{run_id}/steps/find")
-    def find_steps(run_id: int, trajectory: str, q: str | None = None, errors: bool = False) -> dict[str, Any]:
+    def find_steps(run_id: RowId, trajectory: str, q: str | None = None, errors: bool = False) -> dict[str, Any]:
         if not q and not errors:
             raise UserError("give q=<text> to search for, or errors=true for the failed steps")
         return {"matches": log.find_steps(run_id, trajectory, q, errors=errors)}
 
     @app.get("/api/runs/{run_id}/stream")
-    async def stream(run_id: int, request: Request, after: int = Query(0, ge=0)) -> StreamingResponse:
+    async def stream(run_id: RowId, request: Request, after: int = Query(0, ge=0, le=MAX_ROW)) -> StreamingResponse:
         views.run_view(store, run_id)  # 404 before the stream opens
         last = request.headers.get("last-event-id", "")
-        start = int(last) if last.isdigit() else after
+        start = int(last) if last.isascii() and last.isdigit() and len(last) <= 18 else after
         return StreamingResponse(run_stream(store, run_id, start, is_disconnected=request.is_disconnected),
                                  media_type="text/event-stream",
                                  headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
     @app.get("/api/runs/{run_id}/calls")
-    def run_calls(run_id: int) -> dict[str, Any]:
+    def run_calls(run_id: RowId) -> dict[str, Any]:
         """Every call the run (and its harness tasks) used, in order, cache hits included."""
         run = views.run_view(store, run_id)
         ids = [run_id] + [c["id"] for c in run["children"]]
@@ -170,18 +198,18 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
         return {"jobs": runner.table.list(status, limit)}
 
     @app.get("/api/jobs/{job_id}")
-    def get_job(job_id: int) -> Any:
+    def get_job(job_id: RowId) -> Any:
         return runner.get(job_id)  # an unknown id is views.NotFound: 404
 
     @app.post("/api/jobs/{job_id}/cancel")
-    def cancel_job(job_id: int) -> Any:
+    def cancel_job(job_id: RowId) -> Any:
         try:
             return runner.cancel(job_id)
         except UserError as exc:  # a running harness job
             return _error(409, str(exc))
 
     @app.get("/api/jobs/{job_id}/result")
-    def job_result(job_id: int) -> Any:
+    def job_result(job_id: RowId) -> Any:
         job = runner.get(job_id)
         if job["status"] in ("queued", "running"):
             return _error(409, f"job {job_id} is {job['status']}: wait for it (GET /api/jobs/{job_id}) or follow "

@@ -41,7 +41,7 @@ from veriscale.data.importers._files import (
     parse_records,
     read_text,
 )
-from veriscale.data.importers._json import shown
+from veriscale.data.json_limits import shown
 from veriscale.data.model import Candidate
 from veriscale.errors import UserError
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from veriscale.data import regular
-from veriscale.data.importers._json import JsonLimit, decode, shown, try_parse
+from veriscale.data.json_limits import JsonLimit, decode, shown, try_parse
 from veriscale.errors import UserError
 
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from veriscale.data.importers._json import try_parse
+from veriscale.data.json_limits import try_parse
 
 # At most 10 digits: a longer number is no exit code (and past 4,300 digits int() refuses it).
 _EXIT_CODE_PATTERNS = [

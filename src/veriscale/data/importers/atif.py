@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from veriscale.data.importers._chat import as_list, normalize_tool_call
-from veriscale.data.importers._json import parse, try_parse
+from veriscale.data.json_limits import parse, try_parse
 from veriscale.data.importers._text import (
     combine_exit_codes,
     content_text,

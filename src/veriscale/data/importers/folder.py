@@ -28,7 +28,7 @@ from veriscale.data.importers._files import (
     logical_suffix,
     read_text,
 )
-from veriscale.data.importers._json import try_parse
+from veriscale.data.json_limits import try_parse
 from veriscale.data.model import Candidate, Task
 from veriscale.errors import UserError
 

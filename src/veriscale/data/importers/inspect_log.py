@@ -21,7 +21,7 @@ from typing import Any
 
 from veriscale.data.importers._chat import as_list, chat_to_conversation
 from veriscale.data.importers._files import MAX_BYTES
-from veriscale.data.importers._json import parse, shown
+from veriscale.data.json_limits import parse, shown
 from veriscale.data.importers._text import content_text, task_from_prompt
 from veriscale.data.model import Candidate, Task, Trajectory
 from veriscale.errors import UserError

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from veriscale.data.importers._chat import as_list
-from veriscale.data.importers._json import try_parse
+from veriscale.data.json_limits import try_parse
 from veriscale.data.importers._text import content_text, parse_exit_code, task_from_prompt
 from veriscale.data.model import Candidate, Step, Task, Trajectory
 from veriscale.errors import UserError

@@ -1,5 +1,5 @@
-"""JSON as the importers read it: within a depth cap, no number past Python's digit limit, no lone
-surrogate (which could never be stored or printed as UTF-8).
+"""JSON as veriscale reads untrusted input (candidate files, request bodies): within a depth cap,
+no number past Python's digit limit, no lone surrogate (which could never be stored or printed).
 
     parse('{"a": 1}', "'runs.json'")        # -> {"a": 1}; a UserError naming 'runs.json' otherwise
     try_parse('{"returncode": 0}')          # -> {...}, or None for anything that is not plain JSON
@@ -21,6 +21,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 class JsonLimit(ValueError):
     """Valid JSON that veriscale refuses; the message is the phrase for a sentence."""
+
+
+def has_surrogate(text: str) -> bool:
+    """True when ``text`` holds a lone surrogate (a str that cannot be encoded as UTF-8)."""
+    return bool(_SURROGATE.search(text))
 
 
 def _limit_problem(value: Any, text: str) -> str | None:
