@@ -141,7 +141,7 @@ def _json(response) -> Any:
         return response.text[:1000]
 
 
-@fuzz_settings(400, shrink=False)  # schema-built bodies cost ~0.1 s each to generate
+@fuzz_settings(300, shrink=False)  # schema-built bodies cost ~0.1 s each to generate
 @given(data=st.data())
 def test_schema_generated_requests_get_answers_or_one_sentence_errors(api, data):
     case = data.draw(api.cases)

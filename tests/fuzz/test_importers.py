@@ -58,7 +58,7 @@ def check_candidates(candidates: list[Any]) -> None:
                 assert code is None or (isinstance(code, int) and -(2 ** 63) <= code < 2 ** 63), f"exit code {code!r}"
 
 
-@fuzz_settings(2200)
+@fuzz_settings(2500)
 @given(gen=gens())
 def test_every_importer_reads_a_file_or_refuses_it_in_one_sentence(gen):
     tree = input_tree(gen)

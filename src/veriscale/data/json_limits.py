@@ -23,11 +23,6 @@ class JsonLimit(ValueError):
     """Valid JSON that veriscale refuses; the message is the phrase for a sentence."""
 
 
-def has_surrogate(text: str) -> bool:
-    """True when ``text`` holds a lone surrogate (a str that cannot be encoded as UTF-8)."""
-    return bool(_SURROGATE.search(text))
-
-
 def _limit_problem(value: Any, text: str) -> str | None:
     surrogates = bool(_SURROGATE_ESCAPE.search(text))
     stack = [(value, 1)]

@@ -14,25 +14,16 @@ from typing import Annotated, Any, Callable, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from veriscale.data.json_limits import has_surrogate
 from veriscale.errors import UserError
-
-
-def _text(value: str) -> str:
-    if has_surrogate(value):
-        raise ValueError("holds a lone surrogate escape such as \\ud800, which is not text")
-    return value
 
 
 def _path(value: str) -> str:
     if "\x00" in value:
         raise ValueError("holds a NUL character, which no path has")
-    return _text(value)
+    return value
 
 
-#: Text a job reads (a task, a candidate): any string but one with a lone surrogate, which cannot be stored.
-Text = Annotated[str, AfterValidator(_text)]
-#: A path a job reads: text without NUL characters.
+#: A path a job reads: text without NUL characters (pydantic itself refuses lone surrogates in any text).
 PathText = Annotated[str, AfterValidator(_path)]
 
 
@@ -41,47 +32,47 @@ class _Params(BaseModel):
 
 
 class ScoreParams(_Params):
-    task: Text = Field(min_length=1, description="The task text.")
-    candidate: Text = Field(min_length=1, description="The response to score.")
+    task: str = Field(min_length=1, description="The task text.")
+    candidate: str = Field(min_length=1, description="The response to score.")
     criteria: PathText = Field("general", description="A built-in criteria set, or a Markdown file under an allowed folder.")
-    scale: Text = "letters"
+    scale: str = "letters"
     repeats: int | None = Field(None, ge=1, le=32)
 
 
 class CompareParams(_Params):
-    task: Text = Field(min_length=1)
-    a: Text = Field(min_length=1, description="Candidate A.")
-    b: Text = Field(min_length=1, description="Candidate B.")
+    task: str = Field(min_length=1)
+    a: str = Field(min_length=1, description="Candidate A.")
+    b: str = Field(min_length=1, description="Candidate B.")
     criteria: PathText = "general"
-    scale: Text = "letters"
+    scale: str = "letters"
     repeats: int | None = Field(None, ge=1, le=32)
 
 
 class SelectParams(_Params):
     paths: list[PathText] = Field(min_length=1, description="Candidate files, folders or a JSONL pool, under an allowed folder.")
     task: PathText | None = Field(None, description="A task file (default: the task the runs carry).")
-    method: Text = "ppt"
+    method: str = "ppt"
     k: int = Field(2, ge=1, le=64, description="PPT pivots.")
     criteria: PathText | None = None
     repeats: int | None = Field(None, ge=1, le=32)
     adaptive: bool = True
     min_confidence: float = Field(0.9, gt=0, le=1)
     seed: int = Field(0, ge=0, lt=2 ** 63)
-    scale: Text = "letters"
+    scale: str = "letters"
 
 
 class TrackParams(_Params):
     paths: list[PathText] = Field(min_length=1, description="Trajectory files under an allowed folder.")
     task: PathText | None = Field(None, description="A task file (default: the task the run names).")
-    id: Text | None = Field(None, description="Track only the run with this id.")
+    id: str | None = Field(None, description="Track only the run with this id.")
     every: int | None = Field(None, ge=1)
     checkpoints: list[int] | None = None
 
 
 class HarnessParams(_Params):
     tasks: list[PathText] = Field(min_length=1, description="Materialised task folders under an allowed folder.")
-    contract: Text = "artifact"
-    executor: Text = "builtin"
+    contract: str = "artifact"
+    executor: str = "builtin"
     max_steps: int = Field(30, ge=1, le=500)
     phase_timeout_s: float = Field(900.0, gt=0)
 
