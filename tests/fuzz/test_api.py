@@ -171,7 +171,7 @@ def _valid_body(gen: Gen, route: str, root: Path) -> Any:
         return {"kind": kind, "params": params}
     if route == "/v1/chat/completions":
         return {"model": "m", "messages": [{"role": gen.choice(["user", "system", "assistant", "tool"]), "content": text}],
-                "max_tokens": 8, "temperature": gen.number(), "stream": gen.chance(0.3),
+                "max_tokens": 8, "temperature": gen.choice([0, 0.7, 2, gen.number()]), "stream": gen.chance(0.3),
                 "tools": [{"type": "function", "function": {"name": gen.short(), "parameters": {}}}]}
     if route == "/v1/responses":
         return {"model": "m", "input": text if gen.chance(0.5) else [
@@ -188,7 +188,7 @@ def _valid_body(gen: Gen, route: str, root: Path) -> Any:
 ROUTES = ["/api/jobs", "/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"]
 
 
-@fuzz_settings(2400, shrink=False)
+@fuzz_settings(1500, shrink=False)
 @given(gen=gens())
 def test_mutated_raw_bodies_get_answers_or_one_sentence_errors(api, gen):
     route = gen.choice(ROUTES)

@@ -224,7 +224,7 @@ def check_result(result, argv: list[str]) -> None:
     outcome(SUITE, "rejected")
 
 
-@fuzz_settings(700, shrink=False)
+@fuzz_settings(600, shrink=False)
 @given(gen=gens())
 def test_each_command_answers_or_refuses_in_one_sentence(scripted, gen):
     with tempfile.TemporaryDirectory() as tmp:

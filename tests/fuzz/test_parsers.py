@@ -36,7 +36,7 @@ def criteria_text(gen: Gen) -> str:
     return "\n".join(_criteria_line(gen) for _ in range(gen.rng.randint(0, 12)))
 
 
-@fuzz_settings(2000)
+@fuzz_settings(2600)
 @given(gen=gens())
 def test_a_criteria_file_parses_into_criteria_or_is_refused_in_one_sentence(gen):
     text = criteria_text(gen)
@@ -101,7 +101,7 @@ def skill_text(gen: Gen, name: str) -> str:
     return "\n".join(lines)
 
 
-@fuzz_settings(2200)
+@fuzz_settings(2600)
 @given(gen=gens())
 def test_skill_front_matter_parses_or_is_refused_in_one_sentence(gen):
     text = skill_text(gen, gen.choice(["evidence-x", "resolve-y", gen.short()]))
