@@ -70,6 +70,13 @@ def worded(text: str) -> str:
     return Worded(text) if settings_in(text) else text
 
 
+def one_line(text: str) -> str:
+    """``text`` with control characters and lone surrogates escaped (``"a\\nb"`` for a newline)."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 class VeriscaleError(Exception):
     """Base class of every error veriscale raises on purpose.
 
@@ -78,7 +85,9 @@ class VeriscaleError(Exception):
 
     @property
     def template(self) -> str:
-        return str(self.args[0]) if self.args else ""
+        """The message, on one line: a newline or other control character from an input it quotes
+        is shown escaped (``\\n``), so every error stays one sentence."""
+        return one_line(str(self.args[0])) if self.args else ""
 
     def __str__(self) -> str:
         return phrase(self.template)

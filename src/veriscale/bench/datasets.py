@@ -12,14 +12,17 @@ by task; each run's label is its first present field among ``LABEL_KEYS`` (a boo
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, TypeVar
 
 import numpy as np
 
-from veriscale.data import reader
+from veriscale.data.importers._files import read_text
+from veriscale.data.json_limits import JsonLimit, decode
 from veriscale.data.model import Candidate, Task
 from veriscale.data.pool import load_pool
 from veriscale.errors import UserError, setting
@@ -51,9 +54,8 @@ class LabelledPool:
         return len(set(self.labels)) > 1
 
 
-def _lines(path: Path) -> list[str]:
-    """The file's lines (gunzipped when it ends in ``.gz``), read by ``veriscale.data.reader``."""
-    return reader.read_text(path, "bench data", gunzip=True).splitlines()
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
 
 
 def detect_kind(path: str | Path) -> str:
@@ -61,36 +63,39 @@ def detect_kind(path: str | Path) -> str:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"bench data '{path}' is not a file: pass a JSONL of labelled pairs or of labelled runs")
-    first = next((line for line in _lines(p) if line.strip()), None)
-    if first is None:
-        raise UserError(f"bench data '{path}' is empty: give it labelled pairs or runs, one JSON object a line")
     try:
-        record = reader.parse_json(first, f"line 1 of bench data '{path}'")
-    except json.JSONDecodeError:
-        return "pools"  # not line-JSON: let the importers tell the format
+        with _open_text(p) as fh:
+            for line in fh:
+                if line.strip():
+                    record = decode(line)
+                    break
+            else:
+                raise UserError(f"bench data '{path}' is empty: give it labelled pairs or runs, one JSON object a line")
+    except (ValueError, OSError, EOFError, zlib.error):  # JSONDecodeError, JsonLimit, bad UTF-8 or gzip
+        return "pools"  # not line-JSON within the caps: let the importers tell the format (and say what is wrong)
     return "pairs" if isinstance(record, dict) and all(f in record for f in PAIR_FIELDS) else "pools"
 
 
 def load_pairs(path: str | Path) -> list[LabelledPair]:
     """Every labelled pair in a JSONL file; a malformed line raises a UserError naming it."""
-    p = Path(path)
     pairs = []
-    for number, line in enumerate(_lines(p), 1):
+    for number, line in enumerate(read_text(Path(path)).splitlines(), 1):  # regular files only, gzip-aware, UTF-8
         if not line.strip():
             continue
         try:
-            record = reader.parse_json(line, f"line {number} of '{path}'")
+            record = decode(line)
         except json.JSONDecodeError:
             raise UserError(f"line {number} of '{path}' is not JSON: write one pair object per line") from None
+        except JsonLimit as exc:
+            raise UserError(f"line {number} of '{path}' {exc}: fix or remove that line") from None
         if not isinstance(record, dict):
-            raise UserError(f"line {number} of '{path}' is a JSON {type(record).__name__}, not an object: "
-                            "write one pair object per line")
+            raise UserError(f"line {number} of '{path}' is not a JSON object: write one pair object per line")
         missing = [f for f in PAIR_FIELDS if f not in record]
         if missing:
             raise UserError(f"line {number} of '{path}' lacks {', '.join(missing)}: each pair needs "
                             f"{', '.join(PAIR_FIELDS)}")
         if record["label"] not in (1, 2, "1", "2"):
-            raise UserError(f"line {number} of '{path}' has label {record['label']!r}: use 1 or 2 (which output is better)")
+            raise UserError(f"line {number} of '{path}' has label {record['label']!r:.40}: use 1 or 2 (which output is better)")
         pairs.append(LabelledPair(str(record.get("id", f"pair-{number}")), str(record["instruction"]),
                                   str(record["output_1"]), str(record["output_2"]), int(record["label"])))
     if not pairs:

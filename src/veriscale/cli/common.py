@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from veriscale.cli.flags import cli_text
 from veriscale.engine.run_scope import Terminated
-from veriscale.errors import ModelCallError, UserError
+from veriscale.errors import ModelCallError, UserError, one_line
 
 console = Console()
 err_console = Console(stderr=True)
@@ -28,7 +28,7 @@ err_console = Console(stderr=True)
 
 def fail(message: str, code: int = 2) -> None:
     """Print one error sentence on stderr (settings named as flags) and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {cli_text(message)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(one_line(cli_text(message)))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from veriscale.proxy.conversation import ApiError, Conversation, Reply, arguments_of, new_id
+from veriscale.data.json_limits import shown
+from veriscale.proxy.conversation import (ApiError, Conversation, Reply, arguments_of, model_name, new_id, optional_bool,
+                                          optional_temperature)
 from veriscale.server.stream import sse
 
 PING = sse({"type": "ping"}, event="ping")
@@ -48,7 +50,7 @@ def _text_of(blocks: list[dict[str, Any]]) -> str:
 def parse(body: Any) -> Conversation:
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object with model, max_tokens and messages")
-    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
+    if not isinstance(body.get("max_tokens"), int) or isinstance(body["max_tokens"], bool) or body["max_tokens"] < 1:
         raise ApiError(400, "max_tokens: a positive integer is required")
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
@@ -86,15 +88,20 @@ def parse(body: Any) -> Conversation:
                 entry["tool_calls"] = calls
             messages.append(entry)
     tools = []
-    for t in body.get("tools") or []:
-        if not isinstance(t, dict) or not t.get("name"):
-            raise ApiError(400, "tools: each tool needs a 'name'")
+    raw_tools = body.get("tools") or []
+    if not isinstance(raw_tools, list):
+        raise ApiError(400, "tools: an array of tools is required")
+    for t in raw_tools:
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
+            raise ApiError(400, "tools: each tool needs a 'name' that is a string")
+        if not isinstance(t.get("description") or "", str) or not isinstance(t.get("input_schema", {}), dict):
+            raise ApiError(400, f"tools: tool '{shown(t['name'])}' needs a string 'description' and an object 'input_schema'")
         if "input_schema" in t:  # a client tool (server tools such as web search cannot run upstream)
             tools.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
                                                            "parameters": t["input_schema"]}})
     return Conversation(messages=messages, tools=tools, max_tokens=body["max_tokens"],
-                        temperature=body.get("temperature"), stream=bool(body.get("stream")),
-                        model=str(body.get("model") or "veriscale"))
+                        temperature=optional_temperature(body), stream=optional_bool(body, "stream"),
+                        model=model_name(body))
 
 
 def content_blocks(reply: Reply) -> list[dict[str, Any]]:

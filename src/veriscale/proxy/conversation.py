@@ -76,18 +76,68 @@ def arguments_of(call: dict[str, Any]) -> Any:
 
 
 def content_text(content: Any) -> str:
-    """Chat message content (a string, or parts) as plain text."""
+    """Chat message content (a string, or parts) as plain text; anything else is its JSON."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
+    if not isinstance(content, list):
+        return json.dumps(content, ensure_ascii=False)
     parts = []
     for part in content:
         if isinstance(part, dict):
-            parts.append(str(part.get("text") or part.get("content") or ""))
+            inner = part.get("text") or part.get("content") or ""
+            parts.append(inner if isinstance(inner, str) else content_text(inner))
         else:
             parts.append(str(part))
     return "\n".join(p for p in parts if p)
+
+
+# -- checks the three fronts share: each refusal is an ApiError (400) naming the field -------------
+def optional_int(body: dict[str, Any], key: str) -> int | None:
+    """``body[key]`` when it is a positive integer (not a bool), None when absent."""
+    value = body.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ApiError(400, f"'{key}' must be a positive integer", param=key)
+    return value
+
+
+def optional_temperature(body: dict[str, Any], key: str = "temperature") -> float | None:
+    """``body[key]`` when it is a number in [0, 2], None when absent."""
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 2:
+        raise ApiError(400, f"'{key}' must be a number from 0 to 2", param=key)
+    return value
+
+
+def optional_bool(body: dict[str, Any], key: str) -> bool:
+    """``body[key]`` when it is true or false; absent or null is false."""
+    value = body.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise ApiError(400, f"'{key}' must be true or false", param=key)
+    return bool(value)
+
+
+def model_name(body: dict[str, Any]) -> str:
+    """The model the client named (echoed back), or "veriscale"."""
+    value = body.get("model")
+    if value is not None and not isinstance(value, str):
+        raise ApiError(400, "'model' must be a string", param="model")
+    return value or "veriscale"
+
+
+def check_tool_calls(calls: Any, where: str) -> None:
+    """Chat tool calls: a list of ``{"id", "type": "function", "function": {"name", "arguments": str}}``."""
+    if calls is None:
+        return
+    ok = isinstance(calls, list) and all(
+        isinstance(c, dict) and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str)
+        and isinstance(c["function"].get("arguments", ""), str) and isinstance(c.get("id", ""), str) for c in calls)
+    if not ok:
+        raise ApiError(400, f"{where}.tool_calls must be an array of {{\"id\", \"type\": \"function\", \"function\": "
+                            "{\"name\", \"arguments\": \"<JSON text>\"}}", param=f"{where}.tool_calls")
 
 
 def reply_text(reply: Reply) -> str:

@@ -14,11 +14,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from veriscale.proxy.conversation import ApiError, Conversation, Reply, new_id
+from veriscale.proxy.conversation import (ApiError, Conversation, Reply, check_tool_calls, model_name, new_id, optional_bool,
+                                          optional_int, optional_temperature)
 from veriscale.server.stream import sse
 
 KEEPALIVE = ": keep-alive\n\n"
 ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def _check_content(content: Any, where: str) -> None:
+    parts_ok = isinstance(content, list) and all(isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("type"), str))
+                                                 for p in content)
+    if content is not None and not isinstance(content, str) and not parts_ok:
+        raise ApiError(400, f"{where}.content must be a string, an array of content parts or null", param=f"{where}.content")
 
 
 def parse(body: Any) -> Conversation:
@@ -31,21 +39,24 @@ def parse(body: Any) -> Conversation:
     for k, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in ROLES:
             raise ApiError(400, f"messages[{k}] needs a 'role' of {', '.join(ROLES)}", param=f"messages[{k}].role")
+        _check_content(m.get("content"), f"messages[{k}]")
+        check_tool_calls(m.get("tool_calls"), f"messages[{k}]")
+        if m.get("tool_call_id") is not None and not isinstance(m["tool_call_id"], str):
+            raise ApiError(400, f"messages[{k}].tool_call_id must be a string", param=f"messages[{k}].tool_call_id")
         m = dict(m)
         if m["role"] == "developer":
             m["role"] = "system"
         out.append(m)
     tools = body.get("tools") or []
-    if not isinstance(tools, list) or any(not isinstance(t, dict) or "function" not in t for t in tools):
-        raise ApiError(400, "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}", param="tools")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise ApiError(400, "'max_tokens' must be a positive integer", param="max_tokens")
-    temperature = body.get("temperature")
-    if temperature is not None and not isinstance(temperature, (int, float)):
-        raise ApiError(400, "'temperature' must be a number", param="temperature")
-    return Conversation(messages=out, tools=tools, max_tokens=max_tokens, temperature=temperature,
-                        stream=bool(body.get("stream")), model=str(body.get("model") or "veriscale"))
+    if not isinstance(tools, list) or any(not isinstance(t, dict) or not isinstance(t.get("function"), dict)
+                                          or not isinstance(t["function"].get("name"), str) for t in tools):
+        raise ApiError(400, "'tools' must be an array of {\"type\": \"function\", \"function\": {\"name\", ...}}", param="tools")
+    max_tokens = optional_int(body, "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise ApiError(400, "'stream_options' must be an object such as {\"include_usage\": true}", param="stream_options")
+    return Conversation(messages=out, tools=tools, max_tokens=max_tokens, temperature=optional_temperature(body),
+                        stream=optional_bool(body, "stream"), model=model_name(body))
 
 
 def _usage(reply: Reply) -> dict[str, int]:

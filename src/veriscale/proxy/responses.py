@@ -22,7 +22,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from veriscale.proxy.conversation import ApiError, Conversation, Reply, content_text, new_id
+from veriscale.data.json_limits import shown
+from veriscale.proxy.conversation import (ApiError, Conversation, Reply, content_text, model_name, new_id, optional_bool,
+                                          optional_int, optional_temperature)
 from veriscale.server.stream import sse
 
 MAX_HISTORY = 256
@@ -57,12 +59,18 @@ def _tools(raw: Any) -> tuple[list[dict[str, Any]], ToolKinds]:
     for t in raw:
         if not isinstance(t, dict):
             raise ApiError(400, "each tool must be an object", param="tools")
+        if t.get("type") in ("function", "custom") and (not isinstance(t.get("name"), str) or not t["name"]
+                                                        or not isinstance(t.get("description") or "", str)):
+            raise ApiError(400, f"a {t['type']} tool needs a 'name' (and a 'description', if any) that is a string",
+                           param="tools")
         if t.get("type") == "function":
-            if not t.get("name"):
-                raise ApiError(400, "a function tool needs a 'name'", param="tools")
+            parameters = t.get("parameters") or {"type": "object", "properties": {}}
+            if not isinstance(parameters, dict):
+                raise ApiError(400, f"tool '{shown(t['name'])}' has 'parameters' that are not a JSON schema object",
+                               param="tools")
             tools.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
-                                                           "parameters": t.get("parameters") or {"type": "object", "properties": {}}}})
-        elif t.get("type") == "custom" and t.get("name"):
+                                                           "parameters": parameters}})
+        elif t.get("type") == "custom":
             kinds.custom.add(t["name"])
             tools.append({"type": "function", "function": {
                 "name": t["name"], "description": (t.get("description") or "") + " (free-form text input)",
@@ -82,6 +90,9 @@ def _messages(items: list[Any]) -> list[dict[str, Any]]:
                 raise ApiError(400, f"input[{k}] needs a role of user, assistant, system or developer", param=f"input[{k}].role")
             out.append({"role": "system" if role == "developer" else role, "content": content_text(item.get("content"))})
         elif kind in ("function_call", "custom_tool_call"):
+            for key in ("arguments", "input", "call_id", "id", "name"):
+                if item.get(key) is not None and not isinstance(item[key], str):
+                    raise ApiError(400, f"input[{k}].{key} must be a string", param=f"input[{k}].{key}")
             args = item.get("arguments", "") if kind == "function_call" else json.dumps({"input": item.get("input", "")})
             call = {"id": item.get("call_id") or item.get("id") or new_id("call_"), "type": "function",
                     "function": {"name": item.get("name") or "", "arguments": args or "{}"}}
@@ -91,6 +102,8 @@ def _messages(items: list[Any]) -> list[dict[str, Any]]:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind in ("function_call_output", "custom_tool_call_output"):
             output = item.get("output")
+            if item.get("call_id") is not None and not isinstance(item["call_id"], str):
+                raise ApiError(400, f"input[{k}].call_id must be a string", param=f"input[{k}].call_id")
             out.append({"role": "tool", "tool_call_id": item.get("call_id") or "",
                         "content": output if isinstance(output, str) else content_text(output)})
         # reasoning items, hosted tool calls, images: nothing a chat upstream can take
@@ -111,7 +124,7 @@ def parse(body: Any, history: History) -> tuple[Conversation, ToolKinds]:
     if body.get("previous_response_id"):
         earlier = history.get(str(body["previous_response_id"]))
         if earlier is None:
-            raise ApiError(400, f"previous response '{body['previous_response_id']}' is not known to this proxy "
+            raise ApiError(400, f"previous response '{shown(body['previous_response_id'])}' is not known to this proxy "
                                 "(it keeps recent ones in memory): send the whole input instead", param="previous_response_id")
         messages = [m for m in earlier if m["role"] != "system"]
     messages += _messages(items)
@@ -120,11 +133,9 @@ def parse(body: Any, history: History) -> tuple[Conversation, ToolKinds]:
     if not any(m["role"] in ("user", "tool") for m in messages):
         raise ApiError(400, "'input' holds no user message or tool output to answer", param="input")
     tools, kinds = _tools(body.get("tools"))
-    max_tokens = body.get("max_output_tokens")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise ApiError(400, "'max_output_tokens' must be a positive integer", param="max_output_tokens")
-    return Conversation(messages=messages, tools=tools, max_tokens=max_tokens, temperature=body.get("temperature"),
-                        stream=bool(body.get("stream")), model=str(body.get("model") or "veriscale")), kinds
+    return Conversation(messages=messages, tools=tools, max_tokens=optional_int(body, "max_output_tokens"),
+                        temperature=optional_temperature(body), stream=optional_bool(body, "stream"),
+                        model=model_name(body)), kinds
 
 
 def output_items(reply: Reply, kinds: ToolKinds) -> list[dict[str, Any]]:

@@ -17,7 +17,9 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from veriscale.data.json_limits import JsonLimit, decode
 from veriscale.proxy import anthropic, openai_chat, responses
+from veriscale.proxy.body_schemas import BODIES
 from veriscale.proxy.conversation import ApiError, new_id, transcript
 from veriscale.proxy.service import Outcome, ProxyService
 from veriscale.proxy.streaming import while_choosing
@@ -28,9 +30,13 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 async def _body(request: Request) -> Any:
     try:
-        return json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return decode((await request.body()).decode("utf-8"))
+    except json.JSONDecodeError:
         raise ApiError(400, "the body is not valid JSON") from None
+    except UnicodeDecodeError:
+        raise ApiError(400, "the body is not UTF-8 text: send JSON encoded as UTF-8") from None
+    except JsonLimit as exc:  # too deep, a 5,000-digit number, a lone surrogate
+        raise ApiError(400, f"the body {exc}") from None
 
 
 def _failure(exc: BaseException) -> ApiError:
@@ -46,7 +52,7 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
         return lambda outcome: service.track_later(conv, outcome)
 
     # -- OpenAI Chat Completions ------------------------------------------------------------
-    @app.post("/v1/chat/completions", tags=["proxy"])
+    @app.post("/v1/chat/completions", tags=["proxy"], openapi_extra=BODIES["chat"])
     async def chat_completions(request: Request) -> Any:
         try:
             body = await _body(request)
@@ -73,7 +79,7 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
         return JSONResponse(openai_chat.completion(outcome.reply, conv), headers=_pick_headers(outcome))
 
     # -- OpenAI Responses -------------------------------------------------------------------
-    @app.post("/v1/responses", tags=["proxy"])
+    @app.post("/v1/responses", tags=["proxy"], openapi_extra=BODIES["responses"])
     async def create_response(request: Request) -> Any:
         try:
             conv, kinds = responses.parse(await _body(request), history)
@@ -115,7 +121,7 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
         return JSONResponse(responses.response(outcome.reply, conv, rid, remember(outcome)), headers=_pick_headers(outcome))
 
     # -- Anthropic Messages -----------------------------------------------------------------
-    @app.post("/v1/messages", tags=["proxy"])
+    @app.post("/v1/messages", tags=["proxy"], openapi_extra=BODIES["messages"])
     async def create_message(request: Request) -> Any:
         try:
             conv = anthropic.parse(await _body(request))
@@ -139,7 +145,7 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
         service.track_later(conv, outcome)
         return JSONResponse(anthropic.message(outcome.reply, conv, mid), headers=_pick_headers(outcome))
 
-    @app.post("/v1/messages/count_tokens", tags=["proxy"])
+    @app.post("/v1/messages/count_tokens", tags=["proxy"], openapi_extra=BODIES["count_tokens"])
     async def count_tokens(request: Request) -> Any:
         """Counted with the first upstream model's tokenizer over the translated conversation."""
         try:

@@ -21,26 +21,29 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
-from fastapi import Path as FastAPIPath
+from fastapi import Path as FastPath
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from veriscale import __version__
 from veriscale.cli.flags import cli_text
 from veriscale.engine.ids import MAX_ID
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
-from veriscale.errors import UserError
+from veriscale.data.json_limits import shown
+from veriscale.errors import UserError, one_line
 from veriscale.server import views
 from veriscale.server.job_kinds import PARAMS, JobRequest
 from veriscale.server.jobs import JobRunner
-from veriscale.server.security import TOKEN_COOKIE, AccessPolicy, Guard
+from veriscale.server.security import TOKEN_COOKIE, AccessPolicy, Guard, error_document
 from veriscale.server.stream import run_stream
 
 STATIC_DIR = Path(str(files("veriscale.server") / "static"))
 MAX_PAGE = 1000
-RowId = Annotated[int, FastAPIPath(ge=1, le=MAX_ID)]  # a run or job id; anything else is a 422 sentence
+MAX_ROW = 2 ** 63 - 1  # SQLite's largest integer: a larger id or offset is refused (422), not an overflow
+RowId = Annotated[int, FastPath(ge=0, le=MAX_ROW)]
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -55,7 +58,22 @@ def _validation_sentence(exc: RequestValidationError) -> str:
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     job = f"a {loc.pop(0)} job's " if loc and loc[0] in PARAMS else ""  # the kind that selected the schema
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return f"{job}'{'.'.join(loc) or 'body'}': {first.get('msg', 'invalid').lower()}{more}: fix it and send it again"
+    where = shown(".".join(loc), 80) or "body"
+    return one_line(f"{job}'{where}': {str(first.get('msg', 'invalid')).lower()}{more}: fix it and send it again")
+
+
+def _plain_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Each problem's place, message and type: the value itself is left out (it may not even be JSON: NaN, bytes)."""
+    return [{"loc": [p if isinstance(p, int) else shown(p, 80) for p in e.get("loc", ())],
+             "msg": one_line(str(e.get("msg", ""))), "type": str(e.get("type", ""))} for e in exc.errors()]
+
+
+_HTTP_SENTENCES = {
+    400: "the request body could not be read as JSON (too deep, a number past 4,300 digits, or not UTF-8): send "
+         "the JSON object /openapi.json describes",
+    404: "there is no such route: see /openapi.json for the routes",
+    405: "this route does not take that method: see /openapi.json for the methods each route takes",
+}
 
 
 def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: tuple[Path, ...] = (),
@@ -69,7 +87,15 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": _validation_sentence(exc), "detail": exc.errors()}, status_code=422)
+        return JSONResponse({"error": _validation_sentence(exc), "detail": _plain_errors(exc)}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """FastAPI's own refusals (an unreadable body, an unknown route) in the error shape of the API asked."""
+        default = f"the request was refused (HTTP {exc.status_code}): see /openapi.json for what this API takes"
+        sentence = _HTTP_SENTENCES.get(exc.status_code, default)
+        return JSONResponse(error_document(request.url.path, exc.status_code, sentence), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(views.NotFound)
     async def not_found(_request: Request, exc: views.NotFound) -> JSONResponse:
@@ -77,7 +103,7 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
 
     @app.exception_handler(UserError)
     async def bad_input(_request: Request, exc: UserError) -> JSONResponse:
-        return _error(400, cli_text(exc.template))  # settings named as the flags the server was started with
+        return _error(400, one_line(cli_text(exc.template)))  # settings named as the flags the server was started with
 
     # -- dashboard ------------------------------------------------------------------------
     @app.get("/", include_in_schema=False)

@@ -12,19 +12,29 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Callable, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from veriscale.errors import UserError
 
 
+def _path(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("holds a NUL character, which no path has")
+    return value
+
+
+#: A path a job reads: text without NUL characters (pydantic itself refuses lone surrogates in any text).
+PathText = Annotated[str, AfterValidator(_path)]
+
+
 class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ScoreParams(_Params):
     task: str = Field(min_length=1, description="The task text.")
     candidate: str = Field(min_length=1, description="The response to score.")
-    criteria: str = Field("general", description="A built-in criteria set, or a Markdown file under an allowed folder.")
+    criteria: PathText = Field("general", description="A built-in criteria set, or a Markdown file under an allowed folder.")
     scale: str = "letters"
     repeats: int | None = Field(None, ge=1, le=32)
 
@@ -33,34 +43,34 @@ class CompareParams(_Params):
     task: str = Field(min_length=1)
     a: str = Field(min_length=1, description="Candidate A.")
     b: str = Field(min_length=1, description="Candidate B.")
-    criteria: str = "general"
+    criteria: PathText = "general"
     scale: str = "letters"
     repeats: int | None = Field(None, ge=1, le=32)
 
 
 class SelectParams(_Params):
-    paths: list[str] = Field(min_length=1, description="Candidate files, folders or a JSONL pool, under an allowed folder.")
-    task: str | None = Field(None, description="A task file (default: the task the runs carry).")
+    paths: list[PathText] = Field(min_length=1, description="Candidate files, folders or a JSONL pool, under an allowed folder.")
+    task: PathText | None = Field(None, description="A task file (default: the task the runs carry).")
     method: str = "ppt"
     k: int = Field(2, ge=1, le=64, description="PPT pivots.")
-    criteria: str | None = None
+    criteria: PathText | None = None
     repeats: int | None = Field(None, ge=1, le=32)
     adaptive: bool = True
     min_confidence: float = Field(0.9, gt=0, le=1)
-    seed: int = 0
+    seed: int = Field(0, ge=0, lt=2 ** 63)
     scale: str = "letters"
 
 
 class TrackParams(_Params):
-    paths: list[str] = Field(min_length=1, description="Trajectory files under an allowed folder.")
-    task: str | None = Field(None, description="A task file (default: the task the run names).")
+    paths: list[PathText] = Field(min_length=1, description="Trajectory files under an allowed folder.")
+    task: PathText | None = Field(None, description="A task file (default: the task the run names).")
     id: str | None = Field(None, description="Track only the run with this id.")
     every: int | None = Field(None, ge=1)
     checkpoints: list[int] | None = None
 
 
 class HarnessParams(_Params):
-    tasks: list[str] = Field(min_length=1, description="Materialised task folders under an allowed folder.")
+    tasks: list[PathText] = Field(min_length=1, description="Materialised task folders under an allowed folder.")
     contract: str = "artifact"
     executor: str = "builtin"
     max_steps: int = Field(30, ge=1, le=500)

@@ -30,7 +30,7 @@ from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import RunCancelled, RunHandle, recorded_run
 from veriscale.engine.store import Store
-from veriscale.errors import UserError, VeriscaleError, setting
+from veriscale.errors import UserError, VeriscaleError, one_line, setting
 from veriscale.harness.safe_fs import is_within
 from veriscale.server import job_kinds
 from veriscale.server.views import NotFound
@@ -43,7 +43,11 @@ CALL_EVENT_INTERVAL_S = 0.25  # at most this often a "calls" event per running j
 
 def allowed_path(given: str, roots: tuple[Path, ...]) -> Path:
     """``given`` resolved (links followed: where it really is), if that lies under one of ``roots``."""
-    resolved = Path(given).expanduser().resolve()
+    try:
+        resolved = Path(given).expanduser().resolve()
+    except (RuntimeError, ValueError, OSError):  # "~nobody/x" (no such home), a NUL, a path too long
+        raise UserError(f"'{one_line(given)[:200]}' is not a path this server can resolve: give an absolute path "
+                        "under one of its folders") from None
     if not any(is_within(resolved, root) for root in roots):
         where = ", ".join(str(r) for r in roots) or "none"
         raise UserError(f"'{given}' is outside the folders this server may read ({where}): start it with "

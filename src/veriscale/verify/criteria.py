@@ -30,7 +30,7 @@ from veriscale.data.reader import read_text
 from veriscale.errors import UserError
 
 BUILTIN = ("general", "agent")
-_HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
+_HEADING = re.compile(r"^(#{1,2})\s+(\S.*?)\s*#*\s*$")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,11 @@ def parse_criteria(text: str, name: str) -> CriteriaSet:
         else:
             note_lines.append(line)
     crits = tuple(Criterion(n, "\n".join(body).strip()) for n, body in items)
+    seen: set[str] = set()
+    for crit in crits:
+        if crit.name.lower() in seen:
+            raise UserError(f"criterion '{crit.name}' appears twice in '{name}': give each criterion one heading")
+        seen.add(crit.name.lower())
     empty = [c.name for c in crits if not c.description]
     if empty:
         raise UserError(f"criterion '{empty[0]}' in '{name}' has no description: write what it checks under its heading")

@@ -10,19 +10,10 @@ One module per format; each has ``NAME``, ``DESCRIPTION``, ``detect(obj) -> bool
 whole JSON file, or each JSONL line); file formats (diff, text, ``.eval``) on the path.
 Files given together must share one format; when nothing matches, the ``UserError`` names
 the file and every known format.
-
-Importers can come from other installed distributions, through the entry point group
-``veriscale.importers``: each entry point is a module with the same four names, and
-``READS = "files"`` when its ``detect`` takes a path (default ``"records"``). Plugin record
-importers are tried after the built-in ones, plugin file importers before them::
-
-    [project.entry-points."veriscale.importers"]
-    myformat = "veriscale_myformat.importer"
 """
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable
@@ -41,6 +32,7 @@ from veriscale.data.importers import (
 )
 from veriscale.data.importers._files import (
     DIFF_SUFFIXES,
+    check_regular,
     JSON_SUFFIXES,
     JSONL_SUFFIXES,
     TEXT_SUFFIXES,
@@ -49,8 +41,8 @@ from veriscale.data.importers._files import (
     parse_records,
     read_text,
 )
+from veriscale.data.json_limits import shown
 from veriscale.data.model import Candidate
-from veriscale.data.reader import check_regular
 from veriscale.errors import UserError
 
 # Order matters: the first module whose detect() accepts a record wins.
@@ -68,39 +60,11 @@ FORMATS: dict[str, ModuleType] = {
     m.NAME: m for m in [*RECORD_IMPORTERS, diff, text, folder]
 }
 
-__all__ = ["FORMATS", "detect_format", "load_candidates", "load_file", "known_formats", "load_plugins"]
-PLUGIN_GROUP = "veriscale.importers"
-_plugins_loaded = False
-
-
-def load_plugins() -> None:
-    """Add the importers of every installed ``veriscale.importers`` entry point (once a process)."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    for ep in entry_points(group=PLUGIN_GROUP):
-        try:
-            module = ep.load()
-        except Exception as exc:  # noqa: BLE001 - any import failure of a third-party plugin
-            raise UserError(f"the importer plugin '{ep.name}' ({ep.value}) does not load ({type(exc).__name__}: {exc}): "
-                            "fix or uninstall the distribution that provides it") from None
-        missing = [n for n in ("NAME", "DESCRIPTION", "detect", "load") if not hasattr(module, n)]
-        if missing:
-            raise UserError(f"the importer plugin '{ep.name}' ({ep.value}) lacks {', '.join(missing)}: an importer "
-                            "defines NAME, DESCRIPTION, detect and load")
-        if module.NAME in FORMATS:
-            continue  # a built-in (or an earlier plugin) keeps its name
-        FORMATS[module.NAME] = module
-        if getattr(module, "READS", "records") == "files":
-            FILE_IMPORTERS.insert(0, module)
-        else:
-            RECORD_IMPORTERS.append(module)
+__all__ = ["FORMATS", "detect_format", "load_candidates", "load_file", "known_formats"]
 
 
 def known_formats() -> str:
     """One line listing every format name and what it reads (for error messages and --help)."""
-    load_plugins()
     return "; ".join(f"{name} ({module.DESCRIPTION})" for name, module in FORMATS.items())
 
 
@@ -113,9 +77,8 @@ def _unknown(path: Path, why: str = "") -> UserError:
 
 
 def _format_module(name: str) -> ModuleType:
-    load_plugins()
     if name not in FORMATS:
-        raise UserError(f"unknown format '{name}': choose one of {', '.join(FORMATS)}")
+        raise UserError(f"unknown format '{shown(name)}': choose one of {', '.join(FORMATS)}")
     return FORMATS[name]
 
 
@@ -124,7 +87,7 @@ def _record_importer(record: Any, path: Path, line: int) -> ModuleType:
         if module.detect(record):
             return module
     where = f"'{path}'" if line <= 1 else f"'{path}' line {line}"
-    keys = ", ".join(list(record)[:8]) if isinstance(record, dict) else type(record).__name__
+    keys = ", ".join(shown(k, 30) for k in list(record)[:8]) if isinstance(record, dict) else type(record).__name__
     raise _unknown(path, f"{where} holds {{{keys}}}" if isinstance(record, dict) else f"{where} holds a {keys}")
 
 
@@ -133,15 +96,14 @@ def load_file(path: str | Path, format: str | None = None) -> tuple[str, list[Ca
 
     ``format`` forces a format by name (see ``FORMATS``); by default it is detected.
     """
-    load_plugins()
     path = Path(path)
     if not path.exists():
         raise UserError(f"candidate path '{path}' does not exist: check the path")
     if path.is_dir():
         if format not in (None, folder.NAME):
-            raise UserError(f"'{path}' is a folder but format '{format}' reads files: drop the format")
+            raise UserError(f"'{path}' is a folder but format '{shown(format)}' reads files: drop the format")
         return folder.NAME, folder.load(path)
-    check_regular(path, "candidate file")  # a FIFO or device is refused before any importer opens it
+    check_regular(path)  # a FIFO or device would block the detectors below
     forced = _format_module(format) if format else None
     if forced in (text, diff) or (forced is inspect_log and inspect_log.detect(path)):
         return forced.NAME, forced.load(path, str(path))

@@ -22,6 +22,7 @@ from veriscale.data.importers._text import (
     arguments_dict,
     combine_exit_codes,
     content_text,
+    exit_code_value,
     parse_exit_code,
 )
 from veriscale.data.model import Step
@@ -93,14 +94,14 @@ def chat_to_conversation(
         observed.setdefault(index, []).append(text)
         codes.setdefault(index, []).append(code if code is not None else parse_exit_code(text))
 
-    for message in messages:
+    for message in messages if isinstance(messages, list) else []:
         if not isinstance(message, dict):
             continue
         role = str(message.get("role", "")).lower()
         text = content_text(message.get("content"))
         if role in _AGENT_ROLES:
             started = True
-            calls = [normalize_tool_call(c) for c in message.get("tool_calls") or []]
+            calls = [normalize_tool_call(c) for c in as_list(message.get("tool_calls"))]
             if not calls and parse_agent_text is not None:
                 calls = parse_agent_text(text)
             conv.steps.append(Step(role="agent", text=text, tool_calls=calls))
@@ -129,10 +130,15 @@ def chat_to_conversation(
 
 def _explicit_exit_code(message: dict[str, Any]) -> int | None:
     for key in ("exit_code", "returncode", "exitCode"):
-        value = message.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
+        value = exit_code_value(message.get(key))
+        if value is not None:
             return value
     return None
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else ``[]`` (a record's optional list field of the wrong type)."""
+    return value if isinstance(value, list) else []
 
 
 def _calling_step(steps: list[Step], call_id: Any) -> int | None:

@@ -8,17 +8,22 @@ Errors name the file (and the line, for JSONL) so the user can fix the input.
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
-from veriscale.data import reader
+from veriscale.data import regular
+from veriscale.data.json_limits import JsonLimit, decode, shown, try_parse
 from veriscale.errors import UserError
 
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 JSON_SUFFIXES = {".json", ".traj"}
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text", ".rst"}
 DIFF_SUFFIXES = {".diff", ".patch"}
+MAX_BYTES = 1 << 30  # one candidate file, after gunzip
 
 
 def logical_suffix(path: Path) -> str:
@@ -29,9 +34,30 @@ def logical_suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
+def check_regular(path: Path) -> None:
+    """Refuse, in one sentence, a path that is missing, a folder, or not a regular file (a FIFO or
+    a device would block or never end), and a file over ``MAX_BYTES``."""
+    if path.is_dir():
+        raise UserError(f"'{path}' is a folder: pass it as a folder of rollouts")
+    regular.check_regular(path, "candidate file", MAX_BYTES)
+
+
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when the name ends in ``.gz`` (``veriscale.data.reader``'s limits)."""
-    return reader.read_bytes(path, "candidate file", gunzip=True)
+    """The file's bytes, gunzipped when the name ends in ``.gz`` (at most ``MAX_BYTES`` either way)."""
+    check_regular(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read '{path}' ({exc.strerror}): check its permissions") from None
+    if path.suffix.lower() == ".gz":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
+                raw = unzipped.read(MAX_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise UserError(f"'{path}' is not a valid gzip file ({shown(exc)}): re-compress it") from None
+        if len(raw) > MAX_BYTES:
+            raise UserError(f"'{path}' unpacks to more than {MAX_BYTES >> 20} MiB: split it into smaller files")
+    return raw
 
 
 def read_text(path: Path) -> str:
@@ -57,16 +83,17 @@ def parse_records(text: str, path: Path) -> list[tuple[int, Any]]:
     """Parse ``text`` as one JSON document or as JSONL; return ``(line_number, object)`` pairs.
 
     A single JSON document is reported as line 1. JSONL blank lines are skipped; a line that
-    is not JSON raises a ``UserError`` naming the file and the line number.
+    is not JSON (or is past the caps of ``_json``: depth, digits, lone surrogates) raises a
+    ``UserError`` naming the file and the line number.
     """
     if logical_suffix(path) not in JSONL_SUFFIXES:
         try:
-            return [(1, reader.parse_json(text, f"'{path}'"))]
+            return [(1, decode(text))]
+        except JsonLimit as exc:
+            raise UserError(f"'{path}' {exc}: fix the export or drop that value") from None
         except json.JSONDecodeError as whole_error:
             first_line = next((ln for ln in text.splitlines() if ln.strip()), "")
-            try:
-                reader.parse_json(first_line, f"'{path}' line 1")
-            except json.JSONDecodeError:
+            if try_parse(first_line) is None:
                 raise UserError(
                     f"'{path}' is not valid JSON ({whole_error.msg} at line {whole_error.lineno}"
                     f" column {whole_error.colno}): fix the file or give its real format"
@@ -77,11 +104,13 @@ def parse_records(text: str, path: Path) -> list[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            records.append((number, reader.parse_json(line, f"'{path}' line {number}")))
+            records.append((number, decode(line)))
         except json.JSONDecodeError as exc:
             raise UserError(
                 f"'{path}' line {number} is not valid JSON ({exc.msg}): fix or remove that line"
             ) from None
+        except JsonLimit as exc:
+            raise UserError(f"'{path}' line {number} {exc}: fix or remove that line") from None
     if not records:
         raise UserError(f"candidate file '{path}' is empty: give it the run's content or remove it")
     return records

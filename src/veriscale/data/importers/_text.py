@@ -8,16 +8,26 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from veriscale.data.json_limits import try_parse
+
+# At most 10 digits: a longer number is no exit code (and past 4,300 digits int() refuses it).
 _EXIT_CODE_PATTERNS = [
-    re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>"),
-    re.compile(r'"(?:returncode|exit_code|exitCode|exit_status)"\s*:\s*(-?\d+)'),
-    re.compile(r"^\s*(?:exit code|exit status|return code|returncode)\s*[:=]?\s*(-?\d+)\b", re.I | re.M),
-    re.compile(r"\bProcess exited with (?:exit )?code (-?\d+)", re.I),
+    re.compile(r"<returncode>\s*(-?\d{1,10})\s*</returncode>"),
+    re.compile(r'"(?:returncode|exit_code|exitCode|exit_status)"\s*:\s*(-?\d{1,10})(?![\d.eE])'),
+    re.compile(r"^\s*(?:exit code|exit status|return code|returncode)\s*[:=]?\s*(-?\d{1,10})\b", re.I | re.M),
+    re.compile(r"\bProcess exited with (?:exit )?code (-?\d{1,10})\b", re.I),
 ]
+EXIT_CODE_LIMIT = 2 ** 31  # exit codes are small; a larger number in a record is not one
+
+
+def exit_code_value(value: Any) -> int | None:
+    """``value`` as an exit code: an int (not a bool) of at most 32 bits, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and -EXIT_CODE_LIMIT <= value < EXIT_CODE_LIMIT:
+        return value
+    return None
 
 
 def parse_exit_code(text: str) -> int | None:
@@ -30,7 +40,7 @@ def parse_exit_code(text: str) -> int | None:
     for pattern in _EXIT_CODE_PATTERNS:
         match = pattern.search(head)
         if match:
-            return int(match.group(1))
+            return exit_code_value(int(match.group(1)))
     return None
 
 
@@ -74,10 +84,7 @@ def arguments_dict(arguments: Any) -> dict[str, Any] | str:
     if isinstance(arguments, dict):
         return arguments
     if isinstance(arguments, str):
-        try:
-            decoded = json.loads(arguments)
-        except json.JSONDecodeError:
-            return arguments
+        decoded = try_parse(arguments)
         return decoded if isinstance(decoded, dict) else arguments
     if arguments is None:
         return {}

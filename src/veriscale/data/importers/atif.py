@@ -18,13 +18,14 @@ is one candidate with no task name.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from veriscale.data.importers._chat import normalize_tool_call
+from veriscale.data.importers._chat import as_list, normalize_tool_call
+from veriscale.data.json_limits import parse, try_parse
 from veriscale.data.importers._text import (
     combine_exit_codes,
     content_text,
+    exit_code_value,
     parse_exit_code,
     task_from_prompt,
 )
@@ -66,20 +67,14 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
         raise UserError(f"{source or 'record'} is not an ATIF trial or trajectory: check its format")
     trajectory_obj = obj["trajectory"] if "trajectory" in obj else obj
     if isinstance(trajectory_obj, str):
-        try:
-            trajectory_obj = json.loads(trajectory_obj)
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"{source or 'record'}: its 'trajectory' string is not valid JSON ({exc.msg}): "
-                "fix the export"
-            ) from None
-        if not _is_atif_trajectory(trajectory_obj):
-            raise UserError(f"{source or 'record'}: its 'trajectory' has no ATIF steps list")
+        trajectory_obj = parse(trajectory_obj, f"{source or 'record'}: its 'trajectory' string")
+        if not isinstance(trajectory_obj, dict) or not _is_atif_trajectory(trajectory_obj):
+            raise UserError(f"{source or 'record'}: its 'trajectory' has no ATIF steps list: fix the export")
 
     system_parts: list[str] = []
     prompt = ""
     steps: list[Step] = []
-    for raw in trajectory_obj.get("steps", []):
+    for raw in as_list(trajectory_obj.get("steps")):
         if not isinstance(raw, dict):
             continue
         role = str(raw.get("source", "")).lower() or "agent"
@@ -134,7 +129,7 @@ def _observation(raw: dict[str, Any]) -> tuple[str, int | None]:
         return text, parse_exit_code(text)
     texts: list[str] = []
     codes: list[int | None] = []
-    for result in observation.get("results") or []:
+    for result in as_list(observation.get("results")):
         content = result.get("content") if isinstance(result, dict) else result
         text, code = _tool_result(content_text(content))
         texts.append(text)
@@ -145,10 +140,7 @@ def _observation(raw: dict[str, Any]) -> tuple[str, int | None]:
 def _tool_result(content: str) -> tuple[str, int | None]:
     """Unpack ``{"returncode", "output"}`` (or ``output_head``/``output_tail``) tool JSON."""
     if content.lstrip().startswith("{"):
-        try:
-            data = json.loads(content)
-        except json.JSONDecodeError:
-            data = None
+        data = try_parse(content)
         if isinstance(data, dict) and ("output" in data or "output_head" in data):
             if "output" in data:
                 text = content_text(data.get("output"))
@@ -158,13 +150,12 @@ def _tool_result(content: str) -> tuple[str, int | None]:
                 text = f"{content_text(data.get('output_head'))}\n{marker}\n{content_text(data.get('output_tail'))}"
             if data.get("exception_info"):
                 text = f"{text}\n[exception] {content_text(data['exception_info'])}".strip()
-            code = data.get("returncode", data.get("exit_code"))
-            return text, code if isinstance(code, int) and not isinstance(code, bool) else None
+            return text, exit_code_value(data.get("returncode", data.get("exit_code")))
     return content, parse_exit_code(content)
 
 
 def _step(role: str, message: str, raw: dict[str, Any]) -> Step:
-    calls = [normalize_tool_call(c) for c in raw.get("tool_calls") or []]
+    calls = [normalize_tool_call(c) for c in as_list(raw.get("tool_calls"))]
     observation, exit_code = _observation(raw)
     return Step(
         role="agent" if role in ("agent", "assistant") else role,

@@ -17,7 +17,6 @@ loaded by its format and all must share one format. Hidden files and ``.git`` ar
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from veriscale.data.importers._files import (
     logical_suffix,
     read_text,
 )
+from veriscale.data.json_limits import try_parse
 from veriscale.data.model import Candidate, Task
 from veriscale.errors import UserError
 
@@ -92,7 +92,8 @@ def _files_under(root: Path) -> list[Path]:
             if not _visible(entry):
                 continue
             if entry.is_dir():
-                stack.append(entry)
+                if not entry.is_symlink():  # a linked folder may lead back up: never followed
+                    stack.append(entry)
             elif entry.is_file():
                 found.append(entry)
     return sorted(found, key=lambda p: (len(p.relative_to(root).parts), str(p)))
@@ -145,8 +146,8 @@ def _merge_result(sub: Path, candidate: Candidate) -> None:
     result_path = sub / "result.json"
     if result_path.is_file():
         try:
-            result = json.loads(read_text(result_path))
-        except (json.JSONDecodeError, UserError):
+            result = try_parse(read_text(result_path))
+        except UserError:
             result = None
         if isinstance(result, dict):
             rewards = (result.get("verifier_result") or {}).get("rewards") if isinstance(result.get("verifier_result"), dict) else None
@@ -164,4 +165,4 @@ def _merge_result(sub: Path, candidate: Candidate) -> None:
         try:
             candidate.labels["reward"] = float(read_text(reward_file).strip())
         except (ValueError, UserError):
-            pass
+            pass  # no number in it: no reward label

@@ -14,15 +14,16 @@ given, plus ``score`` as a number (C=1, I=0, P=0.5, N=0) when there is a single 
 
 from __future__ import annotations
 
-import json
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
-from veriscale.data.importers._chat import chat_to_conversation
+from veriscale.data.importers._chat import as_list, chat_to_conversation
+from veriscale.data.importers._files import MAX_BYTES
+from veriscale.data.json_limits import parse, shown
 from veriscale.data.importers._text import content_text, task_from_prompt
 from veriscale.data.model import Candidate, Task, Trajectory
-from veriscale.data.reader import max_input_bytes, parse_json
 from veriscale.errors import UserError
 
 NAME = "inspect-log"
@@ -55,11 +56,9 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
         raise UserError(
             f"Inspect log {source or ''} holds no samples: rerun the eval with samples logged"
         )
-    bad = next((i for i, sample in enumerate(samples) if not isinstance(sample, dict)), None) \
-        if isinstance(samples, list) else -1
-    if bad is not None:
-        where = "its samples are not a list" if bad < 0 else f"sample {bad + 1} is a {type(samples[bad]).__name__}"
-        raise UserError(f"Inspect log {source or ''} is malformed ({where}, not an object): re-export the log")
+    if not isinstance(samples, list) or not all(isinstance(sample, dict) for sample in samples):
+        raise UserError(f"Inspect log {source or ''} has samples that are not objects: give the log as Inspect "
+                        "writes it (samples: a list of objects)")
     eval_info = obj["eval"]
     task_name = str(eval_info.get("task") or "")
     model = str(eval_info.get("model") or "")
@@ -71,47 +70,44 @@ def _read_eval_zip(path: Path) -> dict[str, Any]:
     try:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
-            if "header.json" in names:
-                header = _member_json(archive, "header.json", path)
-            elif "_journal/start.json" in names:
-                header = _member_json(archive, "_journal/start.json", path)
-            else:
+            if sum(info.file_size for info in archive.infolist()) > MAX_BYTES:
+                raise UserError(f"'{path}' unpacks to more than {MAX_BYTES >> 20} MiB: export fewer samples per log")
+            header_name = next((n for n in ("header.json", "_journal/start.json") if n in names), None)
+            if header_name is None:
                 raise UserError(f"'{path}' has no header.json: is it an Inspect .eval log?")
+            header = _member(archive, header_name, path)
             sample_names = sorted(n for n in names if n.startswith("samples/") and n.endswith(".json"))
-            samples = [_member_json(archive, n, path) for n in sample_names]
-    except (zipfile.BadZipFile, json.JSONDecodeError, KeyError, UnicodeDecodeError) as exc:
-        raise UserError(f"'{path}' is not a readable Inspect .eval log ({exc}): re-export it") from None
-    if not isinstance(header, dict):
-        raise UserError(f"'{path}' has a header.json that is not an object: re-export it")
+            samples = [_member(archive, n, path) for n in sample_names]
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError, KeyError,
+            ValueError) as exc:  # a damaged, encrypted or oddly compressed archive
+        raise UserError(f"'{path}' is not a readable Inspect .eval log ({shown(exc)}): re-export it") from None
+    if not isinstance(header, dict) or not isinstance(header.get("eval", {}), dict):
+        raise UserError(f"'{path}' has a header.json without an 'eval' object: is it an Inspect .eval log?")
     return {"eval": header.get("eval", {}), "samples": samples}
 
 
-def _member_json(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
-    """One archive member as JSON, under the reader's size and JSON limits."""
-    cap = max_input_bytes()
-    if archive.getinfo(name).file_size > cap:
-        raise UserError(f"'{path}' member {name} is larger than the {cap / (1 << 20):.3g} MiB input limit: "
-                        "re-export a smaller log, or raise VERISCALE_MAX_INPUT_MB")
-    with archive.open(name) as member:
-        raw = member.read(cap + 1)
-    if len(raw) > cap:
-        raise UserError(f"'{path}' member {name} is larger than the {cap / (1 << 20):.3g} MiB input limit: "
-                        "re-export a smaller log, or raise VERISCALE_MAX_INPUT_MB")
-    return parse_json(raw.decode("utf-8"), f"'{path}' member {name}")
+def _member(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
+    """One JSON member of a ``.eval`` archive, within the JSON caps."""
+    try:
+        text = archive.read(name).decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UserError(f"'{path}' member {shown(name)} is not UTF-8 JSON: re-export the log") from None
+    return parse(text, f"'{path}' member {shown(name)}")
 
 
 def _candidate(sample: dict[str, Any], task_name: str, model: str, source: str) -> Candidate:
     sample_id = str(sample.get("id", ""))
     epoch = sample.get("epoch", 1)
-    conv = chat_to_conversation(sample.get("messages") or [])
+    conv = chat_to_conversation(as_list(sample.get("messages")))
     output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
     completion = content_text(output.get("completion"))
-    if not completion and output.get("choices"):
-        message = output["choices"][0].get("message", {}) if isinstance(output["choices"][0], dict) else {}
-        completion = content_text(message.get("content"))
+    choices = as_list(output.get("choices"))
+    if not completion and choices:
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        completion = content_text(message.get("content")) if isinstance(message, dict) else ""
     final_output = completion or conv.final_output
     raw_input = sample.get("input")
-    prompt = content_text(raw_input) if isinstance(raw_input, str) else chat_to_conversation(raw_input or []).prompt
+    prompt = content_text(raw_input) if isinstance(raw_input, str) else chat_to_conversation(as_list(raw_input)).prompt
     prompt = prompt or conv.prompt
     task = Task(
         text=task_from_prompt(prompt) if prompt else f"{task_name} sample {sample_id}",

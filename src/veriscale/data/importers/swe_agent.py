@@ -13,9 +13,10 @@ The submission (the patch) is the final output; the problem statement comes from
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from veriscale.data.importers._chat import as_list
+from veriscale.data.json_limits import try_parse
 from veriscale.data.importers._text import content_text, parse_exit_code, task_from_prompt
 from veriscale.data.model import Candidate, Step, Task, Trajectory
 from veriscale.errors import UserError
@@ -85,15 +86,12 @@ def _problem_statement(obj: dict[str, Any]) -> tuple[str, str]:
         return obj["problem_statement"], instance_id
     config = obj.get("replay_config")
     if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except json.JSONDecodeError:
-            config = None
+        config = try_parse(config)
     if isinstance(config, dict):
         problem = config.get("problem_statement")
         if isinstance(problem, dict) and isinstance(problem.get("text"), str):
             return problem["text"], instance_id or str(problem.get("id") or "")
-    for message in obj.get("history") or []:
+    for message in as_list(obj.get("history")):
         if isinstance(message, dict) and message.get("role") == "user" and not message.get("is_demo"):
             return content_text(message.get("content")), instance_id
     return "", instance_id

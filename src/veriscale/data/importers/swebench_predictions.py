@@ -39,6 +39,10 @@ def detect(obj: Any) -> bool:
     return False
 
 
+def _where(source: str, index: int, count: int) -> str:
+    return source if count == 1 else f"{source}#{index + 1}"
+
+
 def load(obj: Any, source: str = "") -> list[Candidate]:
     """One candidate per prediction."""
     if not detect(obj):
@@ -48,10 +52,13 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
     elif isinstance(obj, list):
         records = obj
     else:
-        records = [{"instance_id": key, **value} for key, value in obj.items()]
+        records = [{"instance_id": key, **value} if isinstance(value, dict) else value for key, value in obj.items()]
     candidates = []
     for index, record in enumerate(records):
-        where = source if len(records) == 1 else f"{source}#{index + 1}"
+        where = _where(source, index, len(records))
+        if not isinstance(record, dict) or "model_patch" not in record:
+            raise UserError(f"{where} is not a SWE-bench prediction like the first ones (instance_id, model_patch): "
+                            "give one prediction object per entry")
         candidates.append(_candidate(record, where))
     return candidates
 

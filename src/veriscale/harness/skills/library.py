@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
+from veriscale.data.regular import read_regular_text
 from veriscale.errors import UserError
 from veriscale.harness.protocol.phases import SESSION_ALIASES, SESSION_STAGES, STAGES, session_for, stages_for  # noqa: F401 - re-exported
 
@@ -146,10 +147,7 @@ def parse_frontmatter(text: str, where: Path) -> tuple[dict[str, str | list[str]
 
 def read_skill(skill_file: Path) -> Skill:
     """Read and check one ``SKILL.md``; every problem is a ``UserError`` naming the file."""
-    try:
-        text = skill_file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"skill file '{skill_file}' cannot be read ({exc}): fix or remove it") from exc
+    text = read_regular_text(skill_file, "skill file")
     fields, body = parse_frontmatter(text, skill_file)
     unknown = sorted(set(fields) - _KNOWN_KEYS)
     if unknown:
