@@ -53,7 +53,7 @@ def test_a_valid_surrogate_pair_is_text(tmp_path):
 def test_inspect_samples_that_are_not_objects_are_refused(tmp_path):
     path = tmp_path / "log.json"
     path.write_text(json.dumps({"eval": {"task": "ctf", "model": "m"}, "samples": [1, "two"]}))
-    _refusal(path, "samples that are not objects")
+    _refusal(path, "sample 1 is a int, not an object")
 
 
 def test_an_eval_archive_with_a_member_that_is_not_utf8_is_refused(tmp_path):

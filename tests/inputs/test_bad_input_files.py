@@ -103,11 +103,11 @@ def test_json_nested_too_deep_is_bad_input_everywhere(server, tmp_path):
     deep = "[" * 100_000 + "]" * 100_000
     cand = _json_file(tmp_path, "deep.json", deep)
     one_sentence(run_cli("score", str(PAIR / "task.md"), str(cand), "--dry-run", *_model(server, tmp_path)),
-                 "deep.json", "more than 100 deep")
+                 "deep.json", "100")
     one_sentence(run_cli("select", "--task", str(PAIR / "task.md"), str(PAIR / "a.md"), str(cand), "--dry-run"),
-                 "deep.json", "more than 100 deep")
+                 "deep.json", "100")
     lines = _json_file(tmp_path, "runs.jsonl", json.dumps({"problem": "p", "steps": ["a"]}) + "\n" + deep + "\n")
-    one_sentence(run_cli("track", str(lines)), "runs.jsonl' line 2", "more than 100 deep")
+    one_sentence(run_cli("track", str(lines)), "runs.jsonl' line 2", "100")
     obj = '{"messages": ' + "[" * 50_000 + "]" * 50_000 + "}"
     one_sentence(run_cli("score", "-", str(PAIR / "a.md"), "--dry-run", stdin=obj.encode()), "task from stdin",
                  "deep")

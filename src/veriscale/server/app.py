@@ -43,7 +43,7 @@ from veriscale.server.stream import run_stream
 STATIC_DIR = Path(str(files("veriscale.server") / "static"))
 MAX_PAGE = 1000
 MAX_ROW = 2 ** 63 - 1  # SQLite's largest integer: a larger id or offset is refused (422), not an overflow
-RowId = Annotated[int, FastPath(ge=0, le=MAX_ROW)]
+RowId = Annotated[int, FastPath(ge=1, le=MAX_ROW)]  # ids start at 1 (engine/ids.py)
 
 
 def _error(status: int, message: str) -> JSONResponse:

@@ -8,15 +8,12 @@ Errors name the file (and the line, for JSONL) so the user can fix the input.
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
-import zlib
 from pathlib import Path
 from typing import Any
 
-from veriscale.data import regular
-from veriscale.data.json_limits import JsonLimit, decode, shown, try_parse
+from veriscale.data import reader, regular
+from veriscale.data.json_limits import JsonLimit, decode, try_parse
 from veriscale.errors import UserError
 
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
@@ -43,21 +40,11 @@ def check_regular(path: Path) -> None:
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when the name ends in ``.gz`` (at most ``MAX_BYTES`` either way)."""
-    check_regular(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot read '{path}' ({exc.strerror}): check its permissions") from None
-    if path.suffix.lower() == ".gz":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
-                raw = unzipped.read(MAX_BYTES + 1)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise UserError(f"'{path}' is not a valid gzip file ({shown(exc)}): re-compress it") from None
-        if len(raw) > MAX_BYTES:
-            raise UserError(f"'{path}' unpacks to more than {MAX_BYTES >> 20} MiB: split it into smaller files")
-    return raw
+    """The file's bytes, gunzipped when the name ends in ``.gz`` (the limits of :mod:`veriscale.data.reader`:
+    a regular file, at most ``$VERISCALE_MAX_INPUT_MB`` before and after gunzip)."""
+    if path.is_dir():
+        raise UserError(f"'{path}' is a folder: pass it as a folder of rollouts")
+    return reader.read_bytes(path, "candidate file", gunzip=path.suffix.lower() == ".gz")
 
 
 def read_text(path: Path) -> str:

@@ -56,9 +56,11 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
         raise UserError(
             f"Inspect log {source or ''} holds no samples: rerun the eval with samples logged"
         )
-    if not isinstance(samples, list) or not all(isinstance(sample, dict) for sample in samples):
-        raise UserError(f"Inspect log {source or ''} has samples that are not objects: give the log as Inspect "
-                        "writes it (samples: a list of objects)")
+    bad = next((i for i, sample in enumerate(samples) if not isinstance(sample, dict)), None) \
+        if isinstance(samples, list) else -1
+    if bad is not None:
+        where = "its samples are not a list" if bad < 0 else f"sample {bad + 1} is a {type(samples[bad]).__name__}"
+        raise UserError(f"Inspect log {source or ''} is malformed ({where}, not an object): re-export the log")
     eval_info = obj["eval"]
     task_name = str(eval_info.get("task") or "")
     model = str(eval_info.get("model") or "")
