@@ -26,8 +26,9 @@ def register(app: typer.Typer) -> None:
                 return
             table = Table(title=f"settings · config file: {resolved.config.path or 'none'}")
             for column in ("setting", "value", "from", "flag", "environment", "file key"):
-                table.add_column(column)
+                table.add_column(column, overflow="fold")
             for row in rows:
-                table.add_row(row["name"], str(row["value"]), row["origin"], row["flag"], row["env"] or "",
-                              row["file"] or "")
+                value = row["value"]
+                shown = ", ".join(value) if isinstance(value, list) else "(per-user data dir)" if value is None else str(value)
+                table.add_row(row["name"], shown, row["origin"], row["flag"], row["env"] or "", row["file"] or "")
             console.print(table)
