@@ -103,7 +103,7 @@ def test_the_config_file_names_a_model_of_two_endpoints_and_the_store(replicas, 
 
 def test_bad_global_settings_are_one_line_errors(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["--routing", "random", "runs", "list"])
-    assert bad.exit_code == 2 and "routing 'random' is unknown" in bad.output and "Traceback" not in bad.output
+    assert bad.exit_code == 2 and "--routing = 'random' is unknown" in bad.output and "Traceback" not in bad.output
     missing = CliRunner().invoke(app, ["--config", str(tmp_path / "none.toml"), "runs", "list"])
     assert missing.exit_code == 2 and "does not exist" in missing.output
 
@@ -116,6 +116,6 @@ def test_concurrency_comes_from_the_flag_then_the_config_file(tmp_path: Path) ->
     config.write_text("[gateway]\nconcurrency = 12\n")
     settings.configure(config)
     try:
-        assert o.concurrency_of(None) == 12 and o.concurrency_of(3) == 3
+        assert o.command_settings().concurrency == 12 and o.command_settings(concurrency=3).concurrency == 3
     finally:
         settings.configure(None)

@@ -23,7 +23,7 @@ from veriscale.engine import gateway as gateway_module
 #: setting -> (value given, how to read it back from a gateway)
 GATEWAY_SETTINGS: dict[str, tuple[Any, Any]] = {
     "concurrency": (7, lambda gw: {e.concurrency for e in gw.pool.endpoints}),
-    "rpm": (600, lambda gw: {e.requests.per_minute if e.requests else 0 for e in gw.pool.endpoints}),
+    "rpm": (600, lambda gw: {e.limits.requests.per_minute if e.limits.requests else 0 for e in gw.pool.endpoints}),
     "tpm": (90000, lambda gw: {e.tokens.per_minute if e.tokens else 0 for e in gw.pool.endpoints}),
     "deadline_s": (33.0, lambda gw: {gw.deadline_s}),
     "routing": ("round_robin", lambda gw: {gw.pool.routing}),
@@ -31,8 +31,9 @@ GATEWAY_SETTINGS: dict[str, tuple[Any, Any]] = {
 SOURCES = ("flag", "env", "file")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def server():
+    """A server of each test's own: limits are per endpoint per process, so each test gets a new one."""
     with FaultServer() as srv:
         yield srv
 
@@ -107,7 +108,7 @@ def test_every_verdict_command_passes_the_settings_down(command, server, built, 
              "--store", str(tmp_path / "s.sqlite3"), "--json"], env)
     gw = built[-1]
     assert {e.concurrency for e in gw.pool.endpoints} == {3}
-    assert {e.requests.per_minute for e in gw.pool.endpoints} == {600}
+    assert {e.limits.requests.per_minute for e in gw.pool.endpoints} == {600}
     assert {e.tokens.per_minute for e in gw.pool.endpoints} == {90000}
     assert gw.deadline_s == 33.0
 
@@ -138,7 +139,7 @@ def test_a_flag_beats_the_environment_which_beats_the_file(server, built, tmp_pa
              f"{server.url}#fault-model", "--store", str(tmp_path / "s.sqlite3"), "--json"],
             {"VERISCALE_RPM": "222", "VERISCALE_TPM": "333"})
     gw = built[-1]
-    assert {e.requests.per_minute for e in gw.pool.endpoints} == {111}  # flag over env and file
+    assert {e.limits.requests.per_minute for e in gw.pool.endpoints} == {111}  # flag over env and file
     assert {e.tokens.per_minute for e in gw.pool.endpoints} == {333}  # env over file
     assert gw.deadline_s == 300  # file over default
 

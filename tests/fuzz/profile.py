@@ -28,6 +28,7 @@ def fuzz_settings(n: int, *, shrink: bool = True) -> settings:
     """Settings for a fuzz test of ``n`` examples (scaled); ``shrink=False`` where one input is costly."""
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
     return settings(max_examples=examples(n), deadline=None, phases=phases, database=None, print_blob=True,
+                    derandomize=not os.environ.get("VERISCALE_FUZZ_RANDOM"),  # CI: the same inputs every run
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture,
                                            HealthCheck.large_base_example])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,33 +17,16 @@ import pytest
 
 from tests.reliability.crash_support import PROCESS_TIMEOUT_S, cli_env, comparable, store_check
 from tests.support.fault_server import FaultServer
+from tests.support.serve_process import free_port, wait_up
 
 SEEDS = range(4)
 ANSWERS = {"a.md": "wc -l < notes.txt", "b.md": "cat notes.txt | wc", "c.md": "ls -la notes.txt"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _serve(model: str, store: Path, folder: Path, port: int, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "veriscale", "serve", "--model", model, "--store", str(store),
                              "--allow-dir", str(folder), "--port", str(port)], stdout=log.open("ab"),
                             stderr=subprocess.STDOUT, start_new_session=True, env=cli_env())
-
-
-def _wait_up(url: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + PROCESS_TIMEOUT_S
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            if httpx.get(url + "/api/health").status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise AssertionError(f"the server did not come up: {log.read_text()}")
 
 
 def _finished_job(url: str, job_id: str, proc: subprocess.Popen, log: Path) -> dict:
@@ -84,12 +66,12 @@ def folder(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def uninterrupted(folder, tmp_path_factory):
     root = tmp_path_factory.mktemp("fresh")
-    port, log = _free_port(), root / "serve.log"
+    port, log = free_port(), root / "serve.log"
     url = f"http://127.0.0.1:{port}"
     with FaultServer(varied=True) as srv:
         proc = _serve(f"{srv.url}#fault-model", root / "store.sqlite3", folder, port, log)
         try:
-            _wait_up(url, proc, log)
+            wait_up(url, proc, log, PROCESS_TIMEOUT_S)
             job = httpx.post(url + "/api/jobs", json={"kind": "select", "params": _params(folder)}).json()
             done = _finished_job(url, job["id"], proc, log)
             assert done["status"] == "done", done
@@ -102,13 +84,13 @@ def uninterrupted(folder, tmp_path_factory):
 def test_a_server_killed_at_a_seeded_call_resumes_the_job_to_the_same_result(seed, uninterrupted, folder, tmp_path):
     baseline, total = uninterrupted
     kill_at = random.Random("server-job").sample(range(1, total), len(SEEDS))[seed]
-    store, log, port = tmp_path / "store.sqlite3", tmp_path / "serve.log", _free_port()
+    store, log, port = tmp_path / "store.sqlite3", tmp_path / "serve.log", free_port()
     url = f"http://127.0.0.1:{port}"
     with FaultServer(varied=True) as srv:
         model = f"{srv.url}#fault-model"
         proc = _serve(model, store, folder, port, log)
         try:
-            _wait_up(url, proc, log)
+            wait_up(url, proc, log, PROCESS_TIMEOUT_S)
             srv.kill_at(proc.pid, kill_at)
             job = httpx.post(url + "/api/jobs", json={"kind": "select", "params": _params(folder)}).json()
             assert proc.wait(PROCESS_TIMEOUT_S) == -9
@@ -120,7 +102,7 @@ def test_a_server_killed_at_a_seeded_call_resumes_the_job_to_the_same_result(see
         sent_before = len(srv.completion_requests())
         proc = _serve(model, store, folder, port, log)
         try:
-            _wait_up(url, proc, log)
+            wait_up(url, proc, log, PROCESS_TIMEOUT_S)
             done = _finished_job(url, job["id"], proc, log)
             assert done["status"] == "done", done
             result = _job_result(url, done)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import httpx
 import pytest
 
 from tests.support.dashboard import dashboard
+from tests.support.serve_process import free_port, wait_up
 from tests.support.scripted_model import ScriptedScoreModel
 
 pytestmark = pytest.mark.embedded
@@ -26,29 +26,11 @@ TASK = "Write a shell command that prints how many lines the file notes.txt has.
 ANSWERS = {"a.md": "wc -l < notes.txt", "b.md": "cat notes.txt", "c.md": "ls -la notes.txt"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve(store: Path, folder: Path, port: int, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "veriscale", "serve", "--store", str(store), "--allow-dir",
                              str(folder), "--port", str(port)], stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             start_new_session=True,  # a killed server's run reads interrupted 2 s after its last heartbeat
                             env={**os.environ, "VERISCALE_CONFIG": "", "VERISCALE_RUN_STALE_S": "2"})
-
-
-def _wait_up(url: str, proc: subprocess.Popen, log: Path, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            if httpx.get(url + "/api/health").status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise AssertionError(f"the server did not come up: {log.read_text()}")
 
 
 def _ok_calls(store: Path) -> int:
@@ -62,11 +44,11 @@ def test_a_job_killed_with_its_server_resumes_after_a_restart_without_repeating_
     (folder / "task.md").write_text(TASK)
     for name, text in ANSWERS.items():
         (folder / name).write_text(text)
-    store, log, port = tmp_path / "store.sqlite3", tmp_path / "serve.log", _free_port()
+    store, log, port = tmp_path / "store.sqlite3", tmp_path / "serve.log", free_port()
     url = f"http://127.0.0.1:{port}"
     proc = _serve(store, folder, port, log)
     try:
-        _wait_up(url, proc, log)
+        wait_up(url, proc, log)
         params = {"paths": [str(folder / n) for n in ("task.md", *ANSWERS)], "method": "round_robin",
                   "adaptive": False, "criteria": "general"}
         job = httpx.post(url + "/api/jobs", json={"kind": "select", "params": params}).json()
@@ -83,7 +65,7 @@ def test_a_job_killed_with_its_server_resumes_after_a_restart_without_repeating_
 
     proc = _serve(store, folder, port, log)
     try:
-        _wait_up(url, proc, log)
+        wait_up(url, proc, log)
         deadline = time.monotonic() + 300
         while (done := httpx.get(f"{url}/api/jobs/{job['id']}").json())["status"] in ("queued", "running"):
             assert time.monotonic() < deadline, log.read_text()

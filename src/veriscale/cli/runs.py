@@ -33,7 +33,7 @@ def _when(ts: float | None) -> str:
 
 
 @runs_app.command("list")
-def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(help="How many, newest first.")] = 20,
+def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 20,
               json_out: o.JsonOpt = False) -> None:
     """List recent runs with each one's verdict (pick, P, reward) or error.
 

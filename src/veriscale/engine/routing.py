@@ -18,7 +18,8 @@ endpoint runs at most its own cap at once (the model URI's ``?concurrency=``, th
 ``concurrency`` attribute), else the ``concurrency`` setting of the first pool in the process
 that uses it (``--concurrency``, ``gateway.concurrency``, default 4); the embedded model runs
 one call at a time, in order, so its KV reuse holds. ``rpm`` and ``tpm`` (requests and prompt
-tokens a minute) are likewise set by the first pool that gives them.
+tokens a minute) are set by the first pool that gives them, and lowered by a later pool that
+gives a stricter one (the stricter limit holds for every pool of the process).
 """
 
 from __future__ import annotations
@@ -167,10 +168,10 @@ def endpoint_limits(backend: ModelBackend, *, concurrency: int, rpm: int | None 
                 _LIMITS[key] = found
             else:
                 _LIMITS_BY_OBJECT[backend] = found
-        else:
-            if rpm and found.requests is None:
+        else:  # another pool of this process on the same endpoint: the stricter rate limit holds for both
+            if rpm and (found.requests is None or rpm < found.requests.per_minute):
                 found.requests = RateLimiter(rpm)
-            if tpm and found.tokens is None:
+            if tpm and (found.tokens is None or tpm < found.tokens.per_minute):
                 found.tokens = RateLimiter(tpm)
         return found
 

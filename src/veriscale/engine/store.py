@@ -424,7 +424,7 @@ class Store:
         params: tuple[Any, ...] = ()
         if limit:
             sql += " LIMIT ?"
-            params = (limit,)
+            params = (min(limit, 2**63 - 1),)  # more than SQLite counts is the same as all
         with self._lock:
             rows = self._conn.execute(sql, params).fetchall()
         return [self._run(row) for row in rows]

@@ -10,10 +10,19 @@ One module per format; each has ``NAME``, ``DESCRIPTION``, ``detect(obj) -> bool
 whole JSON file, or each JSONL line); file formats (diff, text, ``.eval``) on the path.
 Files given together must share one format; when nothing matches, the ``UserError`` names
 the file and every known format.
+
+Importers can come from other installed distributions, through the entry point group
+``veriscale.importers``: each entry point is a module with the same four names, and
+``READS = "files"`` when its ``detect`` takes a path (default ``"records"``). Plugin record
+importers are tried after the built-in ones, plugin file importers before them::
+
+    [project.entry-points."veriscale.importers"]
+    myformat = "veriscale_myformat.importer"
 """
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable
@@ -60,11 +69,39 @@ FORMATS: dict[str, ModuleType] = {
     m.NAME: m for m in [*RECORD_IMPORTERS, diff, text, folder]
 }
 
-__all__ = ["FORMATS", "detect_format", "load_candidates", "load_file", "known_formats"]
+__all__ = ["FORMATS", "detect_format", "load_candidates", "load_file", "known_formats", "load_plugins"]
+PLUGIN_GROUP = "veriscale.importers"
+_plugins_loaded = False
+
+
+def load_plugins() -> None:
+    """Add the importers of every installed ``veriscale.importers`` entry point (once a process)."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for ep in entry_points(group=PLUGIN_GROUP):
+        try:
+            module = ep.load()
+        except Exception as exc:  # noqa: BLE001 - any import failure of a third-party plugin
+            raise UserError(f"the importer plugin '{ep.name}' ({ep.value}) does not load ({type(exc).__name__}: {exc}): "
+                            "fix or uninstall the distribution that provides it") from None
+        missing = [n for n in ("NAME", "DESCRIPTION", "detect", "load") if not hasattr(module, n)]
+        if missing:
+            raise UserError(f"the importer plugin '{ep.name}' ({ep.value}) lacks {', '.join(missing)}: an importer "
+                            "defines NAME, DESCRIPTION, detect and load")
+        if module.NAME in FORMATS:
+            continue  # a built-in (or an earlier plugin) keeps its name
+        FORMATS[module.NAME] = module
+        if getattr(module, "READS", "records") == "files":
+            FILE_IMPORTERS.insert(0, module)
+        else:
+            RECORD_IMPORTERS.append(module)
 
 
 def known_formats() -> str:
     """One line listing every format name and what it reads (for error messages and --help)."""
+    load_plugins()
     return "; ".join(f"{name} ({module.DESCRIPTION})" for name, module in FORMATS.items())
 
 
@@ -77,6 +114,7 @@ def _unknown(path: Path, why: str = "") -> UserError:
 
 
 def _format_module(name: str) -> ModuleType:
+    load_plugins()
     if name not in FORMATS:
         raise UserError(f"unknown format '{shown(name)}': choose one of {', '.join(FORMATS)}")
     return FORMATS[name]
@@ -96,6 +134,7 @@ def load_file(path: str | Path, format: str | None = None) -> tuple[str, list[Ca
 
     ``format`` forces a format by name (see ``FORMATS``); by default it is detected.
     """
+    load_plugins()
     path = Path(path)
     if not path.exists():
         raise UserError(f"candidate path '{path}' does not exist: check the path")
@@ -103,7 +142,7 @@ def load_file(path: str | Path, format: str | None = None) -> tuple[str, list[Ca
         if format not in (None, folder.NAME):
             raise UserError(f"'{path}' is a folder but format '{shown(format)}' reads files: drop the format")
         return folder.NAME, folder.load(path)
-    check_regular(path)  # a FIFO or device would block the detectors below
+    check_regular(path)  # a FIFO or device is refused before any importer opens it
     forced = _format_module(format) if format else None
     if forced in (text, diff) or (forced is inspect_log and inspect_log.detect(path)):
         return forced.NAME, forced.load(path, str(path))
