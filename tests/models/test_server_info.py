@@ -146,7 +146,7 @@ def test_close_and_aclose_close_the_http_clients(server):
 
     async def use_then_close() -> httpx.AsyncClient:
         await m.ascore(REQ)
-        client = m._async_client()[0]
+        client = m._async_client()
         await aclose_backend(m)
         return client
 
@@ -173,4 +173,4 @@ def test_close_from_another_thread_closes_a_client_whose_loop_still_runs(server)
 
 
 async def _client_of(m: OpenAICompatModel) -> httpx.AsyncClient:
-    return m._async_client()[0]
+    return m._async_client()

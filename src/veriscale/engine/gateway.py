@@ -161,6 +161,7 @@ class Gateway:
         self._spent = 0  # calls sent (answered or failed), what the budget counts
         self._fingerprint: str | None = None
         self._opened_at = time.time()  # a refreshing gateway takes answers written after this
+        self._stale: set[str] = set()  # keys whose stored answer names older weights: asked again
 
     # -- keys and the cache ------------------------------------------------------------------
     def fingerprint(self) -> str:
@@ -203,12 +204,17 @@ class Gateway:
             ok = record is not None and record["status"] == "ok" and record["created_at"] >= self._opened_at
             return record["response"] if ok else None
         hit = await self._io(self.store.get_call, key)
-        return hit if await self._io(weights.serves, self.store, (owner or self.model).uri, hit) else None
+        if hit is not None and not await self._io(weights.serves, self.store, (owner or self.model).uri, hit):
+            self._stale.add(key)
+            return None
+        return hit
 
     def _servable_calls(self, keys: list[str]) -> dict[str, dict[str, Any]]:
         """The stored answers of ``keys`` that name the model's latest weights (on the writer thread)."""
         found = self.store.get_calls(keys)
-        return {k: v for k, v in found.items() if weights.serves(self.store, self.model.uri, v)}
+        servable = {k: v for k, v in found.items() if weights.serves(self.store, self.model.uri, v)}
+        self._stale.update(set(found) - set(servable))
+        return servable
 
     def _link(self, key: str, *, cache_hit: bool, label: str | None = None, run_id: int | None = None) -> None:
         if run_id is None:  # the gateway's own run if it was made for one, else the caller's current run
@@ -251,7 +257,7 @@ class Gateway:
             return "mine", None
         owner = lease_owner()
         state = await self._io(self.store.claim_call, key, owner, lease_s=self.lease_s,
-                               fresh_after=self._opened_at if self.refresh else None)
+                               fresh_after=self._opened_at if self.refresh or key in self._stale else None)
         return state, owner if state == "mine" else None
 
     async def _wait_unclaimed(self, key: str) -> None:
