@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.test_serve_process import _free_port, _wait_up
+from tests.support.serve_process import free_port as _free_port, wait_up as _wait_up
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "SERVER.md").read_text()
