@@ -77,7 +77,7 @@ def _select(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProces
     for name, seed in (("a.md", 1), ("b.md", 2)):
         (tmp_path / name).write_text(_essay(seed, 3000))
     # a long HTTP timeout and no retries: a slow machine is no reason to send the same call again
-    cmd = [sys.executable, "-m", "veriscale", "select", "task.md", "a.md", "b.md", "--model",
+    cmd = [sys.executable, "-m", "veriscale", "select", "--task", "task.md", "a.md", "b.md", "--model",
            url + "?timeout=1200&retries=0#smollm2",
            "--criteria", "general", "--criterion", "Correctness", "--store", str(tmp_path / "s.sqlite3"), "--json",
            *extra]
