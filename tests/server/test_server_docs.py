@@ -43,10 +43,10 @@ def test_the_rest_examples_run_as_written(tmp_path):
             outputs.append(done.stdout)
         assert json.loads(outputs[0])["status"] == "queued"
         assert json.loads(outputs[2])["result"]["reward"] is not None
-        assert "event: end" in outputs[4] and '"status": "ok"' in outputs[4]
-        selection = json.loads(outputs[5])
+        assert "event: end" in outputs[5] and '"status": "ok"' in outputs[5]
+        selection = json.loads(outputs[6])
         assert {c["id"] for c in selection["candidates"]} == {"a", "b"} and selection["judgements"]
-        assert json.loads(outputs[6])["total"] == 1
+        assert json.loads(outputs[7])["total"] == 1
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
