@@ -99,6 +99,25 @@ def _expect(value: Any, kind: type | tuple[type, ...], where: str, path: Path) -
     return value
 
 
+# The settings tables of the file: table -> key -> allowed TOML types (veriscale.cli.settings reads them).
+TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "gateway": {"concurrency": int, "rpm": int, "tpm": int, "deadline_s": (int, float), "routing": str},
+    "embedded": {"threads": int},
+    "inputs": {"max_mb": (int, float)},
+    "runs": {"stale_s": (int, float)},
+}
+
+
+def _table(data: dict[str, Any], name: str, allowed: dict[str, type | tuple[type, ...]], path: Path) -> dict[str, Any]:
+    """The ``[name]`` table of the file, each key known and of its type."""
+    table = _expect(data.get(name, {}), dict, f"[{name}]", path)
+    for key, value in table.items():
+        if key not in allowed:
+            raise UserError(f"config file '{path}': [{name}] has no setting '{key}': use {', '.join(allowed)}")
+        _expect(value, allowed[key], f"{name}.{key}", path)
+    return table
+
+
 def load_config(path: Path | str | None = None) -> Config:
     """Read the config file (``path``, ``$VERISCALE_CONFIG`` or the default location)."""
     chosen = Path(path) if path else (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
@@ -112,18 +131,8 @@ def load_config(path: Path | str | None = None) -> Config:
         data = tomllib.loads(chosen.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"config file '{chosen}' is not valid TOML ({exc}): fix it") from None
-    known = {"model", "store", "gateway", "models", "embedded"}
-    gateway_raw = _expect(data.get("gateway", {}), dict, "[gateway]", chosen)
-    allowed = {"concurrency": int, "rpm": int, "tpm": int, "deadline_s": (int, float), "routing": str}
-    for key, value in gateway_raw.items():
-        if key not in allowed:
-            raise UserError(f"config file '{chosen}': [gateway] has no setting '{key}': use {', '.join(allowed)}")
-        _expect(value, allowed[key], f"gateway.{key}", chosen)
-    embedded_raw = _expect(data.get("embedded", {}), dict, "[embedded]", chosen)
-    for key, value in embedded_raw.items():
-        if key != "threads":
-            raise UserError(f"config file '{chosen}': [embedded] has no setting '{key}': use threads")
-        _expect(value, int, f"embedded.{key}", chosen)
+    tables = {name: _table(data, name, keys, chosen) for name, keys in TABLES.items()}
+    gateway_raw = tables["gateway"]
     models: dict[str, tuple[str, ...]] = {}
     for name, table in _expect(data.get("models", {}), dict, "[models]", chosen).items():
         endpoints = _expect(_expect(table, dict, f"[models.{name}]", chosen).get("endpoints"), list,
@@ -136,11 +145,10 @@ def load_config(path: Path | str | None = None) -> Config:
     return Config(path=chosen, model=_expect(model, str, "model", chosen) if model is not None else None,
                   store=Path(_expect(store, str, "store", chosen)).expanduser() if store is not None else None,
                   gateway=GatewaySettings(**gateway_raw), models=models,
-                  raw={k: v for k, v in data.items() if k not in known},
+                  raw={k: v for k, v in data.items() if k not in {"model", "store", "models", *TABLES}},
                   values={**({"model": model} if model is not None else {}),
                           **({"store": str(store)} if store is not None else {}),
-                          **{f"gateway.{k}": v for k, v in gateway_raw.items()},
-                          **{f"embedded.{k}": v for k, v in embedded_raw.items()}})
+                          **{f"{name}.{k}": v for name, table in tables.items() for k, v in table.items()}})
 
 
 def pick(*, flag: Any = None, env: str | None = None, file: Any = None, default: Any = None) -> Any:

@@ -36,7 +36,7 @@ def test_the_size_limit_is_a_setting_and_a_bad_value_is_named(tmp_path, monkeypa
     path.write_bytes(b"x" * 3000)
     assert reader.read_text(path, "candidate") == "x" * 3000
     monkeypatch.setenv(reader.MAX_INPUT_ENV, "0.001")  # about a kilobyte
-    with pytest.raises(BadInput, match=r"a\.md' is 3,000 bytes, above the 0\.001 MiB input limit.*raise VERISCALE_MAX_INPUT_MB \(now 0\.001\)"):
+    with pytest.raises(BadInput, match=r"a\.md' is 3,000 bytes, above the 0\.001 MiB input limit.*raise max_input_mb / \$VERISCALE_MAX_INPUT_MB \(now 0\.001\)"):
         reader.read_text(path, "candidate")
     monkeypatch.setenv(reader.MAX_INPUT_ENV, "lots")
     with pytest.raises(reader.UserError, match="VERISCALE_MAX_INPUT_MB='lots' is not a size in MiB"):

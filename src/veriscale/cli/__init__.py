@@ -25,16 +25,23 @@ def main(
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Seconds one model call may take (config gateway.deadline_s; 0: none)."),
     routing: Optional[str] = typer.Option(None, "--routing", help="affinity (same prompt prefix, same endpoint) or round_robin, for several --model endpoints."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads of the embedded model (config embedded.threads; 0: one per core; a model URI's ?threads=N wins)."),
+    max_input_mb: Optional[float] = typer.Option(None, "--max-input-mb", help="Largest input file or stdin read, in MiB, also after gunzip (config inputs.max_mb; default 128)."),
+    run_stale_s: Optional[float] = typer.Option(None, "--run-stale-s", help="Heartbeat age in seconds after which a run with no live process is interrupted (config runs.stale_s; default 30)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
     from veriscale.cli.common import user_errors
+    from veriscale.data.reader import set_max_input_mb
+    from veriscale.engine.run_liveness import set_stale_after_s
     from veriscale.engine.run_scope import install_sigterm_handler
 
     install_sigterm_handler()  # SIGTERM ends the command's run (cancelled) like Ctrl-C, not silently
     with user_errors():
         resolved = settings.configure(config, {"rpm": rpm, "tpm": tpm, "deadline_s": deadline, "routing": routing,
-                                               "threads": threads})
+                                               "threads": threads, "max_input_mb": max_input_mb,
+                                               "run_stale_s": run_stale_s})
+        set_max_input_mb(resolved.chosen("max_input_mb"))  # the library reads the environment itself
+        set_stale_after_s(resolved.chosen("run_stale_s"))
         if resolved.threads or "veriscale.models.embedded" in sys.modules:  # numpy only when needed
             from veriscale.models.embedded import set_default_threads
 

@@ -18,6 +18,8 @@ FLAG_FOR: dict[str, str] = {
     "tpm": "--tpm",
     "routing": "--routing",
     "threads": "--threads",
+    "max_input_mb": "--max-input-mb",
+    "run_stale_s": "--run-stale-s",
     "concurrency": "--concurrency",
     "model": "--model",
     "store": "--store",

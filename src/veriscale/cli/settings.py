@@ -14,6 +14,7 @@ result down (to :func:`veriscale.cli.options.open_model`, ``open_store``, the ve
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -44,6 +45,7 @@ class Spec:
     default: Any
     kind: str  # "a whole number", ... for messages
     minimum: float | None = None
+    above: float | None = None  # an exclusive lower bound ("more than 0")
     choices: tuple[str, ...] = ()
     help: str = ""
 
@@ -51,6 +53,10 @@ class Spec:
         """``value`` if it is allowed, else one sentence naming ``where`` it came from."""
         if value is None:
             return value
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{where} = {value!r} is not {self.kind}: give a finite number")
+        if self.above is not None and value <= self.above:
+            raise UserError(f"{where} = {value!r} is not more than {self.above:g}: give a positive number")
         if self.minimum is not None and value < self.minimum:
             lowest = "0 (no limit)" if self.minimum == 0 else f"{self.minimum:g}"
             raise UserError(f"{where} = {value!r} is below {self.minimum:g}: give {lowest} or more")
@@ -80,6 +86,11 @@ SPECS: tuple[Spec, ...] = (
          choices=ROUTINGS, help="how calls spread over several endpoints"),
     Spec("threads", "--threads", "VERISCALE_THREADS", "embedded.threads", _whole, 0, "a whole number", minimum=0,
          help="CPU threads of the embedded model (0: one per core)"),
+    Spec("max_input_mb", "--max-input-mb", "VERISCALE_MAX_INPUT_MB", "inputs.max_mb", _number, 128.0,
+         "a number of MiB", above=0, help="the largest input file or stdin read, in MiB (also after gunzip)"),
+    Spec("run_stale_s", "--run-stale-s", "VERISCALE_RUN_STALE_S", "runs.stale_s", _number, 30.0,
+         "a number of seconds", above=0,
+         help="heartbeat age after which a run with no live process is marked interrupted"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -97,11 +108,19 @@ class Settings:
     deadline_s: float = 0.0
     routing: str = "affinity"
     threads: int = 0
+    max_input_mb: float = 128.0
+    run_stale_s: float = 30.0
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:
         """Where ``name`` came from: its flag, its environment variable, the config file, or "default"."""
         return self.origins.get(name, "default")
+
+    def chosen(self, name: str) -> Any:
+        """``name``'s value when a flag or the config file gave it, else None (environment and default
+        are what library code reads by itself)."""
+        origin = self.origin(name)
+        return None if origin == "default" or origin.startswith("$") else getattr(self, name)
 
     def model_uris(self) -> list[str]:
         """The endpoint URIs the model setting stands for ([models.NAME] tables expanded)."""

@@ -30,7 +30,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 MAX_INPUT_ENV = "VERISCALE_MAX_INPUT_MB"
 DEFAULT_MAX_INPUT_MB = 128
@@ -50,8 +50,20 @@ class BadInput(UserError):
         self.reason = reason or message
 
 
+_chosen_mb: float | None = None
+
+
+def set_max_input_mb(mb: float | None) -> None:
+    """The cap the CLI resolved (``--max-input-mb`` > ``$VERISCALE_MAX_INPUT_MB`` > ``inputs.max_mb``);
+    None: read the environment again."""
+    global _chosen_mb
+    _chosen_mb = mb
+
+
 def max_input_bytes() -> int:
-    """The size cap of one input: ``$VERISCALE_MAX_INPUT_MB`` MiB, else 128 MiB."""
+    """The size cap of one input: the CLI's choice, else ``$VERISCALE_MAX_INPUT_MB`` MiB, else 128 MiB."""
+    if _chosen_mb is not None:
+        return max(1, round(_chosen_mb * (1 << 20)))
     raw = os.environ.get(MAX_INPUT_ENV, "").strip()
     if not raw:
         return DEFAULT_MAX_INPUT_MB << 20
@@ -68,8 +80,8 @@ def _too_big(what: str, cap: int, size: int | None = None) -> BadInput:
     """``size`` when known (a file's), else "more than" the cap (a stream, an inflated file)."""
     mib = f"{cap / (1 << 20):.3g}"
     told = f"is {size:,} bytes" if size is not None else f"is more than {cap:,} bytes"
-    return BadInput(f"{what} {told}, above the {mib} MiB input limit: shorten it, or raise {MAX_INPUT_ENV} "
-                    f"(now {mib})", "too large")
+    return BadInput(f"{what} {told}, above the {mib} MiB input limit: shorten it, or raise "
+                    f"{setting('max_input_mb')} / ${MAX_INPUT_ENV} (now {mib})", "too large")
 
 
 def check_regular(path: Path, what: str, fix: str = "") -> os.stat_result:

@@ -36,8 +36,20 @@ OTHER_HOST_FACTOR = 10.0  # a run of another host (or with no owner recorded) wa
 MAX_BEAT_S = 5.0
 
 
+_chosen_s: float | None = None
+
+
+def set_stale_after_s(seconds: float | None) -> None:
+    """The threshold the CLI resolved (``--run-stale-s`` > ``$VERISCALE_RUN_STALE_S`` > ``runs.stale_s``);
+    None: read the environment again."""
+    global _chosen_s
+    _chosen_s = seconds
+
+
 def stale_after_s() -> float:
     """The heartbeat age after which a run on this host with no live process is dead."""
+    if _chosen_s is not None:
+        return _chosen_s
     raw = os.environ.get(STALE_ENV)
     if not raw:
         return DEFAULT_STALE_S
