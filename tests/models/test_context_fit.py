@@ -97,3 +97,44 @@ def test_select_refits_once_to_the_context_an_overflow_names():
         with pytest.raises(UserError, match="longer than the 8192-token context"):
             select(Task(text="Review this."), more, verifier=verifier, adaptive=False)
         assert len(srv.requests) - before <= 2 * calls  # two plans at most
+
+
+def test_track_refits_once_to_the_context_an_overflow_names():
+    from veriscale.data.model import Step
+    from veriscale.progress import ProgressJudge, track
+
+    long_steps = [Step(role="agent", text=f"step {i} " + "word " * 600) for i in range(40)]
+    with FaultServer() as srv:
+        srv.queue("context")  # the first prompt is refused: "... exceed context window of 8192"
+        judge = ProgressJudge(load_backend(f"{srv.url}?retries=0#fault-model"), scale="letters:5")
+        curve = track("Follow the run.", long_steps, [10, 40], judge=judge)
+        assert judge.model.context_size() == 8192
+        assert any("overflowed the model's 8192-token context: the steps' budget" in n for n in curve.notes)
+        assert [p.step for p in curve.points] == [10, 40] and all(p.error is None for p in curve.points)
+        # the refitted prompts fit: estimated tokens of the last prompt stay under the context
+        last = srv.requests[-1]["body"]
+        assert judge.count_tokens(json.dumps(last["messages"])) < 8192
+        srv.queue(*["context"] * 4)  # still refused after the refit: one sentence, no third plan
+        before = len(srv.requests)
+        with pytest.raises(UserError, match="longer than the 8192-token context"):
+            track("Follow the run again.", long_steps, [10, 40], judge=judge)
+        assert len(srv.requests) - before <= 4
+
+
+def test_bench_pairs_refit_once_to_the_context_an_overflow_names(tmp_path):
+    from veriscale.bench.configs import BenchConfig
+    from veriscale.bench.datasets import LabelledPair
+    from veriscale.bench.runner import Bench
+    from veriscale.engine.store import Store
+
+    pairs = [LabelledPair(id="p1", instruction="Review this.", output_1="x " * 20000, output_2="y " * 20000, label=1)]
+    store = Store.open(tmp_path / "s.sqlite3")
+    with FaultServer() as srv:
+        srv.queue("context")
+        bench = Bench(load_backend(f"{srv.url}?retries=0#fault-model"), store,
+                      criteria=load_criteria("general").only(["Correctness"]))
+        rows = bench.run_pairs(pairs, [BenchConfig(g=5)])
+        assert bench.model.context_size() == 8192
+        assert any("overflowed the model's 8192-token context: every render budget" in n for n in bench.notes)
+        assert rows[0].metrics["failed"] == 0, rows[0].metrics
+    store.close()

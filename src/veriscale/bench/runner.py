@@ -28,6 +28,7 @@ from veriscale.data.model import Candidate, Task
 from veriscale.engine.executor import Usage
 from veriscale.engine.store import Store
 from veriscale.models.base import ModelBackend
+from veriscale.models.context import ContextOverflow, learned_context, refit_note
 from veriscale.selection.plan import SelectionPlan, plan_selection
 from veriscale.selection.prompt_fit import fit_prompt
 from veriscale.selection.rendering import Renderer
@@ -88,6 +89,7 @@ class Bench:
         self.max_calls = max_calls
         self.concurrency = concurrency
         self.usage = Usage()
+        self.notes: list[str] = []  # what a run changed on the way (a refit to the model's context)
         self.renderer = Renderer(model.count_tokens)  # calls are linked to the current run (engine.run_scope)
 
     def verifier(self, settings: SelectionSettings) -> Verifier:
@@ -160,7 +162,20 @@ class Bench:
 
     # -- running -----------------------------------------------------------------------------
     def run(self, plan: BenchPlan, on_progress: Progress | None = None) -> list[BenchRow]:
-        """Run every configuration of ``plan``; ``on_progress(done, total)`` after each item."""
+        """Run every configuration of ``plan``; ``on_progress(done, total)`` after each item. A prompt
+        too long for the context a reply names replans the bench once (see ``notes``)."""
+        try:
+            return self._run(plan, on_progress)
+        except ContextOverflow as overflow:
+            context = learned_context(overflow, self.model)
+            if context is None:
+                raise
+        configs = [cp.config for cp in plan.configs]
+        plan = self.plan_pairs(plan.items, configs) if plan.kind == "pairs" else self.plan_pools(plan.items, configs)
+        self.notes.append(refit_note(context, "every render budget"))
+        return self._run(plan, on_progress)
+
+    def _run(self, plan: BenchPlan, on_progress: Progress | None) -> list[BenchRow]:
         run_items = self._run_pairs if plan.kind == "pairs" else self._run_pools
         rows, done, total = [], 0, len(plan.items) * len(plan.configs)
 

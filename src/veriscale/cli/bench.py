@@ -187,6 +187,7 @@ def register(app: typer.Typer) -> None:
                     "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name}) as run:
                 with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out) as advance:
                     report.rows = bench.run(plan, on_progress=lambda done, total: advance())
+                report.notes += bench.notes
                 payload = finish_with(run, report.to_dict(), output)
             if plot is not None:
                 from veriscale.bench.plot import plot_report

@@ -64,6 +64,19 @@ class ContextOverflow(UserError):
         self.requested = requested
 
 
+def learned_context(overflow: ContextOverflow, model: object) -> int | None:
+    """The context size an overflow reply taught ``model`` (its ``context_size()`` now says so), else
+    None: a plan made before the reply can then be made again, once, to fit (select, track, bench)."""
+    size = getattr(model, "context_size", None)
+    known = size() if callable(size) else None
+    return overflow.context if overflow.context is not None and known == overflow.context else None
+
+
+def refit_note(context: int, what: str) -> str:
+    """The note a refitted plan carries."""
+    return f"the prompts overflowed the model's {context}-token context: {what} was refitted to it"
+
+
 def _first_int(patterns: tuple[re.Pattern[str], ...], text: str) -> int | None:
     for pattern in patterns:
         if m := pattern.search(text):

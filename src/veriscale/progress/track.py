@@ -24,6 +24,7 @@ from typing import Any
 from veriscale.data.model import Candidate, Step, Task, Trajectory
 from veriscale.engine.executor import CallOutcome, PlannedCall
 from veriscale.errors import UserError
+from veriscale.models.context import ContextOverflow, learned_context, refit_note
 from veriscale.progress.checkpoints import resolve_checkpoints
 from veriscale.progress.curve import ProgressCurve
 from veriscale.progress.events import EventWatch
@@ -87,14 +88,26 @@ def plan_track(task: str | Task | None, trajectory: TrajectoryLike, judge: Progr
 
 def run_track(plan: TrackPlan, judge: ProgressJudge, *, watch: EventWatch | None = None,
               progress: Callable[[CallOutcome], None] | None = None) -> ProgressCurve:
-    """Send a plan's calls (in step order) and make the curve, its events and notes."""
-    points = judge.run(plan.calls, progress=progress)
+    """Send a plan's calls (in step order) and make the curve, its events and notes; planned once
+    more for the context a too-long prompt's reply names."""
+    refitted = None
+    try:
+        points = judge.run(plan.calls, progress=progress)
+    except ContextOverflow as overflow:
+        context = learned_context(overflow, judge.model)
+        if context is None:
+            raise
+        plan = plan_track(plan.task_text, plan.trajectory, judge, plan.checkpoints)
+        refitted = refit_note(context, "the steps' budget")
+        points = judge.run(plan.calls, progress=progress)
     watch = watch or EventWatch()
     events = [event for point in points for event in watch.push(point.step, point.value)]
     curve = ProgressCurve(task=plan.task_text, model=judge.model.uri, scale=judge.scale.name, points=points,
                           events=events, n_steps=plan.n_steps, rerenders=plan.rerenders, notes=list(judge.notes))
     if isinstance(plan.trajectory, Candidate):
         curve.trajectory_id, curve.outcome = plan.trajectory.id, _outcome(plan.trajectory)
+    if refitted:
+        curve.notes.append(refitted)
     if curve.voc_note:
         curve.notes.append(curve.voc_note)
     failed = [p for p in points if p.error]

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 from veriscale.data.model import Candidate, Task
 from veriscale.engine.executor import Usage
 from veriscale.errors import UserError, setting, worded
-from veriscale.models.context import ContextOverflow
+from veriscale.models.context import ContextOverflow, learned_context, refit_note
 from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_refusal
 from veriscale.selection.reason import Reason, explain
@@ -151,12 +151,11 @@ def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress |
     try:
         return _run_plan(plan, verifier, on_progress)
     except ContextOverflow as overflow:
-        context = overflow.context
-        if context is None or verifier.model.context_size() != context:
+        context = learned_context(overflow, verifier.model)
+        if context is None:
             raise
         refit = plan_selection(plan.pool.task, plan.pool.candidates, verifier=verifier, settings=plan.settings)
-    note = (f"the prompts overflowed the model's {context}-token context: the render budget was "
-            f"refitted to {refit.budget_tokens} tokens per candidate")
+    note = refit_note(context, f"the render budget ({refit.budget_tokens} tokens per candidate)")
     return _run_plan(replace(refit, notes=(*refit.notes, note)), verifier, on_progress)
 
 
