@@ -91,5 +91,5 @@ def test_a_cancelled_call_is_recorded_as_cancelled_and_a_rerun_asks_again(tmp_pa
 
     asyncio.run(main())
     (record,) = list(store.iter_calls())
-    assert record["status"] == "failed" and record["error"].startswith("cancelled")
+    assert record["status"] == "cancelled" and record["error"].startswith("cancelled")
     assert store.call(record["key"])["response"] is None and store.get_call(record["key"]) is None

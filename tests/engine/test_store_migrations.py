@@ -53,3 +53,31 @@ def test_a_store_from_a_newer_veriscale_is_refused(tmp_path: Path) -> None:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
     with pytest.raises(UserError, match="newer than this veriscale"):
         Store.open(path)
+
+
+def test_migration_6_marks_cancelled_calls_and_keeps_the_rest(tmp_path: Path) -> None:
+    """A version-5 store's calls that were cancelled (then 'failed', "cancelled ...") become 'cancelled';
+    every other row and column is unchanged, and the new status is allowed by the table."""
+    from veriscale.engine import migrations
+
+    path = tmp_path / "v5.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(migrations.BASE_SCHEMA)
+        for _version, statements in migrations.MIGRATIONS[:4]:  # up to and including 5
+            for sql in statements:
+                conn.execute(sql)
+        conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '5')")
+        rows = [("k1", "ok", None, 11), ("k2", "failed", "cancelled before it finished (rerun to ask again)", 12),
+                ("k3", "failed", "the server answered 500", 13)]
+        for key, status, error, tokens in rows:
+            conn.execute("INSERT INTO calls (key, model, fingerprint, prompt_version, request, status, response, "
+                         "error, latency_s, created_at, kind, prompt_tokens) VALUES (?, 'm', 'f', 'p', '{}', ?, NULL, "
+                         "?, 0.5, 1.0, 'score', ?)", (key, status, error, tokens))
+    before = _rows(path, "calls", "key, model, error, latency_s, created_at, kind, prompt_tokens")
+    Store.open(path).close()
+    assert _rows(path, "calls", "key, status") == [("k1", "ok"), ("k2", "cancelled"), ("k3", "failed")]
+    assert _rows(path, "calls", "key, model, error, latency_s, created_at, kind, prompt_tokens") == before
+    with sqlite3.connect(path) as conn:
+        assert current_version(conn) == SCHEMA_VERSION
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute("UPDATE calls SET status = 'maybe' WHERE key = 'k1'")

@@ -66,7 +66,7 @@ def test_a_set_up_error_cancels_the_siblings_and_every_outcome_is_recorded(tmp_p
                for c in store.run_calls(run)}
     assert set(records) == {"one", "bad", "two", "three"}  # the call that raised has its record too
     assert "longer than the context" in records["bad"]["error"]
-    assert all(records[t]["status"] == "failed" and records[t]["error"].startswith("cancelled")
+    assert all(records[t]["status"] == "cancelled" and records[t]["error"].startswith("cancelled")
                for t in ("one", "two", "three"))
 
 

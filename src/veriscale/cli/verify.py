@@ -73,7 +73,8 @@ def _execute(v: Verifier, command: str, args: dict[str, Any], calls: list, run: 
 def _usage_line(result: Any) -> str:
     u = result.usage
     return (f"{u.model_calls} model calls, {u.cache_hits} cache hits, {u.prompt_tokens} prompt tokens processed"
-            + (f", {u.failed_calls} failed" if u.failed_calls else ""))
+            + (f", {u.failed_calls} failed" if u.failed_calls else "")
+            + (f", {u.cancelled_calls} cancelled" if u.cancelled_calls else ""))
 
 
 def _render_score(result: ScoreResult) -> None:

@@ -16,8 +16,8 @@ Synchronous code uses :class:`veriscale.engine.executor.CallExecutor`, a thin fa
 
 Outcomes. Every call the gateway starts ends in a record: ``ok``; ``failed`` with its reason (the
 backend's error, or a reply with no probability on any score label, or no logprobs at the
-slot: these are that call's failure, never a set-up error); or, when it was cancelled, ``failed``
-with a reason that starts "cancelled". A rerun asks again for every call that is not ``ok``. A
+slot: these are that call's failure, never a set-up error); or ``cancelled`` when it was stopped
+before an answer came. A rerun asks again for every call that is not ``ok``. A
 deterministic call (temperature 0) whose reply is off-format is asked once more in the same run,
 with the backend's ``retry_variant()`` when it has one, before it is reported as "the judge
 cannot grade this".
@@ -327,7 +327,7 @@ class Gateway:
     def _record(self, key: str, request: dict[str, Any], *, kind: str, response: dict[str, Any] | None,
                 error: str | None, latency_s: float | None, prompt_tokens: int = 0, cached_tokens: int = 0,
                 completion_tokens: int = 0, model: ModelBackend | None = None, counted: bool = True,
-                owner: str | None = None, fingerprint: str | None = None) -> Any:
+                owner: str | None = None, fingerprint: str | None = None, cancelled: bool = False) -> Any:
         """Hand one outcome to the store's writer (and drop ``owner``'s claim); count it
         (``counted=False``: a composite's own record, whose steps counted). Returns the write's future."""
         written = None
@@ -338,11 +338,13 @@ class Gateway:
                 self.store.finish_call, key, owner, model=who.uri,
                 fingerprint=fingerprint or (who.fingerprint() if model else self.fingerprint()),
                 prompt_version=self.prompt_version if kind == "score" else CHAT_KEY_VERSION,
-                request=request, status="failed" if error else "ok", response=response,
+                request=request, status="cancelled" if cancelled else "failed" if error else "ok", response=response,
                 error=error, latency_s=latency_s, kind=kind, prompt_tokens=prompt_tokens,
                 cached_tokens=cached_tokens, completion_tokens=completion_tokens)
         if counted:
-            if error:
+            if cancelled:
+                self.usage.cancelled_calls += 1
+            elif error:
                 self.usage.failed_calls += 1
             else:
                 self.usage.model_calls += 1
@@ -383,7 +385,7 @@ class Gateway:
             return None, error
         except asyncio.CancelledError:
             self._record(key, request, response=None, error="cancelled before it finished (rerun to ask again)",
-                         latency_s=time.perf_counter() - started, **common)
+                         latency_s=time.perf_counter() - started, cancelled=True, **common)
             self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
             raise
         except BaseException as exc:

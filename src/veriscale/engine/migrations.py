@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS calls (
     fingerprint TEXT NOT NULL,
     prompt_version TEXT NOT NULL,
     request TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),  -- 'cancelled' too, from migration 6
     response TEXT,
     error TEXT,
     latency_s REAL,
@@ -118,6 +118,33 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                owner TEXT NOT NULL,
                expires_at REAL NOT NULL,
                taken_at REAL NOT NULL)""",
+    ]),
+    (6, [
+        # a call stopped before it finished is 'cancelled' (it was 'failed' with an error starting
+        # "cancelled"): SQLite cannot change a CHECK, so the table is rebuilt with every row
+        """CREATE TABLE calls_v6 (
+               key TEXT PRIMARY KEY,
+               model TEXT NOT NULL,
+               fingerprint TEXT NOT NULL,
+               prompt_version TEXT NOT NULL,
+               request TEXT NOT NULL,
+               status TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'cancelled')),
+               response TEXT,
+               error TEXT,
+               latency_s REAL,
+               created_at REAL NOT NULL,
+               kind TEXT NOT NULL DEFAULT 'score',
+               prompt_tokens INTEGER,
+               cached_tokens INTEGER,
+               completion_tokens INTEGER)""",
+        """INSERT INTO calls_v6 (key, model, fingerprint, prompt_version, request, status, response, error,
+                                 latency_s, created_at, kind, prompt_tokens, cached_tokens, completion_tokens)
+           SELECT key, model, fingerprint, prompt_version, request,
+                  CASE WHEN status = 'failed' AND error LIKE 'cancelled%' THEN 'cancelled' ELSE status END,
+                  response, error, latency_s, created_at, kind, prompt_tokens, cached_tokens, completion_tokens
+           FROM calls""",
+        "DROP TABLE calls",
+        "ALTER TABLE calls_v6 RENAME TO calls",
     ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

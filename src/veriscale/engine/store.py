@@ -341,11 +341,12 @@ class Store:
     def run_cost(self, run_id: int) -> dict[str, Any]:
         """Totals over a run's calls and those of its child runs (harness tasks)."""
         ids = [run_id] + [r.id for r in self.child_runs(run_id)]
-        total = {"calls": 0, "cache_hits": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        total = {"calls": 0, "cache_hits": 0, "failed": 0, "cancelled": 0, "prompt_tokens": 0, "completion_tokens": 0}
         for rid in ids:
             for call in self.run_calls(rid):
                 total["cache_hits" if call["cache_hit"] else "calls"] += 1
                 total["failed"] += call["status"] == "failed"
+                total["cancelled"] += call["status"] == "cancelled"
                 if not call["cache_hit"]:
                     total["prompt_tokens"] += call["prompt_tokens"] or 0
                     total["completion_tokens"] += call["completion_tokens"] or 0

@@ -16,6 +16,7 @@ class Usage:
     model_calls: int = 0
     cache_hits: int = 0
     failed_calls: int = 0
+    cancelled_calls: int = 0        # stopped before an answer came (a cancel, a sibling's error): asked again on a rerun
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0   # prompt tokens the server reports it served from its cache
     completion_tokens: int = 0
