@@ -30,8 +30,8 @@ def _refusal(path: Path, *words: str) -> str:
 
 
 @pytest.mark.parametrize("value, words", [
-    ("1" + "0" * 5000, ["4,300 digits"]),
-    ("[" * 100_000 + "]" * 100_000, ["deeper than 100 levels"]),
+    ("1" + "0" * 5000, ["5,001 characters long (at most 1,000)"]),
+    ("[" * 100_000 + "]" * 100_000, ["more than 100 deep"]),
     ('"\\ud800 alone"', ["lone surrogate"]),
 ], ids=["5000-digit-number", "100000-deep", "lone-surrogate"])
 def test_json_past_the_caps_is_refused_in_one_sentence(tmp_path, value, words):
@@ -135,7 +135,7 @@ def test_bench_pairs_lines_that_are_not_objects_or_past_the_caps_are_refused(tmp
     with pytest.raises(UserError, match="line 1 .* not a JSON object"):
         load_pairs(path)
     path.write_text('{"instruction": "x", "output_1": %s, "output_2": "b", "label": 1}\n' % ("7" * 5000))
-    with pytest.raises(UserError, match="4,300 digits"):
+    with pytest.raises(UserError, match="5,000 characters long"):
         load_pairs(path)
     with pytest.raises(UserError, match="is a folder"):
         load_pairs(tmp_path)

@@ -59,6 +59,6 @@ def test_proxy_bodies_of_the_wrong_shape_get_the_apis_400(api, path, body, word)
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
 def test_proxy_bodies_past_the_json_caps_get_the_apis_400(api, path):  # noqa: F811
     surrogate = '{"max_tokens": 8, "messages": [{"role": "user", "content": "\\ud800"}]}'
-    for body, word in ((surrogate, "lone surrogate"), (DEEP, "deeper"), ('{"max_tokens": %s}' % ("9" * 5000), "digits")):
+    for body, word in ((surrogate, "lone surrogate"), (DEEP, "100 deep"), ('{"max_tokens": %s}' % ("9" * 5000), "characters long")):
         r = _post(api, path, body)
         assert r.status_code == 400 and word in r.json()["error"]["message"], r.text

@@ -22,7 +22,7 @@ from typing import Sequence, TypeVar
 import numpy as np
 
 from veriscale.data.importers._files import read_text
-from veriscale.data.json_limits import JsonLimit, decode
+from veriscale.data.reader import JsonLimit, decode_json
 from veriscale.data.model import Candidate, Task
 from veriscale.data.pool import load_pool
 from veriscale.errors import UserError, setting
@@ -67,7 +67,7 @@ def detect_kind(path: str | Path) -> str:
         with _open_text(p) as fh:
             for line in fh:
                 if line.strip():
-                    record = decode(line)
+                    record = decode_json(line)
                     break
             else:
                 raise UserError(f"bench data '{path}' is empty: give it labelled pairs or runs, one JSON object a line")
@@ -83,7 +83,7 @@ def load_pairs(path: str | Path) -> list[LabelledPair]:
         if not line.strip():
             continue
         try:
-            record = decode(line)
+            record = decode_json(line)
         except json.JSONDecodeError:
             raise UserError(f"line {number} of '{path}' is not JSON: write one pair object per line") from None
         except JsonLimit as exc:

@@ -213,11 +213,20 @@ def json_depth_over(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def _number(kind: type, what: str) -> Any:
+class JsonLimit(ValueError):
+    """Valid JSON that veriscale refuses: the message completes a sentence about the input
+    ("nests arrays or objects more than 100 deep"); ``reason`` is the short why."""
+
+    def __init__(self, phrase: str, reason: str) -> None:
+        super().__init__(phrase)
+        self.reason = reason
+
+
+def _number(kind: type) -> Any:
     def parse(literal: str) -> Any:
         if len(literal) > MAX_NUMBER_CHARS:
-            raise BadInput(f"{what} holds a number {len(literal):,} characters long (at most {MAX_NUMBER_CHARS:,}): "
-                           "write it as a string or fix the writer", "a number too long")
+            raise JsonLimit(f"holds a number {len(literal):,} characters long (at most {MAX_NUMBER_CHARS:,})",
+                            "a number too long")
         return kind(literal)
     return parse
 
@@ -239,22 +248,55 @@ def _lone_surrogate(data: Any) -> bool:
     return False
 
 
-def parse_json(text: str | bytes, what: str) -> Any:
-    """``json.loads(text)`` under the limits above; ``what`` names the input in a refusal.
-
-    A syntax error is raised as ``json.JSONDecodeError`` (the caller words it); a breach of a
-    limit as :class:`BadInput`.
-    """
+def decode_json(text: str | bytes) -> Any:
+    """``json.loads(text)`` under the limits above: ``json.JSONDecodeError`` for text that is not
+    JSON, :class:`JsonLimit` for JSON past a limit (checked before the parser can recurse)."""
     if json_depth_over(text):
-        raise BadInput(f"{what} nests arrays or objects more than {MAX_JSON_DEPTH} deep: flatten it or fix the writer",
-                       f"nested more than {MAX_JSON_DEPTH} deep")
-    data = json.loads(text, parse_int=_number(int, what), parse_float=_number(float, what))
+        raise JsonLimit(f"nests arrays or objects more than {MAX_JSON_DEPTH} deep",
+                        f"nested more than {MAX_JSON_DEPTH} deep")
+    data = json.loads(text, parse_int=_number(int), parse_float=_number(float))
     probe = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
     if _SURROGATE_ESCAPE.search(probe) and _lone_surrogate(data):
-        raise BadInput(f"{what} holds a lone UTF-16 surrogate escape (such as \\ud800), which no UTF-8 text can "
-                       "hold: fix the writer", "a lone surrogate escape")
+        raise JsonLimit("holds a lone surrogate escape (such as \\ud800), which no UTF-8 text can hold",
+                        "a lone surrogate escape")
     return data
 
 
-__all__ = ["BadInput", "MAX_INPUT_ENV", "MAX_JSON_DEPTH", "MAX_NUMBER_CHARS", "check_regular", "decode_text",
-           "json_depth_over", "max_input_bytes", "open_regular", "parse_json", "read_bytes", "read_text", "require_utf8"]
+def parse_json(text: str | bytes, what: str) -> Any:
+    """:func:`decode_json`, with a breach of a limit raised as :class:`BadInput` naming ``what``;
+    a syntax error stays ``json.JSONDecodeError`` (the caller words it)."""
+    try:
+        return decode_json(text)
+    except JsonLimit as exc:
+        raise BadInput(f"{what} {exc}: fix the writer or drop that value", exc.reason) from None
+
+
+def load_json(text: str | bytes, what: str) -> Any:
+    """``text`` as JSON, or a ``UserError`` whose one sentence names ``what`` (e.g. "'a.json' line 3")
+    whatever is wrong: syntax or a limit."""
+    try:
+        return parse_json(text, what)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
+                        "fix it or give its real format") from None
+
+
+def try_json(text: str | bytes) -> Any | None:
+    """``text`` as JSON when it is JSON within the limits, else None (for text that may hold JSON)."""
+    try:
+        return decode_json(text)
+    except ValueError:  # JSONDecodeError and JsonLimit
+        return None
+
+
+def shown(text: Any, limit: int = 60) -> str:
+    """Untrusted text for a one-line message: control and surrogate characters escaped, cut at ``limit``."""
+    text = str(text)
+    cut = text[:limit]
+    escaped = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in cut)
+    return escaped + ("…" if len(text) > limit else "")
+
+
+__all__ = ["BadInput", "JsonLimit", "MAX_INPUT_ENV", "MAX_JSON_DEPTH", "MAX_NUMBER_CHARS", "check_regular",
+           "decode_json", "decode_text", "json_depth_over", "load_json", "max_input_bytes", "open_regular", "parse_json",
+           "read_bytes", "read_text", "require_utf8", "set_max_input_mb", "shown", "try_json"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from veriscale.data.json_limits import shown
+from veriscale.data.reader import shown
 from veriscale.proxy.conversation import (ApiError, Conversation, Reply, arguments_of, model_name, new_id, optional_bool,
                                           optional_temperature)
 from veriscale.server.stream import sse

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from veriscale.data.json_limits import shown
+from veriscale.data.reader import shown
 from veriscale.proxy.conversation import (ApiError, Conversation, Reply, content_text, model_name, new_id, optional_bool,
                                           optional_int, optional_temperature)
 from veriscale.server.stream import sse

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from veriscale.data.json_limits import JsonLimit, decode
+from veriscale.data.reader import JsonLimit, decode_json
 from veriscale.proxy import anthropic, openai_chat, responses
 from veriscale.proxy.body_schemas import BODIES
 from veriscale.proxy.conversation import ApiError, new_id, transcript
@@ -30,7 +30,7 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 async def _body(request: Request) -> Any:
     try:
-        return decode((await request.body()).decode("utf-8"))
+        return decode_json((await request.body()).decode("utf-8"))
     except json.JSONDecodeError:
         raise ApiError(400, "the body is not valid JSON") from None
     except UnicodeDecodeError:

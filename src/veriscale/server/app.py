@@ -32,7 +32,7 @@ from veriscale.cli.flags import cli_text
 from veriscale.engine.ids import MAX_ID
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
-from veriscale.data.json_limits import shown
+from veriscale.data.reader import shown
 from veriscale.errors import UserError, one_line
 from veriscale.server import views
 from veriscale.server.job_kinds import PARAMS, JobRequest
@@ -69,7 +69,7 @@ def _plain_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 
 
 _HTTP_SENTENCES = {
-    400: "the request body could not be read as JSON (too deep, a number past 4,300 digits, or not UTF-8): send "
+    400: "the request body could not be read as JSON (nested too deep, a number over 1,000 characters, or not UTF-8): send "
          "the JSON object /openapi.json describes",
     404: "there is no such route: see /openapi.json for the routes",
     405: "this route does not take that method: see /openapi.json for the methods each route takes",

@@ -50,7 +50,7 @@ from veriscale.data.importers._files import (
     parse_records,
     read_text,
 )
-from veriscale.data.json_limits import shown
+from veriscale.data.reader import shown
 from veriscale.data.model import Candidate
 from veriscale.errors import UserError
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from veriscale.data import reader, regular
-from veriscale.data.json_limits import JsonLimit, decode, try_parse
+from veriscale.data.reader import JsonLimit, decode_json, try_json
 from veriscale.errors import UserError
 
 JSONL_SUFFIXES = {".jsonl", ".ndjson"}
@@ -75,12 +75,12 @@ def parse_records(text: str, path: Path) -> list[tuple[int, Any]]:
     """
     if logical_suffix(path) not in JSONL_SUFFIXES:
         try:
-            return [(1, decode(text))]
+            return [(1, decode_json(text))]
         except JsonLimit as exc:
             raise UserError(f"'{path}' {exc}: fix the export or drop that value") from None
         except json.JSONDecodeError as whole_error:
             first_line = next((ln for ln in text.splitlines() if ln.strip()), "")
-            if try_parse(first_line) is None:
+            if try_json(first_line) is None:
                 raise UserError(
                     f"'{path}' is not valid JSON ({whole_error.msg} at line {whole_error.lineno}"
                     f" column {whole_error.colno}): fix the file or give its real format"
@@ -91,7 +91,7 @@ def parse_records(text: str, path: Path) -> list[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            records.append((number, decode(line)))
+            records.append((number, decode_json(line)))
         except json.JSONDecodeError as exc:
             raise UserError(
                 f"'{path}' line {number} is not valid JSON ({exc.msg}): fix or remove that line"

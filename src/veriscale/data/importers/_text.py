@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from veriscale.data.json_limits import try_parse
+from veriscale.data.reader import try_json
 
 # At most 10 digits: a longer number is no exit code (and past 4,300 digits int() refuses it).
 _EXIT_CODE_PATTERNS = [
@@ -84,7 +84,7 @@ def arguments_dict(arguments: Any) -> dict[str, Any] | str:
     if isinstance(arguments, dict):
         return arguments
     if isinstance(arguments, str):
-        decoded = try_parse(arguments)
+        decoded = try_json(arguments)
         return decoded if isinstance(decoded, dict) else arguments
     if arguments is None:
         return {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from veriscale.data.importers._chat import as_list, normalize_tool_call
-from veriscale.data.json_limits import parse, try_parse
+from veriscale.data.reader import load_json, try_json
 from veriscale.data.importers._text import (
     combine_exit_codes,
     content_text,
@@ -67,7 +67,7 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
         raise UserError(f"{source or 'record'} is not an ATIF trial or trajectory: check its format")
     trajectory_obj = obj["trajectory"] if "trajectory" in obj else obj
     if isinstance(trajectory_obj, str):
-        trajectory_obj = parse(trajectory_obj, f"{source or 'record'}: its 'trajectory' string")
+        trajectory_obj = load_json(trajectory_obj, f"{source or 'record'}: its 'trajectory' string")
         if not isinstance(trajectory_obj, dict) or not _is_atif_trajectory(trajectory_obj):
             raise UserError(f"{source or 'record'}: its 'trajectory' has no ATIF steps list: fix the export")
 
@@ -140,7 +140,7 @@ def _observation(raw: dict[str, Any]) -> tuple[str, int | None]:
 def _tool_result(content: str) -> tuple[str, int | None]:
     """Unpack ``{"returncode", "output"}`` (or ``output_head``/``output_tail``) tool JSON."""
     if content.lstrip().startswith("{"):
-        data = try_parse(content)
+        data = try_json(content)
         if isinstance(data, dict) and ("output" in data or "output_head" in data):
             if "output" in data:
                 text = content_text(data.get("output"))

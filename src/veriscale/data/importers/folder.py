@@ -28,7 +28,7 @@ from veriscale.data.importers._files import (
     logical_suffix,
     read_text,
 )
-from veriscale.data.json_limits import try_parse
+from veriscale.data.reader import try_json
 from veriscale.data.model import Candidate, Task
 from veriscale.errors import UserError
 
@@ -146,7 +146,7 @@ def _merge_result(sub: Path, candidate: Candidate) -> None:
     result_path = sub / "result.json"
     if result_path.is_file():
         try:
-            result = try_parse(read_text(result_path))
+            result = try_json(read_text(result_path))
         except UserError:
             result = None
         if isinstance(result, dict):

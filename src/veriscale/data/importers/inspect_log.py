@@ -21,7 +21,7 @@ from typing import Any
 
 from veriscale.data.importers._chat import as_list, chat_to_conversation
 from veriscale.data.importers._files import MAX_BYTES
-from veriscale.data.json_limits import parse, shown
+from veriscale.data.reader import load_json, shown
 from veriscale.data.importers._text import content_text, task_from_prompt
 from veriscale.data.model import Candidate, Task, Trajectory
 from veriscale.errors import UserError
@@ -94,7 +94,7 @@ def _member(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
         text = archive.read(name).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise UserError(f"'{path}' member {shown(name)} is not UTF-8 JSON: re-export the log") from None
-    return parse(text, f"'{path}' member {shown(name)}")
+    return load_json(text, f"'{path}' member {shown(name)}")
 
 
 def _candidate(sample: dict[str, Any], task_name: str, model: str, source: str) -> Candidate:

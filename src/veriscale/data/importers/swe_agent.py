@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from veriscale.data.importers._chat import as_list
-from veriscale.data.json_limits import try_parse
+from veriscale.data.reader import try_json
 from veriscale.data.importers._text import content_text, parse_exit_code, task_from_prompt
 from veriscale.data.model import Candidate, Step, Task, Trajectory
 from veriscale.errors import UserError
@@ -86,7 +86,7 @@ def _problem_statement(obj: dict[str, Any]) -> tuple[str, str]:
         return obj["problem_statement"], instance_id
     config = obj.get("replay_config")
     if isinstance(config, str):
-        config = try_parse(config)
+        config = try_json(config)
     if isinstance(config, dict):
         problem = config.get("problem_statement")
         if isinstance(problem, dict) and isinstance(problem.get("text"), str):
