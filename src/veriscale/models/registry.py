@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from types import ModuleType
 
 from veriscale.errors import UserError
 from veriscale.models.base import ModelBackend
+from veriscale.plugins import plugins
 
 PLUGIN_GROUP = "veriscale.backends"
 
@@ -71,21 +71,10 @@ def uri_forms() -> str:
     return ", ".join(form for scheme in SCHEMES.values() for form in scheme.forms)
 
 
-_plugins_loaded = False
-
-
 def load_plugins() -> None:
-    """Register the backends of every installed ``veriscale.backends`` entry point (once a process)."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    for ep in entry_points(group=PLUGIN_GROUP):
-        try:
-            loaded = ep.load()
-        except Exception as exc:  # noqa: BLE001 - any import failure of a third-party plugin
-            raise UserError(f"the backend plugin '{ep.name}' ({ep.value}) does not load ({type(exc).__name__}: {exc}): "
-                            f"fix or uninstall the distribution that provides it") from None
+    """Register the backends of every installed ``veriscale.backends`` entry point (once a process):
+    a callable ``parse(uri) -> ModelBackend`` serves the scheme named like the entry point."""
+    for name, _value, loaded in plugins(PLUGIN_GROUP, "backend"):
         if not isinstance(loaded, ModuleType) and callable(loaded):
-            forms = tuple(getattr(loaded, "forms", None) or (f"{ep.name}:<model>",))
-            register_backend((ep.name,), loaded, forms=forms)
+            forms = tuple(getattr(loaded, "forms", None) or (f"{name}:<model>",))
+            register_backend((name,), loaded, forms=forms)

@@ -22,7 +22,6 @@ importers are tried after the built-in ones, plugin file importers before them::
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable
@@ -53,6 +52,7 @@ from veriscale.data.importers._files import (
 from veriscale.data.reader import shown
 from veriscale.data.model import Candidate
 from veriscale.errors import UserError
+from veriscale.plugins import plugins
 
 # Order matters: the first module whose detect() accepts a record wins.
 RECORD_IMPORTERS: list[ModuleType] = [
@@ -71,24 +71,15 @@ FORMATS: dict[str, ModuleType] = {
 
 __all__ = ["FORMATS", "detect_format", "load_candidates", "load_file", "known_formats", "load_plugins"]
 PLUGIN_GROUP = "veriscale.importers"
-_plugins_loaded = False
 
 
 def load_plugins() -> None:
-    """Add the importers of every installed ``veriscale.importers`` entry point (once a process)."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    for ep in entry_points(group=PLUGIN_GROUP):
-        try:
-            module = ep.load()
-        except Exception as exc:  # noqa: BLE001 - any import failure of a third-party plugin
-            raise UserError(f"the importer plugin '{ep.name}' ({ep.value}) does not load ({type(exc).__name__}: {exc}): "
-                            "fix or uninstall the distribution that provides it") from None
+    """Add the importers of every installed ``veriscale.importers`` entry point (once a process): a
+    module with NAME, DESCRIPTION, detect and load (and READS = "files" for a whole-file reader)."""
+    for name, value, module in plugins(PLUGIN_GROUP, "importer"):
         missing = [n for n in ("NAME", "DESCRIPTION", "detect", "load") if not hasattr(module, n)]
         if missing:
-            raise UserError(f"the importer plugin '{ep.name}' ({ep.value}) lacks {', '.join(missing)}: an importer "
+            raise UserError(f"the importer plugin '{name}' ({value}) lacks {', '.join(missing)}: an importer "
                             "defines NAME, DESCRIPTION, detect and load")
         if module.NAME in FORMATS:
             continue  # a built-in (or an earlier plugin) keeps its name
