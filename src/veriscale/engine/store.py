@@ -16,11 +16,9 @@ The gateway never writes on its event loop: it hands writes to the store's one w
 (``await asyncio.wrap_future(store.submit(store.put_call, key, ...))``); every read from another
 thread first waits for the writes already handed over, so a reader sees them.
 
-A call in flight is claimed in ``call_leases`` (one call, one payment, across processes)::
-
-    store.claim_call(key, owner, lease_s=30)   # "mine" | "held" (another owner) | "done" (answered)
-    store.renew_lease(key, owner, lease_s=30)  # while the call runs
-    store.finish_call(key, owner, ...)         # put_call, then the claim is dropped
+The store's other concepts live beside it: the writer thread (:mod:`.store_writer`), in-flight
+claims on calls (:mod:`.call_leases`: one call, one payment, across processes) and the runs
+table (:mod:`.run_records`); ``Store`` combines them over one connection.
 """
 
 from __future__ import annotations
@@ -30,25 +28,24 @@ import concurrent.futures
 import hashlib
 import json
 import os
-import queue
-import socket
 import sqlite3
 import threading
 import time
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import platformdirs
 
-from veriscale.engine.ids import valid_id
+from veriscale.engine.call_leases import CallLeases, lease_owner
 from veriscale.engine.migrations import migrate
-from veriscale.engine.run_liveness import ProcessIdentity
+from veriscale.engine.run_records import RunRecord, RunRecords
+from veriscale.engine.store_writer import StoreWriter
 from veriscale.errors import UserError, setting
 
-_RUN_COLUMNS = ("id, command, model, args, status, result, created_at, finished_at, parent_id, "
-                "host, boot_id, pid, pid_start, heartbeat_at")
+__all__ = ["RunRecord", "Store", "call_key", "default_store_path", "lease_owner"]
+
+
 
 
 def default_store_path() -> Path:
@@ -70,34 +67,6 @@ def call_key(fingerprint: str, prompt_version: str, request: dict[str, Any]) -> 
     return hashlib.sha256(data).hexdigest()
 
 
-def _stored_json(text: Any, column: str, damaged: list[str]) -> Any:
-    """``text`` decoded; None (and ``column`` added to ``damaged``) when it is not JSON."""
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError, RecursionError):
-        damaged.append(column)
-        return None
-
-
-@dataclass
-class RunRecord:
-    id: int
-    command: str
-    model: str | None
-    args: dict[str, Any]
-    status: str
-    result: Any
-    created_at: float
-    finished_at: float | None
-    parent_id: int | None = None
-    host: str | None = None  # who runs it (veriscale.engine.run_liveness), and its last heartbeat
-    boot_id: str | None = None
-    pid: int | None = None
-    pid_start: int | None = None
-    heartbeat_at: float | None = None
-    damaged: tuple[str, ...] = ()  # columns whose stored JSON cannot be read ("args", "result")
-
-
 _OPEN_STORES: "weakref.WeakSet[Store]" = weakref.WeakSet()
 
 
@@ -113,62 +82,14 @@ def _flush_open_stores() -> None:
 atexit.register(_flush_open_stores)
 
 
-def lease_owner() -> str:
-    """A claim's owner: ``host:pid:token``, the token fresh for every claim."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(6).hex()}"
-
-
-class _Writer:
-    """One daemon thread that runs a store's jobs in the order they were submitted. It holds no
-    reference to its store, so an unclosed store is still freed (and its thread stopped)."""
-
-    def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self.pending = 0
-        self.idle = threading.Condition()
-        self.thread = threading.Thread(target=self._run, name="veriscale-store-writer", daemon=True)
-        self.thread.start()
-
-    def submit(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> concurrent.futures.Future:
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        with self.idle:
-            self.pending += 1
-        self.jobs.put((future, fn, args, kwargs))
-        return future
-
-    def _run(self) -> None:
-        while (job := self.jobs.get()) is not None:
-            future, fn, args, kwargs = job
-            try:
-                if future.set_running_or_notify_cancel():
-                    try:
-                        future.set_result(fn(*args, **kwargs))
-                    except BaseException as exc:  # noqa: BLE001 - handed to the submitter
-                        future.set_exception(exc)
-            finally:
-                del job, fn, args, kwargs
-                with self.idle:
-                    self.pending -= 1
-                    self.idle.notify_all()
-
-    def flush(self, timeout: float | None = None) -> None:
-        if threading.current_thread() is self.thread:
-            return
-        with self.idle:
-            self.idle.wait_for(lambda: self.pending == 0, timeout=timeout)
-
-    def stop(self) -> None:
-        self.jobs.put(None)
-
-
-class Store:
+class Store(CallLeases, RunRecords):
     """Thread-safe access to one SQLite file (WAL mode, one commit per write)."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
         self._lock = threading.Lock()
         self.path = path
-        self._writer: _Writer | None = None
+        self._writer: StoreWriter | None = None
         self._writer_lock = threading.Lock()
         _OPEN_STORES.add(self)
 
@@ -178,7 +99,7 @@ class Store:
         after every job submitted before it; the future holds its result."""
         with self._writer_lock:
             if self._writer is None:
-                self._writer = _Writer()
+                self._writer = StoreWriter()
                 weakref.finalize(self, self._writer.stop)
         return self._writer.submit(fn, args, kwargs)
 
@@ -243,60 +164,6 @@ class Store:
                 found.update((k, json.loads(r)) for k, r in rows)
         return found
 
-    # -- in-flight claims ----------------------------------------------------------------
-    def claim_call(self, key: str, owner: str, *, lease_s: float, fresh_after: float | None = None) -> str:
-        """Claim call ``key`` for ``owner`` for ``lease_s`` seconds: ``"mine"``; ``"held"`` while
-        another owner's claim is live; ``"done"`` when the call succeeded (after ``fresh_after``,
-        when given: a refreshing run ignores older answers)."""
-        now = time.time()
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._conn.execute("SELECT created_at FROM calls WHERE key = ? AND status = 'ok'",
-                                         (key,)).fetchone()
-                if row is not None and (fresh_after is None or row[0] >= fresh_after):
-                    state = "done"
-                else:
-                    lease = self._conn.execute("SELECT owner, expires_at FROM call_leases WHERE key = ?",
-                                               (key,)).fetchone()
-                    if lease is not None and lease[0] != owner and lease[1] > now:
-                        state = "held"
-                    else:
-                        self._conn.execute(
-                            "INSERT INTO call_leases (key, owner, expires_at, taken_at) VALUES (?, ?, ?, ?) "
-                            "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at, "
-                            "taken_at = excluded.taken_at", (key, owner, now + lease_s, now))
-                        state = "mine"
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-        return state
-
-    def lease(self, key: str) -> dict[str, Any] | None:
-        """The live or lapsed claim on ``key`` (owner, expires_at, taken_at), or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT owner, expires_at, taken_at FROM call_leases WHERE key = ?",
-                                     (key,)).fetchone()
-        return dict(zip(("owner", "expires_at", "taken_at"), row)) if row else None
-
-    def renew_lease(self, key: str, owner: str, *, lease_s: float) -> bool:
-        """Extend ``owner``'s claim on ``key``; False when it has none any more (it expired and was taken)."""
-        with self._lock:
-            cur = self._conn.execute("UPDATE call_leases SET expires_at = ? WHERE key = ? AND owner = ?",
-                                     (time.time() + lease_s, key, owner))
-        return cur.rowcount > 0
-
-    def release_lease(self, key: str, owner: str) -> None:
-        with self._lock:
-            self._conn.execute("DELETE FROM call_leases WHERE key = ? AND owner = ?", (key, owner))
-
-    def finish_call(self, key: str, owner: str | None, **outcome: Any) -> None:
-        """Commit a claimed call's outcome (:meth:`put_call`), then drop ``owner``'s claim."""
-        self.put_call(key, **outcome)
-        if owner is not None:
-            self.release_lease(key, owner)
-
     def put_call(self, key: str, *, model: str, fingerprint: str, prompt_version: str,
                  request: dict[str, Any], status: str, response: dict[str, Any] | None = None,
                  error: str | None = None, latency_s: float | None = None, kind: str = "score",
@@ -359,99 +226,6 @@ class Store:
                 return self._conn.execute("SELECT COUNT(*) FROM calls WHERE status = ?", (status,)).fetchone()[0]
             return self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
-    # -- runs --------------------------------------------------------------------------
-    def start_run(self, command: str, model: str | None, args: dict[str, Any], *,
-                  parent_id: int | None = None, owner: ProcessIdentity | None = None) -> int:
-        """A new ``running`` run owned by ``owner`` (default: this process). Open runs with
-        :func:`veriscale.engine.run_scope.recorded_run`, which beats its heartbeat and ends it."""
-        owner = owner or ProcessIdentity.current()
-        now = time.time()
-        with self._lock:
-            cur = self._conn.execute(
-                "INSERT INTO runs (command, model, args, status, created_at, parent_id, host, boot_id, pid, pid_start, "
-                "heartbeat_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
-                (command, model, json.dumps(args, default=str), now, parent_id, owner.host, owner.boot_id,
-                 owner.pid, owner.start, now),
-            )
-            return int(cur.lastrowid)
-
-    def beat(self, run_ids: list[int]) -> None:
-        """Refresh the heartbeat of those of ``run_ids`` still running."""
-        if not run_ids:
-            return
-        marks = ", ".join("?" * len(run_ids))
-        with self._lock:
-            self._conn.execute(f"UPDATE runs SET heartbeat_at = ? WHERE status = 'running' AND id IN ({marks})",
-                               (time.time(), *run_ids))
-
-    def running_runs(self, run_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
-        """Owner and heartbeat of every ``running`` run (of ``run_ids``, if given)."""
-        sql = "SELECT id, host, boot_id, pid, pid_start, heartbeat_at, created_at FROM runs WHERE status = 'running'"
-        params: list[Any] = []
-        if run_ids is not None:
-            params = [int(r) for r in run_ids]
-            if not params:
-                return []
-            sql += f" AND id IN ({', '.join('?' * len(params))})"
-        with self._lock:
-            rows = self._conn.execute(sql, params).fetchall()
-        names = ("id", "host", "boot_id", "pid", "pid_start", "heartbeat_at", "created_at")
-        return [dict(zip(names, row)) for row in rows]
-
-    def interrupt_run(self, run_id: int, *, heartbeat_at: float | None, error: str) -> bool:
-        """End a dead run as ``interrupted``, if it is still running with that heartbeat; True if it was."""
-        with self._lock:
-            cur = self._conn.execute(
-                "UPDATE runs SET status = 'interrupted', result = ?, finished_at = ? "
-                "WHERE id = ? AND status = 'running' AND heartbeat_at IS ?",
-                (json.dumps({"error": error}), time.time(), run_id, heartbeat_at))
-            return cur.rowcount > 0
-
-    def child_runs(self, run_id: int) -> list[RunRecord]:
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_id = ? ORDER BY id", (run_id,)).fetchall()
-        return [self._run(row) for row in rows]
-
-    def finish_run(self, run_id: int, status: str, result: Any) -> None:
-        with self._lock:
-            self._conn.execute(
-                "UPDATE runs SET status = ?, result = ?, finished_at = ? WHERE id = ?",
-                (status, json.dumps(result, default=str), time.time(), run_id),
-            )
-
-    def runs(self, limit: int | None = None) -> list[RunRecord]:
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_id IS NULL ORDER BY id DESC"
-        params: tuple[Any, ...] = ()
-        if limit:
-            sql += " LIMIT ?"
-            params = (min(limit, 2**63 - 1),)  # more than SQLite counts is the same as all
-        with self._lock:
-            rows = self._conn.execute(sql, params).fetchall()
-        return [self._run(row) for row in rows]
-
-    def run(self, run_id: int) -> RunRecord | None:
-        if not valid_id(run_id):  # no row has it (and SQLite cannot bind an int past 2**63 - 1)
-            return None
-        with self._lock:
-            row = self._conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
-                (run_id,),
-            ).fetchone()
-        return self._run(row) if row else None
-
-    @staticmethod
-    def _run(row: tuple[Any, ...]) -> RunRecord:
-        """The row as a record; a column whose JSON is corrupt reads as empty and is named in ``damaged``."""
-        damaged: list[str] = []
-        args = _stored_json(row[3], "args", damaged)
-        if not isinstance(args, dict):
-            args = {}
-            if "args" not in damaged:
-                damaged.append("args")
-        result = _stored_json(row[5], "result", damaged) if row[5] else None
-        return RunRecord(row[0], row[1], row[2], args, row[4], result, *row[6:], damaged=tuple(damaged))
-
     def iter_calls(self) -> Iterator[dict[str, Any]]:
         self._settle()
         with self._lock:
@@ -460,29 +234,6 @@ class Store:
             ).fetchall()
         for r in rows:
             yield {"key": r[0], "model": r[1], "status": r[2], "error": r[3], "latency_s": r[4], "created_at": r[5]}
-
-    def query_runs(self, *, command: str | None = None, status: str | None = None, text: str | None = None,
-                   offset: int = 0, limit: int = 50) -> tuple[int, list[RunRecord]]:
-        """Top-level runs, newest first, filtered (``text`` matches command, model, args or result):
-        ``(how many match, the page [offset, offset + limit))``."""
-        where, params = ["parent_id IS NULL"], []
-        if command:
-            where.append("command = ?")
-            params.append(command)
-        if status:
-            where.append("status = ?")
-            params.append(status)
-        if text:
-            like = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            where.append("(command LIKE ? ESCAPE '\\' OR model LIKE ? ESCAPE '\\' OR args LIKE ? ESCAPE '\\' "
-                         "OR result LIKE ? ESCAPE '\\' OR CAST(id AS TEXT) = ?)")
-            params += [like, like, like, like, text]
-        clause = " AND ".join(where)
-        with self._lock:
-            total = self._conn.execute(f"SELECT COUNT(*) FROM runs WHERE {clause}", params).fetchone()[0]
-            rows = self._conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE {clause} ORDER BY id DESC LIMIT ? OFFSET ?",
-                                      [*params, limit, offset]).fetchall()
-        return total, [self._run(row) for row in rows]
 
     def call(self, key: str) -> dict[str, Any] | None:
         """One call's whole record (request, response or error, tokens, latency), or None."""

@@ -1,0 +1,57 @@
+"""The store's one writer thread: jobs run in the order they were handed over, each with its future.
+
+    writer = StoreWriter()
+    future = writer.submit(store.put_call, (key,), {...})   # runs on the writer thread
+    writer.flush()                                          # every job handed over is done
+    writer.stop()
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import threading
+from typing import Any
+
+
+class StoreWriter:
+    """One daemon thread that runs a store's jobs in the order they were submitted. It holds no
+    reference to its store, so an unclosed store is still freed (and its thread stopped)."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.pending = 0
+        self.idle = threading.Condition()
+        self.thread = threading.Thread(target=self._run, name="veriscale-store-writer", daemon=True)
+        self.thread.start()
+
+    def submit(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self.idle:
+            self.pending += 1
+        self.jobs.put((future, fn, args, kwargs))
+        return future
+
+    def _run(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            future, fn, args, kwargs = job
+            try:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args, **kwargs))
+                    except BaseException as exc:  # noqa: BLE001 - handed to the submitter
+                        future.set_exception(exc)
+            finally:
+                del job, fn, args, kwargs
+                with self.idle:
+                    self.pending -= 1
+                    self.idle.notify_all()
+
+    def flush(self, timeout: float | None = None) -> None:
+        if threading.current_thread() is self.thread:
+            return
+        with self.idle:
+            self.idle.wait_for(lambda: self.pending == 0, timeout=timeout)
+
+    def stop(self) -> None:
+        self.jobs.put(None)
