@@ -44,64 +44,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
+from veriscale.engine.backend_calls import afingerprint, call_backend
+from veriscale.engine.claims import LEASE_S, CallClaims
+from veriscale.engine.planned import CallOutcome, PlannedCall, Progress
 from veriscale.engine.replies import cannot_grade, deterministic, score_reply_problem
 from veriscale.engine.routing import Endpoint, EndpointPool, endpoint_limits
 from veriscale.engine.run_scope import current_run_id
-from veriscale.engine.store import Store, call_key, lease_owner
+from veriscale.engine.store import Store, call_key
 from veriscale.engine.usage import Estimate, Usage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting, worded
 from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 from veriscale.models import weights
-from veriscale.models.cancel import in_worker
 
 #: Version of the chat-call cache key (messages, tools, parameters, seed).
 CHAT_KEY_VERSION = "chat-v1"
-#: Seconds a claim on a call lives without renewal (renewed every third of it while the call runs).
-LEASE_S = 30.0
-#: How often a process waiting on another's claim looks again (seconds, growing to the second value).
-POLL_S = (0.05, 1.0)
-
-
-@dataclass
-class PlannedCall:
-    request: ScoreRequest
-    tag: Any = None  # the caller's bookkeeping (criterion, repeat, slot...)
-    key: str = ""
-
-
-@dataclass
-class CallOutcome:
-    call: PlannedCall
-    response: ScoreResponse | None
-    cache_hit: bool
-    error: str | None = None
-
-
-Progress = Callable[[CallOutcome], None]
-
-
-def _blocking(fn: Callable[..., Any], *args: Any, stop: Any = None, **kwargs: Any) -> Any:
-    """A synchronous backend method, for :func:`in_worker` (which passes a stop flag it cannot use)."""
-    return fn(*args, **kwargs)
-
-
-async def _call(backend: ModelBackend, method: str, *args: Any, **kwargs: Any) -> Any:
-    """A backend method on the loop: its native ``a<method>`` if it has one, else in a worker thread."""
-    native = getattr(backend, f"a{method}", None)
-    if native is not None:
-        return await native(*args, **kwargs)
-    return await in_worker(_blocking, getattr(backend, method), *args, **kwargs)
-
-
-async def afingerprint(backend: ModelBackend) -> str:
-    """A backend's fingerprint without blocking the loop (its ``afingerprint``, else in a thread)."""
-    native = getattr(backend, "afingerprint", None)
-    if native is not None:
-        return await native()
-    return await asyncio.to_thread(backend.fingerprint)
 
 
 def _first_error(group: BaseExceptionGroup) -> BaseException:
@@ -157,6 +116,7 @@ class Gateway:
         self.run_id = run_id
         self.deadline_s = deadline_s if deadline_s is not None else self.pool.deadline_s
         self.lease_s = lease_s
+        self.claims = CallClaims(store, self._io, lease_s)
         self.usage = Usage()
         self._spent = 0  # calls sent (answered or failed), what the budget counts
         self._fingerprint: str | None = None
@@ -250,32 +210,11 @@ class Gateway:
         tokens = sum(self.model.count_tokens(_prompt_text(c.request)) for c in pending)
         return Estimate(len(pending), len(calls) - len(pending), tokens, self.pool.is_embedded)
 
-    # -- claims ------------------------------------------------------------------------------
     async def _claim(self, key: str) -> tuple[str, str | None]:
-        """``("mine", owner)``, ``("done", None)`` or ``("held", None)`` (another live owner has it)."""
-        if self.store is None:
-            return "mine", None
-        owner = lease_owner()
-        state = await self._io(self.store.claim_call, key, owner, lease_s=self.lease_s,
-                               fresh_after=self._opened_at if self.refresh or key in self._stale else None)
-        return state, owner if state == "mine" else None
-
-    async def _wait_unclaimed(self, key: str) -> None:
-        """Wait while another owner's claim on ``key`` is live."""
-        delay = POLL_S[0]
-        while True:
-            await asyncio.sleep(delay)
-            delay = min(POLL_S[1], delay * 1.5)
-            record = await self._io(self.store.lease, key)
-            if record is None or record["expires_at"] <= time.time():
-                return
-
-    async def _renew(self, key: str, owner: str | None) -> None:
-        if owner is None:
-            return
-        while True:
-            await asyncio.sleep(self.lease_s / 3)
-            await self._io(self.store.renew_lease, key, owner, lease_s=self.lease_s)
+        """Claim ``key``; under refresh, or when its stored answer names older weights, only an
+        answer written after this gateway opened counts as done."""
+        fresh = self.refresh or key in self._stale
+        return await self.claims.claim(key, fresh_after=self._opened_at if fresh else None)
 
     # -- calling an endpoint -----------------------------------------------------------------
     async def _bounded(self, backend: ModelBackend, work: Awaitable[Any]) -> Any:
@@ -291,7 +230,7 @@ class Gateway:
     async def _invoke(self, endpoint: Endpoint, method: str, text: str, *args: Any, **kwargs: Any) -> Any:
         """One call on ``endpoint`` in one of its slots, under the deadline."""
         async with endpoint.slot(tokens=await self._tokens(endpoint, text)):
-            return await self._bounded(endpoint.backend, _call(endpoint.backend, method, *args, **kwargs))
+            return await self._bounded(endpoint.backend, call_backend(endpoint.backend, method, *args, **kwargs))
 
     async def _tokens(self, endpoint: Endpoint, text: str) -> int:
         """Prompt tokens for the token-rate limit, counted off the loop (0 when there is none)."""
@@ -373,7 +312,7 @@ class Gateway:
                 self.store.submit(self.store.release_lease, key, owner)
             raise
         started = time.perf_counter()
-        renewer = asyncio.ensure_future(self._renew(key, owner))
+        renewer = asyncio.ensure_future(self.claims.renew(key, owner))
         common = dict(kind=kind, model=model, counted=counted, owner=owner, fingerprint=fingerprint)
         try:
             reply, problem = await make()
@@ -423,7 +362,7 @@ class Gateway:
                 break
             fresh = True
             if state == "held":
-                await self._wait_unclaimed(key)
+                await self.claims.wait_unclaimed(key)
         reply, problem = await self._claimed_call(key, request, kind=kind, owner=lease, make=make, model=owner,
                                                   fingerprint=fingerprint, label=label, run_id=run_id)
         if problem is not None:
@@ -439,7 +378,7 @@ class Gateway:
 
         async def make() -> tuple[ChatResponse, None]:
             async with endpoint.slot():
-                return await _call(backend, "chat", messages, max_tokens=max_tokens, temperature=temperature), None
+                return await call_backend(backend, "chat", messages, max_tokens=max_tokens, temperature=temperature), None
 
         return await self._once(call_key(fingerprint, CHAT_KEY_VERSION, request), request, kind="chat",
                                 owner=backend, fingerprint=fingerprint, label=label, make=make)
@@ -451,7 +390,7 @@ class Gateway:
 
         async def send(which: ModelBackend) -> ScoreResponse:
             async with endpoint.slot():
-                return await _call(which, "score", request)
+                return await call_backend(which, "score", request)
 
         return await self._once(call_key(fingerprint, self.prompt_version, request.to_dict()), request.to_dict(),
                                 kind="score", owner=backend, fingerprint=fingerprint, label=label,
@@ -479,7 +418,7 @@ class Gateway:
                     else:
                         make = lambda: self._valid_score(  # noqa: E731
                             backend, call.request,
-                            lambda which: self._bounded(which, _call(which, "score", call.request)))
+                            lambda which: self._bounded(which, call_backend(which, "score", call.request)))
                     resp, error = await self._claimed_call(
                         call.key, call.request.to_dict(), kind="score", owner=owner, make=make, model=None,
                         fingerprint=None, label=None, run_id=None, counted=composite is None,
@@ -488,7 +427,7 @@ class Gateway:
                     return resp, error, False
             fresh = True
             if state == "held":
-                await self._wait_unclaimed(call.key)
+                await self.claims.wait_unclaimed(call.key)
 
     async def _composite(self, backend: ModelBackend, composite: Any, request: ScoreRequest
                          ) -> tuple[ScoreResponse, str | None]:
