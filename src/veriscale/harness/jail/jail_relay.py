@@ -7,6 +7,7 @@ socket; on the host, ``veriscale.harness.jail.netjail`` uses the same functions 
 connections and a header rewrite::
 
     serve_forever(listener, connect, max_connections=16, prepare=None)
+    serve_forever(listener, None, max_connections=16, handle=gate.handle)   # the host's strict gate
 """
 
 from __future__ import annotations
@@ -67,13 +68,15 @@ def splice(left: socket.socket, right: socket.socket, tap: Optional["Tap"] = Non
         tap.close()
 
 
-def serve_forever(listener: socket.socket, connect: Callable[[], socket.socket], *,
-                  max_connections: int = 0, prepare: Optional[Prepare] = None) -> None:
+def serve_forever(listener: socket.socket, connect: Optional[Callable[[], socket.socket]], *,
+                  max_connections: int = 0, prepare: Optional[Prepare] = None,
+                  handle: Optional[Callable[[socket.socket], None]] = None) -> None:
     """Accept on ``listener``; relay each client to a fresh ``connect()`` until it is shut down.
 
     With ``max_connections`` > 0 a client beyond that many open relays is closed at once, so a
     session cannot make the host start threads without bound. ``prepare(client, upstream)`` may
-    rewrite the start of the stream; it returns False to drop the connection.
+    look at the stream first; it returns False to drop the connection. ``handle(client)``
+    instead of ``connect`` serves the whole connection itself (and closes it).
     """
     slots = threading.BoundedSemaphore(max_connections) if max_connections > 0 else None
     while True:
@@ -85,17 +88,23 @@ def serve_forever(listener: socket.socket, connect: Callable[[], socket.socket],
             client.close()
             continue
         try:
-            threading.Thread(target=_relay_client, args=(client, connect, slots, prepare), daemon=True).start()
+            threading.Thread(target=_relay_client, args=(client, connect, slots, prepare, handle), daemon=True).start()
         except RuntimeError:  # no thread to be had (a process limit): refuse this client, keep serving
             client.close()
             if slots is not None:
                 slots.release()
 
 
-def _relay_client(client: socket.socket, connect: Callable[[], socket.socket],
-                  slots: Optional[threading.BoundedSemaphore], prepare: Optional[Prepare]) -> None:
+def _relay_client(client: socket.socket, connect: Optional[Callable[[], socket.socket]],
+                  slots: Optional[threading.BoundedSemaphore], prepare: Optional[Prepare],
+                  handle: Optional[Callable[[socket.socket], None]] = None) -> None:
     try:
         client.settimeout(IDLE_TIMEOUT_S)
+        if handle is not None or connect is None:
+            if handle is not None:
+                handle(client)
+            client.close()
+            return
         try:
             upstream = connect()
         except OSError:
