@@ -39,6 +39,7 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -161,7 +162,9 @@ class JailResult:
     ``harvest`` says what came back of the output folder (None with the jail off);
     ``host_uid`` is the host user the session ran as; ``limits_via`` what enforced the limits
     (``'cgroup v1'``, ``'cgroup v2'``, ``'rlimits'``; ``'none'`` with the jail off) and
-    ``limits_line`` the sentence saying so for each limit.
+    ``limits_line`` the sentence saying so for each limit. ``cpu_quota_via`` names what held the
+    CPU quota (None: nothing did); ``cpu_usage_s`` and ``cpu_throttled`` are the session cgroup's
+    own counters (CPU seconds used, periods held back by the quota), None where not counted.
     """
 
     returncode: int
@@ -176,6 +179,9 @@ class JailResult:
     host_uid: int | None = None
     limits_via: str = "none"
     limits_line: str = ""
+    cpu_quota_via: str | None = None
+    cpu_usage_s: float | None = None
+    cpu_throttled: int | None = None
 
 
 
@@ -326,11 +332,14 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
                                    pass_fds=(seccomp, harvest_w), box=box, after_start=(seccomp, harvest_w))
         harvest = reader.apply(spec.writable_dir)
         memory = box.memory_killed()
+        cpu = box.cpu_usage()
         timed_out = ended.killed_by_host or (ended.returncode == 124 and ended.duration_s >= timeout_s - 0.5)
         limit = "memory" if memory else ("time" if timed_out else None)
-        return _result(ended, timed_out=timed_out, limit=limit, harvest=harvest,
-                       host_uid=drop_to if as_root else os.geteuid(), limits_via=box.kind,
-                       limits_line=box.describe())
+        result = _result(ended, timed_out=timed_out, limit=limit, harvest=harvest,
+                         host_uid=drop_to if as_root else os.geteuid(), limits_via=box.kind,
+                         limits_line=box.describe())
+        return dataclasses.replace(result, cpu_quota_via=box.cpu_via, cpu_usage_s=cpu.seconds if cpu else None,
+                                   cpu_throttled=cpu.throttled if cpu else None)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
