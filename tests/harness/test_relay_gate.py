@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from veriscale.harness.jail.netjail import ModelForward
-RelayPolicy = None
+from veriscale.harness.jail.relay_gate import RelayPolicy
 
 KEY = "sk-host-only-5f1c"
 MODEL = "judge-m"

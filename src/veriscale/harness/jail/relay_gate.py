@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 import h11
@@ -33,7 +34,7 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 32 * 1024 * 1024
 #: Upper bound on the time to open a connection to the model endpoint.
 CONNECT_TIMEOUT_S = 10.0
-#: After a refusal, unread bytes of the session's request are drained this long so it sees the 403.
+#: After a refusal, unread bytes of the session's request are drained at most this long, so it sees the 403.
 DRAIN_S = 2.0
 #: Request headers of the session that are passed on (all others are dropped).
 _PASSED = (b"accept", b"content-type", b"user-agent")
@@ -175,7 +176,7 @@ class RelayGate:
             self._refuse(client, method, target, str(exc))
             return None
         except h11.RemoteProtocolError as exc:
-            self._refuse(client, method, target, f"it is not well-formed HTTP/1.1 ({exc})")
+            self._refuse(client, method, target, f"it is not well-formed HTTP/1.1 ({_shown(str(exc).encode(), 120)})")
             return None
         leftover = bytes(conn.trailing_data[0])  # a pipelined next request, judged on its own
         return leftover if self._forward(client, conn, request, body) else None
@@ -206,8 +207,8 @@ class RelayGate:
             client.sendall(answer)
             client.shutdown(socket.SHUT_WR)
             client.settimeout(DRAIN_S)  # read what the session is still sending, so it gets the answer, not a reset
-            drained = 0
-            while drained < MAX_BODY_BYTES and (chunk := client.recv(CHUNK_BYTES)):
+            drained, until = 0, time.monotonic() + DRAIN_S
+            while drained < MAX_BODY_BYTES and time.monotonic() < until and (chunk := client.recv(CHUNK_BYTES)):
                 drained += len(chunk)
         except OSError:
             pass
