@@ -90,3 +90,13 @@ def test_a_bad_quota_gets_one_sentence(bad: object) -> None:
 def test_the_up_front_line_names_the_quota() -> None:
     assert "CPU quota 1 CPUs (cgroup cpu controller, where writable)" in describe_limits(JailLimits(), "cgroup v1")
     assert "CPU quota 2 CPUs (not enforced" in describe_limits(JailLimits(cpus=2), "rlimits")
+
+
+def test_the_flag_refuses_a_bad_quota_in_one_sentence(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from veriscale.cli import app
+
+    result = CliRunner().invoke(app, ["harness", "jail-run", str(tmp_path), "--jail-cpus", "0", "--", "true"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "is not a number of CPUs from 0.01 to 1024" in result.output and "--jail-cpus 1" in result.output

@@ -158,6 +158,7 @@ ATTACKS = {
     "a NUL in a header": chat(extra=b"X-A: b\x00c\r\n"),
     "an oversized head": b"POST /v1/chat/completions HTTP/1.1\r\nX: " + b"a" * (200 * 1024),
     "a body shorter than declared": chat()[:-5],
+    "a declared body over 32 MiB": b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{",
 }
 
 
@@ -242,3 +243,12 @@ def test_refusals_and_calls_are_recorded_one_per_request(relay, tmp_path) -> Non
     calls = store.run_calls(run)
     assert [c["status"] for c in calls] == ["ok", "failed"]
     assert all(KEY not in json.dumps(c) for c in calls), "the store never keeps the host's key"
+
+
+def test_a_long_conversation_goes_out_whole(relay) -> None:
+    forward, upstream = relay
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "x" * (8 << 20)}]}).encode()
+    raw = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    assert talk(forward, raw).startswith(b"HTTP/1.1 200 ")
+    (seen,) = upstream.connections
+    assert seen.split(b"\r\n\r\n", 1)[1] == body

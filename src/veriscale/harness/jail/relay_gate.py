@@ -170,6 +170,9 @@ class RelayGate:
             if not isinstance(request, h11.Request):
                 raise Refused("its head is not an HTTP/1.1 request")
             method, target = request.method, request.target
+            declared = dict(request.headers).get(b"content-length")
+            if declared is not None and int(declared) > MAX_BODY_BYTES:  # h11 checked it is digits
+                raise Refused(f"its body is larger than {MAX_BODY_BYTES >> 20} MiB")
             body = self._read_body(client, conn)
             self.policy.check(method.decode("latin-1"), target.decode("latin-1"), body)
         except Refused as exc:
