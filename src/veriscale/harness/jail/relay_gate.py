@@ -68,10 +68,18 @@ class RelayPolicy:
 
     def check(self, method: str, target: str, body: bytes) -> None:
         """Raise :class:`Refused` unless the call is one this policy allows."""
+        self.check_call(method, target)
+        self.check_body(body)
+
+    def check_call(self, method: str, target: str) -> None:
+        """Raise :class:`Refused` unless ``method`` and ``target`` (origin-form) are allowed."""
         if not target.startswith("/"):
             raise Refused("the target is not a path on the model endpoint (absolute-form and authority-form are refused)")
         if method not in self.methods or target not in self.paths:
             raise Refused("that method and path are not a model call this session needs")
+
+    def check_body(self, body: bytes) -> None:
+        """Raise :class:`Refused` unless ``body`` is a JSON object naming the configured model."""
         try:
             document = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
@@ -170,11 +178,12 @@ class RelayGate:
             if not isinstance(request, h11.Request):
                 raise Refused("its head is not an HTTP/1.1 request")
             method, target = request.method, request.target
+            self.policy.check_call(method.decode("latin-1"), target.decode("latin-1"))  # before any body is read
             declared = dict(request.headers).get(b"content-length")
             if declared is not None and int(declared) > MAX_BODY_BYTES:  # h11 checked it is digits
                 raise Refused(f"its body is larger than {MAX_BODY_BYTES >> 20} MiB")
             body = self._read_body(client, conn)
-            self.policy.check(method.decode("latin-1"), target.decode("latin-1"), body)
+            self.policy.check_body(body)
         except Refused as exc:
             self._refuse(client, method, target, str(exc))
             return None
