@@ -88,7 +88,7 @@ def test_a_bad_quota_gets_one_sentence(bad: object) -> None:
 
 
 def test_the_up_front_line_names_the_quota() -> None:
-    assert "CPU quota 1 CPUs (cgroup cpu controller, where writable)" in describe_limits(JailLimits(), "cgroup v1")
+    assert "CPU quota 1 CPU (cgroup cpu controller, where writable)" in describe_limits(JailLimits(), "cgroup v1")
     assert "CPU quota 2 CPUs (not enforced" in describe_limits(JailLimits(cpus=2), "rlimits")
 
 

@@ -320,7 +320,8 @@ def describe_limits(limits: JailLimits, kind: str, cpu_via: str | None = None) -
     pids = "cgroup" if kind != "rlimits" else "RLIMIT_NPROC"
     if cpu_via is None:
         cpu_via = "cgroup cpu controller, where writable" if kind != "rlimits" else ""
-    quota = f"CPU quota {limits.cpus:g} CPUs ({cpu_via or 'not enforced: no writable cgroup cpu controller here'})"
+    unit = "CPU" if limits.cpus == 1 else "CPUs"
+    quota = f"CPU quota {limits.cpus:g} {unit} ({cpu_via or 'not enforced: no writable cgroup cpu controller here'})"
     return (f"jail limits via {kind}: memory {limits.memory_bytes // MIB} MiB ({memory}), "
             f"{limits.pids} processes ({pids}), {quota}, CPU {limits.cpu_s} s per process, output folder "
             f"{limits.output_bytes // MIB} MiB, scratch tmpfs {limits.tmpfs_bytes // MIB} MiB each, "
