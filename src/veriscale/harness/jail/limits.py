@@ -299,7 +299,7 @@ def expected_mechanism() -> str:
     """
     with contextlib.suppress(OSError):
         v1 = _v1_dirs()
-        if v1 and all(d.is_dir() and os.access(d, os.W_OK) for d in v1.values()):
+        if v1 and all(v1[c].is_dir() and os.access(v1[c], os.W_OK) for c in ("memory", "pids")):
             return "cgroup v1"
     with contextlib.suppress(OSError):
         v2 = _v2_dir()
