@@ -4,7 +4,7 @@ This file must stay standard-library only: the jail runs it (imported by ``jail_
 with the host's interpreter, without veriscale importable. Inside the jail it listens on
 ``127.0.0.1:<port>`` and relays each connection to the host's forward over a bind-mounted unix
 socket; on the host, ``veriscale.harness.jail.netjail`` uses the same functions with a cap on open
-connections and a header rewrite::
+connections, and hands each connection to its strict request gate when a policy is set::
 
     serve_forever(listener, connect, max_connections=16, prepare=None)
     serve_forever(listener, None, max_connections=16, handle=gate.handle)   # the host's strict gate
@@ -100,13 +100,12 @@ def _relay_client(client: socket.socket, connect: Optional[Callable[[], socket.s
                   handle: Optional[Callable[[socket.socket], None]] = None) -> None:
     try:
         client.settimeout(IDLE_TIMEOUT_S)
-        if handle is not None or connect is None:
-            if handle is not None:
-                handle(client)
+        if handle is not None:
+            handle(client)
             client.close()
             return
         try:
-            upstream = connect()
+            upstream = connect()  # type: ignore[misc] - serve_forever takes connect or handle
         except OSError:
             client.close()
             return
