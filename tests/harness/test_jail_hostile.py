@@ -23,6 +23,7 @@ import pytest
 from tests.harness.jail_probe import failed, probe, session_spec
 from veriscale.harness.jail.sandbox import JailLimits, check_jail_available, run_jailed
 from veriscale.harness.jail.limits import MIB
+from veriscale.harness.jail.relay_gate import RelayPolicy
 from veriscale.harness.protocol.records import read_record
 from veriscale.harness.sessions.tools import ToolBox
 
@@ -255,12 +256,17 @@ def test_the_api_key_reaches_the_endpoint_through_the_relay_only(layout: dict[st
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     _Recorder.seen = []
-    spec = session_spec(layout, model_endpoint=server.server_address, model_headers={"Authorization": f"Bearer {key}"})
+    spec = session_spec(layout, model_endpoint=server.server_address, model_headers={"Authorization": f"Bearer {key}"},
+                        model_policy=RelayPolicy.for_api("/v1", "m"))
     code = f"""
-import json, os, subprocess, urllib.request
-req = urllib.request.Request(os.environ["VERISCALE_MODEL_URL"] + "/v1/chat/completions", data=b'{{"x": 1}}',
+import json, os, socket, subprocess, urllib.request
+req = urllib.request.Request(os.environ["VERISCALE_MODEL_URL"] + "/v1/chat/completions", data=b'{{"model": "m", "x": 1}}',
                              headers={{"Authorization": "Bearer session-forged", "Content-Type": "application/json"}})
 print(urllib.request.urlopen(req, timeout=10).read().decode())
+port = int(os.environ["VERISCALE_MODEL_URL"].rsplit(":", 1)[1])
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(b"GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\\r\\nHost: 169.254.169.254\\r\\n\\r\\n")
+print("metadata:", s.recv(4096).split(b"\\r\\n", 1)[0].decode())
 found = subprocess.run(["grep", "-rsI", "{key}", "/tmp", "/run", os.environ["HOME"], "/.veriscale", "."],
                        capture_output=True, text=True).stdout
 print("env has key:", any("{key}" in v for v in os.environ.values()), "files with key:", repr(found))
@@ -273,27 +279,29 @@ print("env has key:", any("{key}" in v for v in os.environ.values()), "files wit
         server.shutdown()
     assert '{"ok": true}' in result.stdout, result.stderr
     assert "env has key: False" in result.stdout and "files with key: ''" in result.stdout
-    assert _Recorder.seen == [{"auth": f"Bearer {key}", "body": '{"x": 1}'}]
+    assert "metadata: HTTP/1.1 403 Forbidden" in result.stdout, result.stdout + result.stderr
+    assert _Recorder.seen == [{"auth": f"Bearer {key}", "body": '{"model": "m", "x": 1}'}]
 
 
-def test_an_oversized_request_head_is_dropped(layout: dict[str, Path]) -> None:
+def test_an_oversized_request_head_is_refused(layout: dict[str, Path]) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     _Recorder.seen = []
-    spec = session_spec(layout, model_endpoint=server.server_address, model_headers={"Authorization": "Bearer k"})
+    spec = session_spec(layout, model_endpoint=server.server_address, model_headers={"Authorization": "Bearer k"},
+                        model_policy=RelayPolicy.for_api("/v1", "m"))
     port = int(spec.model_url().rsplit(":", 1)[1])  # type: ignore[union-attr]
     code = f"""
 import socket
 s = socket.create_connection(("127.0.0.1", {port}))
 s.sendall(b"POST / HTTP/1.1\\r\\nX: " + b"a" * (200 * 1024))
 s.settimeout(10)
-print("reply", len(s.recv(100)))
+print("reply", s.recv(100).split(b"\\r\\n")[0].decode())
 """
     try:
         result = run_jailed(spec, [sys.executable, "-c", code], timeout_s=30)
     finally:
         server.shutdown()
-    assert "reply 0" in result.stdout, result.stdout + result.stderr
+    assert "reply HTTP/1.1 403 Forbidden" in result.stdout, result.stdout + result.stderr
     assert _Recorder.seen == []
 
 
@@ -359,12 +367,13 @@ def test_an_external_agents_calls_through_the_relay_are_recorded_in_the_store(la
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _UsageServer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     recorder = RelayRecorder(store, run_id=run, model="http://127.0.0.1/v1#m", label="resolve")
-    spec = session_spec(layout, model_endpoint=server.server_address, model_tap=recorder.tap)
+    policy = RelayPolicy(model="m", paths=("/v1/chat/completions", "/v1/stream", "/v1/missing"))
+    spec = session_spec(layout, model_endpoint=server.server_address, model_tap=recorder.tap, model_policy=policy)
     code = """
 import os, urllib.request, urllib.error
 base = os.environ["VERISCALE_MODEL_URL"]
 for path in ("/v1/chat/completions", "/v1/stream", "/v1/missing"):
-    req = urllib.request.Request(base + path, data=b'{"messages": []}', headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(base + path, data=b'{"model": "m", "messages": []}', headers={"Content-Type": "application/json"})
     try:
         urllib.request.urlopen(req, timeout=10).read()
     except urllib.error.HTTPError as exc:

@@ -34,6 +34,7 @@ def test_pi_runs_a_jailed_session_against_the_server_and_is_recorded(tmp_path: P
     events = [json.loads(line) for line in spec.transcript_path.read_text().splitlines()]
     pi_events = [e["event"]["type"] for e in events if e["type"] == "pi_event"]
     assert "agent_end" in pi_events, events[-3:]
+    assert "model relay refused" not in spec.transcript_path.read_text(), "pi's own calls pass the relay's policy"
     assert result.executor == "pi" and result.calls >= 1
     assert (result.status == "completed") == record.is_file()
     if not record.is_file():

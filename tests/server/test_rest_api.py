@@ -188,6 +188,22 @@ def test_a_job_may_name_only_files_under_the_allowed_folders(tmp_path, pool):
     outside.unlink()
 
 
+def test_a_refusal_names_only_the_clients_own_path_and_the_reason(tmp_path, pool):
+    secret_dir = tmp_path.parent / f"{tmp_path.name}-private"
+    secret_dir.mkdir()
+    (secret_dir / "keys.md").write_text("secret")
+    (pool / "innocent.md").symlink_to(secret_dir / "keys.md")
+    with dashboard(tmp_path / "s.sqlite3", ScriptedScoreModel(), roots=(pool,)) as d, d.client() as c:
+        for given in (str(pool / "innocent.md"), "/etc/passwd", "/"):
+            r = c.post("/api/jobs", json={"kind": "select", "params": {"paths": [given]}})
+            error = r.json()["error"]
+            assert r.status_code == 400 and f"'{given}' is outside the folders this server may read" in error
+            assert str(secret_dir) not in error, "the link's target is not the client's to learn"
+            assert "--allow-dir" not in error and str(pool) not in error.replace(given, ""), error
+            assert "\n" not in error
+    (pool / "innocent.md").unlink()
+
+
 def test_bad_job_bodies_get_one_sentence(tmp_path):
     with dashboard(tmp_path / "s.sqlite3", ScriptedScoreModel()) as d, d.client() as c:
         r = c.post("/api/jobs", json={"kind": "select", "params": {}})

@@ -36,6 +36,7 @@ FLAG_FOR: dict[str, str] = {
     "plot": "--plot",
     "no_jail": "--no-jail",
     "jail_output": "--jail-output",
+    "jail_cpus": "--jail-cpus",
     "phase_timeout_s": "--phase-timeout",
     "skills": "--skills",
     "skills_dirs": "--skills",

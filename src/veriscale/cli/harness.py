@@ -324,7 +324,7 @@ def _add_run_command(sub_app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
         memory: str = harness_jail.MEMORY, pids: int = harness_jail.PIDS, cpu: int = harness_jail.CPU,
         tmpfs: str = harness_jail.TMPFS, output: str = harness_jail.OUTPUT, capture: str = harness_jail.CAPTURE,
-        relay: int = harness_jail.RELAY,
+        relay: int = harness_jail.RELAY, cpus: float = harness_jail.CPUS,
     ) -> None:
         """Verify tasks: resolve and challenge in parallel, adjudicate, deliver; outcomes in <task>.runs/<run-id>/.
 
@@ -337,7 +337,7 @@ def _add_run_command(sub_app: typer.Typer) -> None:
                                  phase_timeout_s=phase_timeout, no_jail=no_jail, max_steps=max_steps,
                                  max_tokens=max_tokens, run_id=run_id, runs_root=runs_dir,
                                  skills_dirs=skills if skills else None, executor=executor,
-                                 jail_limits=harness_jail.jail_limits(memory, pids, cpu, tmpfs, output, capture, relay))
+                                 jail_limits=harness_jail.jail_limits(memory, pids, cpu, tmpfs, output, capture, relay, cpus))
             summary = run_tasks(task_dirs, options,
                                 log=lambda line: err_console.print(cli_text(line), highlight=False, markup=False, soft_wrap=True))
         if as_json:

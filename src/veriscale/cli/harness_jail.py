@@ -23,15 +23,18 @@ TMPFS = typer.Option("256M", "--jail-tmpfs", help="Size of each scratch tmpfs (/
 OUTPUT = typer.Option("512M", "--jail-output", help="Size cap of a session's output folder.")
 CAPTURE = typer.Option("4M", "--jail-capture", help="Bytes kept of a session command's stdout and of its stderr (head and tail).")
 RELAY = typer.Option(16, "--relay-connections", help="Model connections one session may hold open at once.")
+CPUS = typer.Option(1.0, "--jail-cpus", help="CPU quota of one session, in CPUs (cgroup cpu.cfs_quota_us / cpu.max).")
 
 
-def jail_limits(memory: str, pids: int, cpu: int, tmpfs: str, output: str, capture: str, relay: int):
+def jail_limits(memory: str, pids: int, cpu: int, tmpfs: str, output: str, capture: str, relay: int,
+                cpus: float = 1.0):
     """The :class:`JailLimits` the flags describe (UserError naming a bad value)."""
     from veriscale.harness.jail.limits import JailLimits
     from veriscale.sizes import parse_size
 
     return JailLimits(memory_bytes=parse_size(memory), pids=pids, cpu_s=cpu, tmpfs_bytes=parse_size(tmpfs),
-                      output_bytes=parse_size(output), capture_bytes=parse_size(capture), relay_connections=relay)
+                      output_bytes=parse_size(output), capture_bytes=parse_size(capture), relay_connections=relay,
+                      cpus=cpus)
 
 
 def register(sub_app: typer.Typer) -> None:
@@ -49,7 +52,7 @@ def register(sub_app: typer.Typer) -> None:
         endpoint: Optional[str] = typer.Option(None, "--model-endpoint", help="HOST:PORT of a model server to forward into the jail."),
         no_jail: bool = typer.Option(False, "--no-jail", help="Run unconfined, for comparison."),
         memory: str = MEMORY, pids: int = PIDS, cpu: int = CPU, tmpfs: str = TMPFS, output: str = OUTPUT,
-        capture: str = CAPTURE, relay: int = RELAY,
+        capture: str = CAPTURE, relay: int = RELAY, cpus: float = CPUS,
     ) -> None:
         """Run one command in exactly the jail a session of PHASE gets; its exit code is the command's.
 
@@ -61,7 +64,7 @@ def register(sub_app: typer.Typer) -> None:
         from veriscale.harness.workspace.contract import TaskWorkspace
 
         with user_errors():
-            limits = jail_limits(memory, pids, cpu, tmpfs, output, capture, relay)
+            limits = jail_limits(memory, pids, cpu, tmpfs, output, capture, relay, cpus)
             chosen = protocol_phase(phase)
             task = TaskWorkspace.open(task_dir.resolve())
             layout = RunLayout.for_task(task.path, run_id, runs_dir)

@@ -118,8 +118,8 @@ def _place(path_text: Any, roots: tuple[Path, ...], what: str, problems: list[st
     except (OSError, RuntimeError):  # a link loop on the way
         found = None
     if found is None:
-        return None, (f"{what} '{path_text}' is outside the folders this server may read: start the server "
-                      f"with --allow-dir {Path(path_text).parent}")
+        return None, (f"{what} '{path_text}' is outside the folders this server may read: its operator can "
+                      "add a folder that holds it with --allow-dir")
     folder = _Folder(found[0], found[1], problems, max_bytes)
     try:
         os.close(open_dir_beneath(folder.root, folder.rel))

@@ -30,7 +30,7 @@ from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import RunCancelled, RunHandle, recorded_run
 from veriscale.engine.store import Store
-from veriscale.errors import UserError, VeriscaleError, one_line, setting
+from veriscale.errors import UserError, VeriscaleError, one_line
 from veriscale.harness.safe_fs import is_within
 from veriscale.server import job_kinds
 from veriscale.server.views import NotFound
@@ -48,12 +48,12 @@ def allowed_path(given: str, roots: tuple[Path, ...]) -> Path:
     except (RuntimeError, ValueError, OSError):  # "~nobody/x" (no such home), a NUL, a path too long
         raise UserError(f"'{one_line(given)[:200]}' is not a path this server can resolve: give an absolute path "
                         "under one of its folders") from None
+    shown = one_line(given)[:200]  # a refusal names the client's own path only, never where a link leads
     if not any(is_within(resolved, root) for root in roots):
-        where = ", ".join(str(r) for r in roots) or "none"
-        raise UserError(f"'{given}' is outside the folders this server may read ({where}): start it with "
-                        f"{setting('allow_dirs', str(resolved.parent))} or move the file there")
+        raise UserError(f"'{shown}' is outside the folders this server may read: give a path under one of "
+                        "the folders GET /api/info lists")
     if not resolved.exists():
-        raise UserError(f"'{given}' does not exist: check the path")
+        raise UserError(f"'{shown}' does not exist: check the path")
     if resolved.is_dir():
         _no_links_out(given, resolved, roots)
     return resolved
@@ -65,7 +65,7 @@ def _no_links_out(given: str, folder: Path, roots: tuple[Path, ...]) -> None:
         for name in dirs + files:
             entry = Path(here) / name
             if entry.is_symlink() and not any(is_within(entry.resolve(), root) for root in roots):
-                raise UserError(f"'{given}' holds a link ('{entry.relative_to(folder)}') that leads outside the "
+                raise UserError(f"'{one_line(given)[:200]}' holds a link ('{one_line(str(entry.relative_to(folder)))[:200]}') that leads outside the "
                                 "folders this server may read: remove it or copy the files it points to")
 
 

@@ -4,9 +4,10 @@ This file must stay standard-library only: the jail runs it (imported by ``jail_
 with the host's interpreter, without veriscale importable. Inside the jail it listens on
 ``127.0.0.1:<port>`` and relays each connection to the host's forward over a bind-mounted unix
 socket; on the host, ``veriscale.harness.jail.netjail`` uses the same functions with a cap on open
-connections and a header rewrite::
+connections, and hands each connection to its strict request gate when a policy is set::
 
     serve_forever(listener, connect, max_connections=16, prepare=None)
+    serve_forever(listener, None, max_connections=16, handle=gate.handle)   # the host's strict gate
 """
 
 from __future__ import annotations
@@ -67,13 +68,15 @@ def splice(left: socket.socket, right: socket.socket, tap: Optional["Tap"] = Non
         tap.close()
 
 
-def serve_forever(listener: socket.socket, connect: Callable[[], socket.socket], *,
-                  max_connections: int = 0, prepare: Optional[Prepare] = None) -> None:
+def serve_forever(listener: socket.socket, connect: Optional[Callable[[], socket.socket]], *,
+                  max_connections: int = 0, prepare: Optional[Prepare] = None,
+                  handle: Optional[Callable[[socket.socket], None]] = None) -> None:
     """Accept on ``listener``; relay each client to a fresh ``connect()`` until it is shut down.
 
     With ``max_connections`` > 0 a client beyond that many open relays is closed at once, so a
     session cannot make the host start threads without bound. ``prepare(client, upstream)`` may
-    rewrite the start of the stream; it returns False to drop the connection.
+    look at the stream first; it returns False to drop the connection. ``handle(client)``
+    instead of ``connect`` serves the whole connection itself (and closes it).
     """
     slots = threading.BoundedSemaphore(max_connections) if max_connections > 0 else None
     while True:
@@ -85,19 +88,24 @@ def serve_forever(listener: socket.socket, connect: Callable[[], socket.socket],
             client.close()
             continue
         try:
-            threading.Thread(target=_relay_client, args=(client, connect, slots, prepare), daemon=True).start()
+            threading.Thread(target=_relay_client, args=(client, connect, slots, prepare, handle), daemon=True).start()
         except RuntimeError:  # no thread to be had (a process limit): refuse this client, keep serving
             client.close()
             if slots is not None:
                 slots.release()
 
 
-def _relay_client(client: socket.socket, connect: Callable[[], socket.socket],
-                  slots: Optional[threading.BoundedSemaphore], prepare: Optional[Prepare]) -> None:
+def _relay_client(client: socket.socket, connect: Optional[Callable[[], socket.socket]],
+                  slots: Optional[threading.BoundedSemaphore], prepare: Optional[Prepare],
+                  handle: Optional[Callable[[socket.socket], None]] = None) -> None:
     try:
         client.settimeout(IDLE_TIMEOUT_S)
+        if handle is not None:
+            handle(client)
+            client.close()
+            return
         try:
-            upstream = connect()
+            upstream = connect()  # type: ignore[misc] - serve_forever takes connect or handle
         except OSError:
             client.close()
             return

@@ -3,16 +3,21 @@
 Memory and the process count come from a cgroup made for the session alone (cgroup v1 memory +
 pids controllers, or cgroup v2 with both delegated) when one can be created here; otherwise
 from rlimits (``RLIMIT_AS`` stands in for memory and counts reserved address space too;
-``RLIMIT_NPROC`` counts the session's own user, which is unique to the session). CPU time
+``RLIMIT_NPROC`` counts the session's own user, which is unique to the session). The CPU quota
+(``cpus``: the CPUs the whole session may keep busy at once) is the cgroup cpu controller's
+bandwidth limit, ``cpu.cfs_quota_us`` on v1 and ``cpu.max`` on v2, where that controller is
+writable too; elsewhere it is not enforced and the limits line says so. CPU time
 (``RLIMIT_CPU``, per process) and the largest file (``RLIMIT_FSIZE`` = the output cap) are
 rlimits in both cases. Sizes of the scratch tmpfs and of the output folder are tmpfs sizes::
 
-    limits = JailLimits(memory_bytes=parse_size("1G"), pids=128)   # parse_size: veriscale.sizes
+    limits = JailLimits(memory_bytes=parse_size("1G"), pids=128, cpus=1.0)   # parse_size: veriscale.sizes
     with ResourceBox(limits) as box:
         box.kind             # 'cgroup v1', 'cgroup v2' or 'rlimits'
+        box.cpu_via          # 'cgroup v1 cpu.cfs_quota_us', 'cgroup v2 cpu.max' or None
         box.enter_files      # cgroup.procs files the session's first process joins
         ...
         box.memory_killed()  # True when the kernel killed a process for the memory limit
+        box.cpu_usage()      # CpuUsage(seconds=..., throttled=...) from the cgroup's counters
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ from pathlib import Path
 from veriscale.errors import UserError, setting
 from veriscale.sizes import GIB, MIB
 
+#: Bandwidth period of the CPU quota (microseconds); the quota is ``cpus`` times it.
+CPU_PERIOD_US = 100_000
+MIN_CPUS, MAX_CPUS = 0.01, 1024.0
+
 #: Host user ids given to sessions when veriscale runs as root: base + a slot free at the time.
 JAIL_UID_BASE = int(os.environ.get("VERISCALE_JAIL_UID_BASE", "1900000000"))
 JAIL_UID_SLOTS = 10_000
@@ -47,16 +56,31 @@ class JailLimits:
     output_bytes: int = 512 * MIB     # --jail-output (the session's output folder)
     capture_bytes: int = 4 * MIB      # --jail-capture (stdout and stderr, each: head and tail kept)
     relay_connections: int = 16       # --relay-connections (open model connections at once)
+    cpus: float = 1.0                 # --jail-cpus (CPU quota of the whole session, in CPUs)
 
     def __post_init__(self) -> None:
+        cpus = self.cpus
+        if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or not MIN_CPUS <= cpus <= MAX_CPUS:
+            raise UserError(f"jail CPU quota cpus={cpus!r} is not a number of CPUs from {MIN_CPUS} to {MAX_CPUS}: "
+                            f"give e.g. {setting('jail_cpus', '1')}")
         for name, value in asdict(self).items():
+            if name == "cpus":
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise UserError(f"jail limit {name}={value!r} is not a positive whole number: give e.g. 256")
         if self.tmpfs_bytes < MIB or self.output_bytes < MIB:
             raise UserError(f"jail tmpfs and output sizes must be at least 1M: give e.g. {setting('jail_output', '256M')}")
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, float]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class CpuUsage:
+    """What a session's cgroup counted: CPU ``seconds`` used and periods ``throttled`` (None: not counted)."""
+
+    seconds: float
+    throttled: int | None
 
 
 # --- cgroups ------------------------------------------------------------------------------
@@ -91,12 +115,15 @@ def _cgroup_dir(mount_root: str, mount_point: str, path: str) -> Path:
 
 
 def _v1_dirs() -> dict[str, Path] | None:
+    """controller -> this process's v1 cgroup folder: memory and pids (else None), cpu and cpuacct if mounted."""
     own = _own_cgroups()
     dirs = {}
-    for controller in ("memory", "pids"):
+    for controller in ("memory", "pids", "cpu", "cpuacct"):
         mount = next((m for m in _mounts() if m[2] == "cgroup" and controller in m[3].split(",")), None)
         if mount is None or controller not in own:
-            return None
+            if controller in ("memory", "pids"):
+                return None
+            continue
         dirs[controller] = _cgroup_dir(mount[0], mount[1], own[controller])
     return dirs
 
@@ -119,8 +146,11 @@ class ResourceBox:
         self.limits = limits
         self.kind = "rlimits"
         self.enter_files: list[str] = []
+        self.cpu_via: str | None = None
         self._dirs: list[Path] = []
         self._oom_files: list[Path] = []
+        self._usage_file: Path | None = None   # cpuacct.usage (ns, v1) or cpu.stat (usage_usec, v2)
+        self._throttle_file: Path | None = None  # cpu.stat (nr_throttled)
 
     def __enter__(self) -> "ResourceBox":
         name = f"veriscale-{os.getpid()}-{next(_counter)}"
@@ -148,7 +178,28 @@ class ResourceBox:
         self.enter_files = [str(memory / "cgroup.procs"), str(pids / "cgroup.procs")]
         self._oom_files = [memory / "memory.oom_control", memory / "memory.failcnt"]
         self.kind = "cgroup v1"
+        with contextlib.suppress(OSError):  # memory and pids hold without it; the limits line says so
+            self._make_v1_cpu(dirs, name)
         return True
+
+    def _make_v1_cpu(self, dirs: dict[str, Path], name: str) -> None:
+        if "cpu" not in dirs:
+            return
+        made: list[Path] = []
+        for controller in ("cpu", "cpuacct"):  # one folder when both share a mount (cpu,cpuacct)
+            folder = dirs[controller] / name if controller in dirs else None
+            if folder is not None and folder not in made:
+                folder.mkdir()
+                self._dirs.append(folder)
+                made.append(folder)
+        cpu = dirs["cpu"] / name
+        (cpu / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+        (cpu / "cpu.cfs_quota_us").write_text(str(_quota_us(self.limits.cpus)))
+        self.enter_files += [str(folder / "cgroup.procs") for folder in made]
+        self._throttle_file = cpu / "cpu.stat"
+        if "cpuacct" in dirs:
+            self._usage_file = dirs["cpuacct"] / name / "cpuacct.usage"
+        self.cpu_via = "cgroup v1 cpu.cfs_quota_us"
 
     def _make_v2(self, parent: Path, name: str) -> bool:
         folder = parent / name
@@ -163,7 +214,28 @@ class ResourceBox:
         self.enter_files = [str(folder / "cgroup.procs")]
         self._oom_files = [folder / "memory.events"]
         self.kind = "cgroup v2"
+        self._usage_file = folder / "cpu.stat"  # usage_usec is counted with or without the cpu controller
+        if (folder / "cpu.max").exists():  # the cpu controller is delegated to this subtree
+            with contextlib.suppress(OSError):
+                (folder / "cpu.max").write_text(f"{_quota_us(self.limits.cpus)} {CPU_PERIOD_US}")
+                self._throttle_file = folder / "cpu.stat"
+                self.cpu_via = "cgroup v2 cpu.max"
         return True
+
+    def cpu_usage(self) -> CpuUsage | None:
+        """CPU seconds the session's cgroup used so far and periods it was throttled (None: no counter)."""
+        seconds: float | None = None
+        throttled: int | None = None
+        with contextlib.suppress(OSError, ValueError):
+            if self._usage_file is not None:
+                text = self._usage_file.read_text()
+                if self._usage_file.name == "cpuacct.usage":
+                    seconds = int(text.strip()) / 1e9
+                else:
+                    seconds = int(_stat_field(text, "usage_usec")) / 1e6
+            if self._throttle_file is not None:
+                throttled = int(_stat_field(self._throttle_file.read_text(), "nr_throttled"))
+        return None if seconds is None else CpuUsage(seconds=seconds, throttled=throttled)
 
     def memory_killed(self) -> bool:
         """Whether the memory limit made the kernel kill (or refuse memory to) a session process."""
@@ -204,7 +276,19 @@ class ResourceBox:
 
     def describe(self) -> str:
         """One line naming what enforces each limit in this box."""
-        return describe_limits(self.limits, self.kind)
+        return describe_limits(self.limits, self.kind, cpu_via=self.cpu_via or "")
+
+
+def _quota_us(cpus: float) -> int:
+    return max(1000, round(cpus * CPU_PERIOD_US))  # the kernel's smallest quota is 1 ms
+
+
+def _stat_field(text: str, name: str) -> str:
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == name:
+            return value.strip()
+    raise ValueError(f"no {name} in cpu.stat")
 
 
 def expected_mechanism() -> str:
@@ -215,7 +299,7 @@ def expected_mechanism() -> str:
     """
     with contextlib.suppress(OSError):
         v1 = _v1_dirs()
-        if v1 and all(d.is_dir() and os.access(d, os.W_OK) for d in v1.values()):
+        if v1 and all(v1[c].is_dir() and os.access(v1[c], os.W_OK) for c in ("memory", "pids")):
             return "cgroup v1"
     with contextlib.suppress(OSError):
         v2 = _v2_dir()
@@ -226,12 +310,20 @@ def expected_mechanism() -> str:
     return "rlimits"
 
 
-def describe_limits(limits: JailLimits, kind: str) -> str:
-    """One line naming what enforces each limit, e.g. for ``jail-run`` and the run log."""
+def describe_limits(limits: JailLimits, kind: str, cpu_via: str | None = None) -> str:
+    """One line naming what enforces each limit, e.g. for ``jail-run`` and the run log.
+
+    ``cpu_via`` is what holds the CPU quota ('' when nothing does); None (the up-front line, before
+    any cgroup exists) says it is the cgroup cpu controller where that is writable.
+    """
     memory = "cgroup" if kind != "rlimits" else "RLIMIT_AS (address space)"
     pids = "cgroup" if kind != "rlimits" else "RLIMIT_NPROC"
+    if cpu_via is None:
+        cpu_via = "cgroup cpu controller, where writable" if kind != "rlimits" else ""
+    unit = "CPU" if limits.cpus == 1 else "CPUs"
+    quota = f"CPU quota {limits.cpus:g} {unit} ({cpu_via or 'not enforced: no writable cgroup cpu controller here'})"
     return (f"jail limits via {kind}: memory {limits.memory_bytes // MIB} MiB ({memory}), "
-            f"{limits.pids} processes ({pids}), CPU {limits.cpu_s} s per process, output folder "
+            f"{limits.pids} processes ({pids}), {quota}, CPU {limits.cpu_s} s per process, output folder "
             f"{limits.output_bytes // MIB} MiB, scratch tmpfs {limits.tmpfs_bytes // MIB} MiB each, "
             f"captured output {limits.capture_bytes // MIB} MiB per stream, "
             f"{limits.relay_connections} model connections")

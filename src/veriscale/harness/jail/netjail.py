@@ -12,11 +12,14 @@ network, loopback included, is reachable from inside::
 The forward is plain TCP: an HTTPS endpoint whose certificate names a host other than
 127.0.0.1 fails verification inside; point the jail at a plain-HTTP local server or proxy.
 
-At most ``max_connections`` relays are open at once (more are closed on arrival), and with
-``headers`` every request's head is rewritten on the host: the session's own ``Authorization``
-is dropped and the host's is added, so an API key never enters the jail::
+At most ``max_connections`` relays are open at once (more are closed on arrival). With a
+``policy`` every request passes the host's :class:`~veriscale.harness.jail.relay_gate.RelayGate`:
+parsed strictly one at a time, refused with a 403 unless it is a model call the policy allows,
+and forwarded rewritten, ``headers`` (the API key, which never enters the jail) added to allowed
+requests only. Without a policy the forward relays bytes and cannot carry headers::
 
-    ModelForward(("127.0.0.1", 8000), headers={"Authorization": "Bearer sk-..."}, max_connections=16)
+    policy = RelayPolicy.for_api("/v1", model="qwen3")
+    ModelForward(("127.0.0.1", 8000), policy=policy, headers={"Authorization": "Bearer sk-..."})
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from types import TracebackType
 
 from veriscale.errors import UserError
 from veriscale.harness.jail.jail_relay import Tap, serve_forever
+from veriscale.harness.jail.relay_gate import CONNECT_TIMEOUT_S, RelayGate, RelayPolicy
 
 Endpoint = tuple[str, int]
 
@@ -39,12 +43,7 @@ Endpoint = tuple[str, int]
 FALLBACK_INSIDE_PORT = 8080
 #: Where the forward's socket appears inside the jail.
 INSIDE_SOCKET_PATH = "/.veriscale/model.sock"
-#: Upper bound on the time to open a connection to the model endpoint.
-CONNECT_TIMEOUT_S = 10.0
-#: Longest request head the header rewrite reads.
-MAX_HEAD_BYTES = 64 * 1024
 DEFAULT_MAX_CONNECTIONS = 16
-_DROPPED_HEADERS = (b"authorization", b"proxy-authorization", b"connection", b"keep-alive")
 
 
 def check_endpoint(endpoint: Endpoint) -> Endpoint:
@@ -80,9 +79,13 @@ class ModelForward:
     """
 
     def __init__(self, endpoint: Endpoint, *, headers: Mapping[str, str] | None = None,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, tap_factory: Callable[[], Tap] | None = None) -> None:
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, tap_factory: Callable[[], Tap] | None = None,
+                 policy: RelayPolicy | None = None) -> None:
         self.endpoint = check_endpoint(endpoint)
         self.headers = dict(headers or {})
+        if self.headers and policy is None:
+            raise ValueError("ModelForward headers (an API key) need a policy naming the requests that may carry them")
+        self.gate = RelayGate(self.endpoint, policy, headers=self.headers, tap_factory=tap_factory) if policy else None
         self.tap_factory = tap_factory
         self.max_connections = max_connections
         self._folder: Path | None = None
@@ -101,31 +104,8 @@ class ModelForward:
         return upstream
 
     def _prepare(self, client: socket.socket, upstream: socket.socket) -> bool | Tap:
-        """Rewrite the request head (when headers are set) and attach the recording tap."""
-        tap = self.tap_factory() if self.tap_factory else None
-        if not self._rewrite_head(client, upstream, tap):  # also: one request per connection
-            return False
-        return tap if tap is not None else True
-
-    def _rewrite_head(self, client: socket.socket, upstream: socket.socket, tap: Tap | None = None) -> bool:
-        """Replace the request's auth and connection headers with the host's; False drops it."""
-        try:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = client.recv(8192)
-                if not chunk or len(data) > MAX_HEAD_BYTES:
-                    return False
-                data += chunk
-            head, rest = data.split(b"\r\n\r\n", 1)
-            lines = head.split(b"\r\n")
-            kept = [line for line in lines[1:] if line.split(b":", 1)[0].strip().lower() not in _DROPPED_HEADERS]
-            added = [f"{name}: {value}".encode("latin-1") for name, value in self.headers.items()]
-            upstream.sendall(b"\r\n".join([lines[0], *kept, *added, b"Connection: close"]) + b"\r\n\r\n" + rest)
-            if tap is not None:  # what the session sent, without the host's key
-                tap.request(b"\r\n".join([lines[0], *kept]) + b"\r\n\r\n" + rest)
-            return True
-        except (OSError, UnicodeError):
-            return False
+        """Attach a recording tap to a plain byte relay (no policy: no rewrite, no headers)."""
+        return self.tap_factory() if self.tap_factory else True
 
     def __enter__(self) -> "ModelForward":
         self._folder = Path(tempfile.mkdtemp(prefix="veriscale-forward-"))
@@ -134,10 +114,11 @@ class ModelForward:
         os.chmod(self.socket_path, 0o666)  # a session's own host uid connects (its folder stays 0700)
         listener.listen(64)
         self._listener = listener
-        prepare = self._prepare if (self.headers or self.tap_factory) else None
+        prepare = self._prepare if self.tap_factory else None
+        handle = self.gate.handle if self.gate is not None else None
         threading.Thread(
             target=serve_forever, args=(listener, self._connect_endpoint),
-            kwargs={"max_connections": self.max_connections, "prepare": prepare}, daemon=True,
+            kwargs={"max_connections": self.max_connections, "prepare": prepare, "handle": handle}, daemon=True,
         ).start()
         return self
 

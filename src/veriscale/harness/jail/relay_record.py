@@ -1,13 +1,14 @@
 """Record the model calls an external agent (pi) makes through the jail's relay, into the store.
 
 An external executor cannot call through Python, but every byte it sends to the model passes
-the host side of the relay. A :class:`CallRecorder` tap keeps the head of each request and
-response (capped), and when the connection closes reads the HTTP status and the ``usage`` of
-the reply (a JSON body, or the last server-sent event that carries one) and commits a ``relay``
-call linked to the task's run::
+the host side of the relay. A :class:`RelayRecorder` tap keeps the head of each request and
+response (capped), and when the reply ends (per request behind a policy; per connection on a
+plain byte relay) reads the HTTP status and the ``usage`` of the reply (a JSON body, or the
+last server-sent event that carries one) and commits a ``relay`` call linked to the task's run.
+A request the relay refused is committed too, as a failed call with its 403::
 
     recorder = RelayRecorder(store, run_id=7, model="http://127.0.0.1:8000/v1#m", label="resolve")
-    ModelForward(endpoint, tap_factory=recorder.tap)
+    ModelForward(endpoint, policy=RelayPolicy.for_api("/v1", "m"), tap_factory=recorder.tap)
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ inside, no further user namespaces). Inside it sees:
   answer keys and archived scores, other sessions);
 * container runtime sockets and ``docker``/``podman``/``nerdctl``/``ctr`` binaries masked;
 * loopback only, plus ``model_endpoint`` forwarded to a fixed local URL (``spec.model_url()``),
-  at most ``limits.relay_connections`` connections at once, ``model_headers`` added on the host.
+  at most ``limits.relay_connections`` connections at once; with ``model_policy`` each request
+  is parsed and checked on the host (:mod:`~veriscale.harness.jail.relay_gate`) and only allowed
+  model calls go out, ``model_headers`` added to those alone.
 
 Usage::
 
@@ -37,6 +39,7 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -63,6 +66,7 @@ from veriscale.harness.jail.mounts import (
 )
 from veriscale.harness.jail.seccomp import compiled_filter, filter_fd
 from veriscale.harness.jail.netjail import Endpoint, ModelForward, check_endpoint, inside_model_url
+from veriscale.harness.jail.relay_gate import RelayPolicy
 from veriscale.harness.workspace.contract import INPUTS_DIR, ROLLOUTS_DIR, SPEC_DIR
 
 __all__ = ["INSIDE_GID", "INSIDE_UID", "JAIL_OFF_MESSAGE", "JailLimits", "JailResult", "JailSpec",
@@ -86,9 +90,10 @@ class JailSpec:
     ``hidden`` paths are covered with an empty folder (or empty file) inside; ``readonly_extra``
     and ``writable_dir`` are mounted after them, so they may re-expose a path under a hidden
     folder (e.g. hide ``<task>/sessions`` but write into ``<task>/sessions/<name>``).
-    ``model_headers`` are added to every request on the host side of the model relay (an API
-    key reaches the endpoint without entering the jail); ``model_tap`` makes a tap per relayed
-    request (the store records an external agent's calls with one).
+    ``model_policy`` names the model calls the session may make (anything else gets a 403 on the
+    host); ``model_headers`` are added to those on the host side of the model relay (an API key
+    reaches the endpoint without entering the jail) and need a policy; ``model_tap`` makes a tap
+    per relayed request (the store records an external agent's calls with one).
     """
 
     task_dir: Path
@@ -102,6 +107,7 @@ class JailSpec:
     limits: JailLimits = field(default_factory=JailLimits)
     model_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     model_tap: Callable[[], Tap] | None = field(default=None, repr=False, compare=False)
+    model_policy: RelayPolicy | None = None
 
     def __post_init__(self) -> None:
         task_dir = Path(self.task_dir).resolve()
@@ -156,7 +162,9 @@ class JailResult:
     ``harvest`` says what came back of the output folder (None with the jail off);
     ``host_uid`` is the host user the session ran as; ``limits_via`` what enforced the limits
     (``'cgroup v1'``, ``'cgroup v2'``, ``'rlimits'``; ``'none'`` with the jail off) and
-    ``limits_line`` the sentence saying so for each limit.
+    ``limits_line`` the sentence saying so for each limit. ``cpu_quota_via`` names what held the
+    CPU quota (None: nothing did); ``cpu_usage_s`` and ``cpu_throttled`` are the session cgroup's
+    own counters (CPU seconds used, periods held back by the quota), None where not counted.
     """
 
     returncode: int
@@ -171,6 +179,9 @@ class JailResult:
     host_uid: int | None = None
     limits_via: str = "none"
     limits_line: str = ""
+    cpu_quota_via: str | None = None
+    cpu_usage_s: float | None = None
+    cpu_throttled: int | None = None
 
 
 
@@ -321,11 +332,14 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
                                    pass_fds=(seccomp, harvest_w), box=box, after_start=(seccomp, harvest_w))
         harvest = reader.apply(spec.writable_dir)
         memory = box.memory_killed()
+        cpu = box.cpu_usage()
         timed_out = ended.killed_by_host or (ended.returncode == 124 and ended.duration_s >= timeout_s - 0.5)
         limit = "memory" if memory else ("time" if timed_out else None)
-        return _result(ended, timed_out=timed_out, limit=limit, harvest=harvest,
-                       host_uid=drop_to if as_root else os.geteuid(), limits_via=box.kind,
-                       limits_line=box.describe())
+        result = _result(ended, timed_out=timed_out, limit=limit, harvest=harvest,
+                         host_uid=drop_to if as_root else os.geteuid(), limits_via=box.kind,
+                         limits_line=box.describe())
+        return dataclasses.replace(result, cpu_quota_via=box.cpu_via, cpu_usage_s=cpu.seconds if cpu else None,
+                                   cpu_throttled=cpu.throttled if cpu else None)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -346,5 +360,5 @@ def _model_forward(spec: JailSpec) -> Iterator[Path | None]:
         yield None
         return
     with ModelForward(spec.model_endpoint, headers=spec.model_headers, tap_factory=spec.model_tap,
-                      max_connections=spec.limits.relay_connections) as forward:
+                      max_connections=spec.limits.relay_connections, policy=spec.model_policy) as forward:
         yield forward.socket_path

@@ -47,6 +47,7 @@ from veriscale.errors import UserError, setting
 from veriscale.harness.sessions.agent import AgentLimits, AgentSession, RecordCheck, Transcript, nudge_text
 from veriscale.harness.jail.sandbox import JailLimits, JailSpec, run_jailed
 from veriscale.harness.jail.netjail import inside_model_url
+from veriscale.harness.jail.relay_gate import RelayPolicy
 from veriscale.harness.sessions.result import SessionResult
 from veriscale.harness.sessions.tools import DEFAULT_RUN_TIMEOUT_S, ToolBox
 from veriscale.models.base import ModelBackend
@@ -262,7 +263,7 @@ class PiExecutor:
                         model_endpoint=None if session.no_jail else (endpoint.host, endpoint.port),
                         env={"PI_OFFLINE": "1", "PI_TELEMETRY": "0", "PI_SKIP_VERSION_CHECK": "1"},
                         no_jail=session.no_jail, limits=session.jail_limits, model_headers=_auth_headers(),
-                        model_tap=self._recorder(session))
+                        model_tap=self._recorder(session), model_policy=RelayPolicy.for_api(endpoint.path, endpoint.model))
         pi_args = [str(self.cli_js), "--provider", "veriscale", "--model", endpoint.model, "--mode", "json", "-p",
                    "--session-dir", str(session.output_dir / PI_SESSION_DIR), "--no-extensions", "--no-skills",
                    "--no-context-files", "--no-prompt-templates", "--no-themes", "--offline",
