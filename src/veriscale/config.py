@@ -17,6 +17,10 @@ Later parts of veriscale (the server, the proxies) add their own tables to this 
     [embedded]
     threads = 4                     # CPU threads of the embedded model (0: one per core)
 
+    [redact]                        # what leaves the store (dashboard, REST API, runs show/export)
+    patterns = ["corp-[0-9a-f]{32}"]   # your own secret shapes (regexes), over the built-in ones
+    enabled = true                  # false: raw text, for local debugging only
+
     [models.qwen]                   # one model served by several endpoints, load-balanced
     endpoints = ["http://10.0.0.5:8000/v1#Qwen/Qwen3-8B", "http://10.0.0.6:8000/v1#Qwen/Qwen3-8B"]
 
@@ -112,7 +116,7 @@ def load_config(path: Path | str | None = None) -> Config:
         data = tomllib.loads(chosen.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"config file '{chosen}' is not valid TOML ({exc}): fix it") from None
-    known = {"model", "store", "gateway", "models", "embedded"}
+    known = {"model", "store", "gateway", "models", "embedded", "redact"}
     gateway_raw = _expect(data.get("gateway", {}), dict, "[gateway]", chosen)
     allowed = {"concurrency": int, "rpm": int, "tpm": int, "deadline_s": (int, float), "routing": str}
     for key, value in gateway_raw.items():
@@ -124,6 +128,14 @@ def load_config(path: Path | str | None = None) -> Config:
         if key != "threads":
             raise UserError(f"config file '{chosen}': [embedded] has no setting '{key}': use threads")
         _expect(value, int, f"embedded.{key}", chosen)
+    redact_raw = _expect(data.get("redact", {}), dict, "[redact]", chosen)
+    for key, value in redact_raw.items():
+        if key not in ("patterns", "enabled"):
+            raise UserError(f"config file '{chosen}': [redact] has no setting '{key}': use patterns, enabled")
+        _expect(value, list if key == "patterns" else bool, f"redact.{key}", chosen)
+    if not all(isinstance(p, str) for p in redact_raw.get("patterns", [])):
+        raise UserError(f"config file '{chosen}': redact.patterns must list regular expressions (strings): "
+                        "fix that line")
     models: dict[str, tuple[str, ...]] = {}
     for name, table in _expect(data.get("models", {}), dict, "[models]", chosen).items():
         endpoints = _expect(_expect(table, dict, f"[models.{name}]", chosen).get("endpoints"), list,
@@ -140,7 +152,8 @@ def load_config(path: Path | str | None = None) -> Config:
                   values={**({"model": model} if model is not None else {}),
                           **({"store": str(store)} if store is not None else {}),
                           **{f"gateway.{k}": v for k, v in gateway_raw.items()},
-                          **{f"embedded.{k}": v for k, v in embedded_raw.items()}})
+                          **{f"embedded.{k}": v for k, v in embedded_raw.items()},
+                      **{f"redact.{k}": v for k, v in redact_raw.items()}})
 
 
 def pick(*, flag: Any = None, env: str | None = None, file: Any = None, default: Any = None) -> Any:

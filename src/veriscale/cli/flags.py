@@ -19,6 +19,8 @@ FLAG_FOR: dict[str, str] = {
     "routing": "--routing",
     "threads": "--threads",
     "concurrency": "--concurrency",
+    "redact": "--redact",
+    "redact_secrets": "--no-redact",
     "model": "--model",
     "store": "--store",
     "config": "--config",
