@@ -153,6 +153,7 @@ def test_runs_export_and_show_redact_every_shape_and_the_store_keeps_the_raw_tex
     assert len(lines) == 2 and json.loads(lines[1])["key"] == key
     assert_redacted("\n".join(lines))
     assert_redacted(_cli("runs", "show", str(rid), "--calls", *store))
+    assert_redacted(_cli("runs", "list", "--json", *store))
     assert_redacted(_cli("runs", "export", str(rid), "--redact", r"ACME-INTERNAL-\d+-[A-Z]+", *store), custom=True)
     out = tmp_path / "run.json"
     _cli("runs", "export", str(rid), "-o", str(out), *store)

@@ -34,22 +34,24 @@ def _when(ts: float | None) -> str:
 
 @runs_app.command("list")
 def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 20,
-              json_out: o.JsonOpt = False) -> None:
-    """List recent runs with each one's verdict (pick, P, reward) or error.
+              json_out: o.JsonOpt = False, redact: o.RedactOpt = None, no_redact: o.NoRedactOpt = False) -> None:
+    """List recent runs with each one's verdict (pick, P, reward) or error (secrets redacted).
 
     Example: veriscale runs list --limit 5
     """
     with user_errors():
+        redactor = o.output_redactor(redact, no_redact)
         runs = _settled(o.open_store(store)).runs(limit)
         if json_out:
-            emit_json([{"id": r.id, "command": r.command, "model": r.model, "status": r.status,
-                        "created_at": r.created_at, "args": r.args, "summary": run_summary(r)} for r in runs])
+            emit_json(redactor([{"id": r.id, "command": r.command, "model": r.model, "status": r.status,
+                                 "created_at": r.created_at, "args": r.args, "summary": run_summary(r)} for r in runs]))
             return
         table = Table(title="runs")
         for col in ("id", "when", "command", "model", "status", "summary"):
             table.add_column(col)
         for r in runs:
-            table.add_row(str(r.id), _when(r.created_at), r.command, r.model or "", r.status, cli_text(run_summary(r)))
+            table.add_row(str(r.id), _when(r.created_at), r.command, redactor(r.model or ""), r.status,
+                          redactor(cli_text(run_summary(r))))
         console.print(table)
 
 
