@@ -17,6 +17,10 @@ Later parts of veriscale (the server, the proxies) add their own tables to this 
     [embedded]
     threads = 4                     # CPU threads of the embedded model (0: one per core)
 
+    [redact]                        # what leaves the store (dashboard, REST API, runs show/export)
+    patterns = ["corp-[0-9a-f]{32}"]   # your own secret shapes (regexes), over the built-in ones
+    enabled = true                  # false: raw text, for local debugging only
+
     [models.qwen]                   # one model served by several endpoints, load-balanced
     endpoints = ["http://10.0.0.5:8000/v1#Qwen/Qwen3-8B", "http://10.0.0.6:8000/v1#Qwen/Qwen3-8B"]
 
@@ -105,6 +109,7 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "embedded": {"threads": int},
     "inputs": {"max_mb": (int, float)},
     "runs": {"stale_s": (int, float)},
+    "redact": {"patterns": list, "enabled": bool},
 }
 
 
@@ -133,6 +138,9 @@ def load_config(path: Path | str | None = None) -> Config:
         raise UserError(f"config file '{chosen}' is not valid TOML ({exc}): fix it") from None
     tables = {name: _table(data, name, keys, chosen) for name, keys in TABLES.items()}
     gateway_raw = tables["gateway"]
+    if not all(isinstance(p, str) for p in tables["redact"].get("patterns", [])):
+        raise UserError(f"config file '{chosen}': redact.patterns must list regular expressions (strings): "
+                        "fix that line")
     models: dict[str, tuple[str, ...]] = {}
     for name, table in _expect(data.get("models", {}), dict, "[models]", chosen).items():
         endpoints = _expect(_expect(table, dict, f"[models.{name}]", chosen).get("endpoints"), list,

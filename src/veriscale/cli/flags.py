@@ -21,6 +21,8 @@ FLAG_FOR: dict[str, str] = {
     "max_input_mb": "--max-input-mb",
     "run_stale_s": "--run-stale-s",
     "concurrency": "--concurrency",
+    "redact": "--redact",
+    "redact_secrets": "--no-redact",
     "model": "--model",
     "store": "--store",
     "config": "--config",

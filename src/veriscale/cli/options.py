@@ -30,6 +30,11 @@ RefreshOpt = Annotated[bool, typer.Option("--refresh", help="Ignore cached calls
 JsonOpt = Annotated[bool, typer.Option("--json", help="Write the result as JSON on stdout.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Only report the model calls and prompt tokens this would spend.")]
 MaxCallsOpt = Annotated[Optional[int], typer.Option("--max-calls", help="Refuse to make more than this many new model calls.")]
+RedactOpt = Annotated[Optional[list[str]], typer.Option(
+    "--redact", help="Also redact text this regular expression matches (repeatable; added to the config file's "
+    "redact.patterns); known key and token shapes are redacted anyway.")]
+NoRedactOpt = Annotated[bool, typer.Option(
+    "--no-redact", help="Show secrets as stored (config redact.enabled = false): for local debugging only.")]
 ConcurrencyOpt = Annotated[Optional[int], typer.Option(
     "--concurrency", help="Parallel calls per HTTP endpoint (default: the config file's gateway.concurrency, else 4).")]
 
@@ -39,6 +44,12 @@ def command_settings(model: list[str] | str | None = None, store: Path | None = 
     """This command's settings: the invocation's (global flags, environment, config file) with the
     command's own ``--model``, ``--store`` and ``--concurrency`` over them."""
     return current().with_flags(model=model, store=store, concurrency=concurrency)
+
+
+def output_redactor(redact: list[str] | None, no_redact: bool):
+    """What leaves the store goes through: the built-in secret shapes, the config file's patterns and
+    ``--redact`` ones; nothing with ``--no-redact``. Example: ``output_redactor(["corp-\\w+"], False)(doc)``."""
+    return current().with_flags(redact_secrets=False if no_redact else None).redactor(tuple(redact or ()))
 
 
 _NOTICE_SHOWN = False

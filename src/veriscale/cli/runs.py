@@ -34,71 +34,105 @@ def _when(ts: float | None) -> str:
 
 @runs_app.command("list")
 def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 20,
-              json_out: o.JsonOpt = False) -> None:
-    """List recent runs with each one's verdict (pick, P, reward) or error.
+              json_out: o.JsonOpt = False, redact: o.RedactOpt = None, no_redact: o.NoRedactOpt = False) -> None:
+    """List recent runs with each one's verdict (pick, P, reward) or error (secrets redacted).
 
     Example: veriscale runs list --limit 5
     """
     with user_errors():
+        redactor = o.output_redactor(redact, no_redact)
         runs = _settled(o.open_store(store)).runs(limit)
         if json_out:
-            emit_json([{"id": r.id, "command": r.command, "model": r.model, "status": r.status,
-                        "created_at": r.created_at, "args": r.args, "summary": run_summary(r)} for r in runs])
+            emit_json(redactor([{"id": r.id, "command": r.command, "model": r.model, "status": r.status,
+                                 "created_at": r.created_at, "args": r.args, "summary": run_summary(r)} for r in runs]))
             return
         table = Table(title="runs")
         for col in ("id", "when", "command", "model", "status", "summary"):
             table.add_column(col)
         for r in runs:
-            table.add_row(str(r.id), _when(r.created_at), r.command, r.model or "", r.status, cli_text(run_summary(r)))
+            table.add_row(str(r.id), _when(r.created_at), r.command, redactor(r.model or ""), r.status,
+                          redactor(cli_text(run_summary(r))))
         console.print(table)
+
+
+def _run_doc(st: Store, rec, *, calls: str | None = None) -> dict:
+    """One run as ``show`` and ``export RUN`` write it; ``calls``: None, "summary" (key, kind, status,
+    tokens) or "full" (each call's whole record: prompt, response, error)."""
+    doc = {"id": rec.id, "command": rec.command, "model": rec.model, "status": rec.status,
+           "created_at": rec.created_at, "finished_at": rec.finished_at, "args": rec.args, "result": rec.result,
+           "cost": st.run_cost(rec.id), "heartbeat_at": rec.heartbeat_at,
+           "process": {"host": rec.host, "boot_id": rec.boot_id, "pid": rec.pid, "start": rec.pid_start}}
+    if rec.damaged:
+        doc["damaged"] = list(rec.damaged)
+    children = st.child_runs(rec.id)
+    if children:
+        doc["tasks"] = [{"id": c.id, "task": c.args.get("task"), "status": c.status,
+                         "phases": c.result.get("phases") if isinstance(c.result, dict) else None,
+                         "cost": st.run_cost(c.id)} for c in children]
+    if calls:
+        linked = [{**call, "run_id": r.id} for r in [rec, *children] for call in st.run_calls(r.id)]
+        if calls == "full":
+            records = {call["key"]: st.call(call["key"]) for call in linked}
+            linked = [{**call, "record": records[call["key"]]} for call in linked]
+        doc["calls"] = linked
+    return doc
+
+
+def _found(st: Store, run_id: str):
+    rid = parse_id(run_id, "run", "`veriscale runs list`")
+    rec = st.run(rid)
+    if rec is None:
+        raise UserError(f"there is no run {rid} in the store: see `veriscale runs list` for ids")
+    return rec
 
 
 @runs_app.command("show")
 def show_run(run_id: Annotated[str, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None,
-             calls: Annotated[bool, typer.Option("--calls", help="Also list every model call the run used.")] = False) -> None:
+             calls: Annotated[bool, typer.Option("--calls", help="Also list every model call the run used.")] = False,
+             redact: o.RedactOpt = None, no_redact: o.NoRedactOpt = False) -> None:
     """Print one run as JSON: arguments, result, cost (from its linked calls), the process that ran
-    it and its last heartbeat and, for a harness run, each task with its phases and cost.
-    Example: veriscale runs show 3 --calls"""
+    it and its last heartbeat and, for a harness run, each task with its phases and cost. Secrets
+    in it are redacted (docs/SERVER.md, "Secrets"). Example: veriscale runs show 3 --calls"""
     with user_errors():
-        run_id = parse_id(run_id, "run", "`veriscale runs list`")
+        redactor = o.output_redactor(redact, no_redact)
         st = _settled(o.open_store(store))
-        rec = st.run(run_id)
-        if rec is None:
-            raise UserError(f"there is no run {run_id} in the store: see `veriscale runs list` for ids")
-        doc = {"id": rec.id, "command": rec.command, "model": rec.model, "status": rec.status,
-               "created_at": rec.created_at, "finished_at": rec.finished_at, "args": rec.args, "result": rec.result,
-               "cost": st.run_cost(rec.id), "heartbeat_at": rec.heartbeat_at,
-               "process": {"host": rec.host, "boot_id": rec.boot_id, "pid": rec.pid, "start": rec.pid_start}}
-        if rec.damaged:
-            doc["damaged"] = list(rec.damaged)
-        children = st.child_runs(rec.id)
-        if children:
-            doc["tasks"] = [{"id": c.id, "task": c.args.get("task"), "status": c.status,
-                             "phases": c.result.get("phases") if isinstance(c.result, dict) else None,
-                             "cost": st.run_cost(c.id)} for c in children]
-        if calls:
-            doc["calls"] = st.run_calls(rec.id) + [call for c in children for call in st.run_calls(c.id)]
-        emit_json(doc)
+        emit_json(redactor(_run_doc(st, _found(st, run_id), calls="summary" if calls else None)))
 
 
 @runs_app.command("export")
-def export_runs(out: Annotated[Optional[Path], typer.Option("--out", "-o", help="JSONL file (default stdout).")] = None,
-                store: o.StoreOpt = None) -> None:
-    """Export every run as JSON Lines. Example: veriscale runs export -o runs.jsonl"""
+def export_runs(run_id: Annotated[Optional[str], typer.Argument(
+                    help="Only this run, with its tasks and every call it used (prompt and response), "
+                         "as one JSON document.")] = None,
+                out: Annotated[Optional[Path], typer.Option("--out", "-o", help="File to write (default stdout).")] = None,
+                jsonl: Annotated[bool, typer.Option("--jsonl", help="With RUN: one line for the run, then one a call.")] = False,
+                store: o.StoreOpt = None, redact: o.RedactOpt = None, no_redact: o.NoRedactOpt = False) -> None:
+    """Export every run as JSON Lines, or one run with its calls. Known secret shapes (API keys,
+    tokens, private keys, and --redact patterns) are redacted unless --no-redact.
+    Example: veriscale runs export -o runs.jsonl; veriscale runs export 3 -o run3.json"""
     with user_errors():
-        runs = _settled(o.open_store(store)).runs()
-        lines = [json.dumps(cli_data({"id": r.id, "command": r.command, "model": r.model, "status": r.status,
-                                      "created_at": r.created_at, "args": r.args, "result": r.result}))
-                 for r in reversed(runs)]
-        text = "\n".join(lines) + ("\n" if lines else "")
+        redactor = o.output_redactor(redact, no_redact)
+        st = _settled(o.open_store(store))
+        if run_id is None:
+            docs = [{"id": r.id, "command": r.command, "model": r.model, "status": r.status,
+                     "created_at": r.created_at, "args": r.args, "result": r.result} for r in reversed(st.runs())]
+            what = f"{len(docs)} runs"
+        else:
+            doc = _run_doc(st, _found(st, run_id), calls="full")
+            docs = [{k: v for k, v in doc.items() if k != "calls"}, *doc["calls"]] if jsonl else [doc]
+            what = f"run {doc['id']} and its {len(doc['calls'])} calls"
+        if run_id is not None and not jsonl:
+            text = json.dumps(cli_data(redactor(docs[0])), indent=2, ensure_ascii=False, default=str) + "\n"
+        else:
+            lines = [json.dumps(cli_data(redactor(d)), default=str) for d in docs]
+            text = "\n".join(lines) + ("\n" if lines else "")
         if out is None:
             typer.echo(text, nl=False)
         else:
             try:
-                out.write_text(text)
+                out.write_text(text, encoding="utf-8")
             except OSError as exc:
                 raise UserError(f"cannot write '{out}' ({exc.strerror}): choose a writable path") from None
-            console.print(f"wrote {len(lines)} runs to {out}")
+            console.print(f"wrote {what} to {out}")
 
 
 def register(app: typer.Typer) -> None:

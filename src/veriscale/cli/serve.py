@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[Optional[int], typer.Option("--workers", help="Jobs that run at once (default 1).")] = None,
         proxy_n: Annotated[Optional[int], typer.Option("--proxy-n", help="Serve the proxy APIs (/v1/chat/completions, /v1/responses, /v1/messages) with N candidates of --model, unless [proxy] in the config file names its candidates.")] = None,
         model: o.ModelOpt = None, store: o.StoreOpt = None, concurrency: o.ConcurrencyOpt = None,
+        redact: o.RedactOpt = None, no_redact: o.NoRedactOpt = False,
     ) -> None:
         """Serve the dashboard and the REST API (jobs, runs, calls, live progress).
 
@@ -41,7 +42,8 @@ def register(app: typer.Typer) -> None:
             from veriscale.server.settings import server_settings
 
             settings = server_settings(current().config, host=host, port=port, token=token, allow_dirs=allow_dir,
-                                       max_body=max_body, workers=workers)
+                                       max_body=max_body, workers=workers,
+                                       redactor=o.output_redactor(redact, no_redact))
             try:
                 import uvicorn
 
@@ -59,7 +61,7 @@ def register(app: typer.Typer) -> None:
             policy = AccessPolicy.for_bind(settings.host, settings.port, token=settings.token,
                                            max_body_bytes=settings.max_body_bytes)
             proxy = _proxy(current().config, runner.model, st, proxy_n)
-            app_ = create_app(st, runner, policy, roots=settings.allow_dirs, proxy=proxy)
+            app_ = create_app(st, runner, policy, roots=settings.allow_dirs, proxy=proxy, redactor=settings.redactor)
             resumed = runner.start()
             shown = f"[{settings.host}]" if ":" in settings.host else settings.host
             err_console.print(f"veriscale dashboard on http://{shown}:{settings.port}/ (store {st.path})", highlight=False)
@@ -72,6 +74,9 @@ def register(app: typer.Typer) -> None:
                                   highlight=False)
             roots = ", ".join(str(r) for r in settings.allow_dirs) or "none (jobs can read only the store)"
             err_console.print(f"jobs may read: {roots}", highlight=False)
+            if not settings.redactor.enabled:
+                err_console.print("secrets are NOT redacted (--no-redact / redact.enabled = false): every answer "
+                                  "shows the store's raw text; use this only for local debugging", highlight=False)
             if proxy is not None:
                 pools = ", ".join(f"{n} × {name}" for name, n in proxy.settings.candidates)
                 err_console.print(f"proxy on /v1/chat/completions, /v1/responses, /v1/messages: {pools}; verifier "

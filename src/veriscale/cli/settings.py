@@ -19,10 +19,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from veriscale.config import ROUTINGS, Config, load_config
 from veriscale.errors import UserError
+
+if TYPE_CHECKING:
+    from veriscale.redact import Redactor
 
 
 def _whole(text: str) -> int:
@@ -69,6 +72,10 @@ def _model_list(text: str) -> tuple[str, ...]:
     return tuple(part for part in text.split() if part)
 
 
+def _no_env(text: str) -> Any:  # settings without an environment variable
+    raise ValueError(text)
+
+
 SPECS: tuple[Spec, ...] = (
     Spec("model", "--model", "VERISCALE_MODEL", "model", _model_list, ("embedded",), "a model URI or [models.NAME]",
          help="the model URIs (or config model names) every verdict uses"),
@@ -91,6 +98,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("run_stale_s", "--run-stale-s", "VERISCALE_RUN_STALE_S", "runs.stale_s", _number, 30.0,
          "a number of seconds", above=0,
          help="heartbeat age after which a run with no live process is marked interrupted"),
+    Spec("redact", "--redact", None, "redact.patterns", _no_env, (), "regular expressions",
+         help="your own secret shapes (regexes) redacted, over the built-in ones, in what leaves the store"),
+    Spec("redact_secrets", "--no-redact", None, "redact.enabled", _no_env, True, "true or false",
+         help="redact secrets in the dashboard, the REST API and runs show/export (off: local debugging only)"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -110,6 +121,8 @@ class Settings:
     threads: int = 0
     max_input_mb: float = 128.0
     run_stale_s: float = 30.0
+    redact: tuple[str, ...] = ()
+    redact_secrets: bool = True
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:
@@ -125,6 +138,17 @@ class Settings:
     def model_uris(self) -> list[str]:
         """The endpoint URIs the model setting stands for ([models.NAME] tables expanded)."""
         return self.config.model_uris(list(self.model))
+
+    def redactor(self, extra: tuple[str, ...] | list[str] = ()) -> "Redactor":
+        """What leaves the store goes through (:mod:`veriscale.redact`): the built-in shapes, the
+        ``redact`` patterns and a command's ``extra`` ones (a flag adds to the file's list, never drops
+        it); a bad pattern is one sentence naming where it came from."""
+        from veriscale.redact import Redactor
+
+        origin = self.origin("redact")
+        own = Redactor.build(self.redact, enabled=self.redact_secrets,
+                             where=None if origin in ("default", SPEC["redact"].flag) else origin)
+        return own.adding(extra)
 
     def with_flags(self, **flags: Any) -> "Settings":
         """These settings with a command's own flags over them (None: not given)."""
@@ -153,7 +177,7 @@ def _plain(value: Any) -> Any:
 
 
 def _from_flag(spec: Spec, value: Any) -> Any:
-    if spec.name == "model":
+    if spec.name in ("model", "redact"):
         value = tuple([value] if isinstance(value, str) else value)
     elif spec.name == "store":
         value = Path(value).expanduser()
@@ -176,6 +200,8 @@ def _from_file(spec: Spec, config: Config) -> tuple[bool, Any]:
     value = config.values[spec.file]
     if spec.name == "model":
         value = (value,)
+    elif spec.name == "redact":
+        value = tuple(value)
     elif spec.name == "store":
         value = Path(value).expanduser()
     elif spec.parse is _number:

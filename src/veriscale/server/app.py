@@ -34,6 +34,7 @@ from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
 from veriscale.data.reader import shown
 from veriscale.errors import UserError, one_line
+from veriscale.redact import Redactor
 from veriscale.server import views
 from veriscale.server.job_kinds import PARAMS, JobRequest
 from veriscale.server.jobs import JobRunner
@@ -77,9 +78,20 @@ _HTTP_SENTENCES = {
 
 
 def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: tuple[Path, ...] = (),
-               proxy: Any = None) -> FastAPI:
-    """The app; ``proxy`` (a ``veriscale.proxy.service.ProxyService``) adds the three proxy APIs."""
+               proxy: Any = None, redactor: Redactor = Redactor()) -> FastAPI:
+    """The app; ``proxy`` (a ``veriscale.proxy.service.ProxyService``) adds the three proxy APIs.
+
+    Every document a route returns, and every event of a run's stream, goes through ``redactor``
+    (known secret shapes become ``[redacted:KIND]``; the store keeps the raw text). The proxy APIs
+    answer with explicit responses and are not redacted: they return the chosen model reply itself.
+    """
+
+    class RedactedJSON(JSONResponse):
+        def render(self, content: Any) -> bytes:
+            return super().render(redactor(content))
+
     app = FastAPI(title="veriscale", version=__version__, docs_url=None, redoc_url=None,
+                  default_response_class=RedactedJSON,
                   description="Jobs, runs, calls and live progress from the veriscale store.")
     app.add_middleware(Guard, policy=policy)
     log = RunLog(store)
@@ -134,7 +146,8 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
     @app.get("/api/runs")
     def list_runs(command: str | None = None, status: str | None = None, q: str | None = None,
                   offset: int = Query(0, ge=0, le=MAX_ID), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
-        return views.runs_page(store, command=command, status=status, text=q, offset=offset, limit=limit)
+        return views.runs_page(store, command=command, status=status, text=q, offset=offset, limit=limit,
+                               redactor=redactor)
 
     @app.get("/api/runs/{run_id}")
     def get_run(run_id: RowId) -> dict[str, Any]:
@@ -167,14 +180,19 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
     def find_steps(run_id: RowId, trajectory: str, q: str | None = None, errors: bool = False) -> dict[str, Any]:
         if not q and not errors:
             raise UserError("give q=<text> to search for, or errors=true for the failed steps")
-        return {"matches": log.find_steps(run_id, trajectory, q, errors=errors)}
+        matches = log.find_steps(run_id, trajectory, q, errors=errors)
+        if q and redactor.enabled:  # match what the viewer may show, so a search cannot guess a secret
+            matches = [i for i in matches
+                       if q.lower() in redactor.text(log.steps(run_id, trajectory, i, 1)[0]["text"]).lower()]
+        return {"matches": matches}
 
     @app.get("/api/runs/{run_id}/stream")
     async def stream(run_id: RowId, request: Request, after: int = Query(0, ge=0, le=MAX_ID)) -> StreamingResponse:
         views.run_view(store, run_id)  # 404 before the stream opens
         last = request.headers.get("last-event-id", "")
         start = int(last) if last.isascii() and last.isdigit() and len(last) < 19 else after
-        return StreamingResponse(run_stream(store, run_id, start, is_disconnected=request.is_disconnected),
+        return StreamingResponse(run_stream(store, run_id, start, is_disconnected=request.is_disconnected,
+                                            redact=redactor),
                                  media_type="text/event-stream",
                                  headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 

@@ -9,17 +9,22 @@
     workers = 1                       # jobs run at once (the embedded model takes one)
     # token = "..."                   # better in $VERISCALE_TOKEN; required off loopback
 
+    [redact]                          # shared with runs show/export: secrets in answers and events
+    patterns = ["corp-[0-9a-f]{32}"]
+    # enabled = false                 # raw text (also --no-redact): local debugging only
+
     settings = server_settings(load_config(None), host="0.0.0.0", token="s3cret")
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from veriscale.config import Config, pick
 from veriscale.errors import UserError, setting
+from veriscale.redact import Redactor
 from veriscale.server.security import is_loopback
 from veriscale.sizes import parse_size
 
@@ -36,6 +41,7 @@ class ServerSettings:
     allow_dirs: tuple[Path, ...] = ()
     max_body_bytes: int = 1 << 20
     workers: int = 1
+    redactor: Redactor = field(default_factory=Redactor)  # what every API answer and event goes through
 
     @property
     def loopback(self) -> bool:
@@ -44,8 +50,9 @@ class ServerSettings:
 
 def server_settings(cfg: Config, *, host: str | None = None, port: int | None = None, token: str | None = None,
                     allow_dirs: list[Path] | None = None, max_body: str | None = None,
-                    workers: int | None = None) -> ServerSettings:
-    """Flags (the keyword arguments) over the environment over ``[server]``; checked."""
+                    workers: int | None = None, redactor: Redactor | None = None) -> ServerSettings:
+    """Flags (the keyword arguments) over the environment over ``[server]``; checked. ``redactor``
+    comes from the ``redact`` settings (``[redact]`` in the file, ``--redact`` / ``--no-redact``)."""
     table: dict[str, Any] = cfg.raw.get("server", {})
     if not isinstance(table, dict):
         raise UserError(f"config file '{cfg.path}': [server] must be a table: fix that section")
@@ -66,6 +73,7 @@ def server_settings(cfg: Config, *, host: str | None = None, port: int | None = 
         allow_dirs=tuple(folder.resolve() for folder in dirs),
         max_body_bytes=parse_size(pick(flag=max_body, file=table.get("max_body"), default="1M")),
         workers=pick(flag=workers, file=table.get("workers"), default=1),
+        redactor=redactor or Redactor(),
     )
     if not 0 < settings.port < 65536:
         raise UserError(f"{setting('port', settings.port)} is not a TCP port: give 1-65535")

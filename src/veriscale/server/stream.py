@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_log import RunLog
@@ -42,7 +42,8 @@ def _settled_run(store: Store, run_id: int) -> RunRecord | None:
 
 
 async def run_stream(store: Store, run_id: int, after: int = 0, *, poll_s: float = POLL_S,
-                     is_disconnected=None) -> AsyncIterator[str]:
+                     is_disconnected=None, redact: Callable[[Any], Any] = lambda doc: doc) -> AsyncIterator[str]:
+    """The run's events as SSE lines, each event's data through ``redact`` (the app's redactor)."""
     log = RunLog(store)
     quiet_since = time.monotonic()
     yield "retry: 1000\n\n"
@@ -50,14 +51,14 @@ async def run_stream(store: Store, run_id: int, after: int = 0, *, poll_s: float
         events = await asyncio.to_thread(log.since, run_id, after, 500)
         for event in events:
             after = event.id
-            yield sse({**event.data, "at": event.at}, event.kind, event.id)
+            yield sse(redact({**event.data, "at": event.at}), event.kind, event.id)
         if events:
             quiet_since = time.monotonic()
             continue
         run = await asyncio.to_thread(_settled_run, store, run_id)
         if run is None or run.status != "running":
             for event in await asyncio.to_thread(log.since, run_id, after, 100_000):  # written just before it ended
-                yield sse({**event.data, "at": event.at}, event.kind, event.id)
+                yield sse(redact({**event.data, "at": event.at}), event.kind, event.id)
             yield sse({"status": None if run is None else run.status}, "end")
             return
         if is_disconnected is not None and await is_disconnected():

@@ -13,6 +13,7 @@ first rewrites the runs whose process died without ending them as ``interrupted`
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from veriscale.engine.run_liveness import settle_dead_runs
@@ -47,10 +48,19 @@ def _record(run: RunRecord) -> dict[str, Any]:
 
 
 def runs_page(store: Store, *, command: str | None = None, status: str | None = None, text: str | None = None,
-              offset: int = 0, limit: int = 50) -> dict[str, Any]:
+              offset: int = 0, limit: int = 50, redactor: Any = None) -> dict[str, Any]:
+    """A page of runs; with an enabled ``redactor`` a ``text`` search matches only what the page may
+    show (the redacted text), so it cannot be used to guess a stored secret piece by piece."""
     settle_dead_runs(store)
-    total, runs = store.query_runs(command=command, status=status, text=text, offset=offset, limit=limit)
-    return {"total": total, "offset": offset, "limit": limit, "runs": [_record(r) for r in runs]}
+    if not text or redactor is None or not getattr(redactor, "enabled", False):
+        total, runs = store.query_runs(command=command, status=status, text=text, offset=offset, limit=limit)
+        return {"total": total, "offset": offset, "limit": limit, "runs": [_record(r) for r in runs]}
+    _, found = store.query_runs(command=command, status=status, text=text, offset=0, limit=-1)
+    needle = text.lower()
+    shown = [r for r in found if str(r.id) == text or needle in json.dumps(
+        redactor([r.command, r.model, r.args, r.result]), ensure_ascii=False, default=str).lower()]
+    return {"total": len(shown), "offset": offset, "limit": limit,
+            "runs": [_record(r) for r in shown[offset:offset + limit]]}
 
 
 def _run(store: Store, run_id: int) -> RunRecord:
