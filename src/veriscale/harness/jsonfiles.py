@@ -14,6 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from veriscale.errors import UserError
+
 
 def json_text(document: Any, **options: Any) -> str:
     """``document`` as indented UTF-8 JSON with a trailing newline (``options`` go to json.dumps)."""
@@ -30,10 +32,13 @@ def write_json(path: Path, document: Any, **options: Any) -> Path:
 
 
 def read_json(path: Path) -> Any | None:
-    """The JSON in ``path``, or None when it is missing, unreadable or not JSON."""
+    """The JSON in ``path``, or None when it is missing, unreadable, not JSON or past the JSON limits
+    (``veriscale.data.reader.parse_json``: depth, number length)."""
+    from veriscale.data.reader import parse_json
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return parse_json(path.read_text(encoding="utf-8"), f"'{path}'")
+    except (OSError, ValueError, UserError):
         return None
 
 
