@@ -122,7 +122,7 @@ class HarvestReader:
         ``deadline`` (a ``time.monotonic()`` value): an extraction still running then is
         abandoned and the host copy stays as it was.
         """
-        self.join(5.0 if deadline is None else max(0.0, min(5.0, deadline - time.monotonic())))
+        self.join(5.0)  # the command has ended: what is left in the pipe drains at once
         report = HarvestReport()
         if self._thread.is_alive():
             report.error = "the session's output stream did not end"

@@ -140,7 +140,7 @@ def harvest(folder: str, fd: int, max_entries: int = 20_000, max_depth: int = 64
                     stack.pop()
                     continue
                 count += 1
-                if count > max_entries:
+                if count > max_entries + 1:  # one past the cap tells the host to refuse the folder
                     print(f"jail: the output folder holds more than {max_entries} entries; not handed back",
                           file=sys.stderr)
                     return

@@ -10,8 +10,9 @@ and whether it changed::
 from __future__ import annotations
 
 import hashlib
+import os
 import stat
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from veriscale.harness.jsonfiles import json_text
@@ -20,7 +21,9 @@ from veriscale.harness.safe_fs import (
     UnsafePath,
     copy_plain_tree,
     make_plain_dir,
+    open_dir_beneath,
     open_regular_beneath,
+    remove_beneath,
     remove_tree,
     walk_entries,
     read_bytes_beneath,
@@ -63,6 +66,23 @@ def _bundle_files(folder: Path | None) -> tuple[dict[str, Path], list[str]]:
     return files, other
 
 
+def _clear_the_way(folder: Path, rel: str) -> None:
+    """Remove a folder or link standing at ``folder/rel`` (by descriptor: any depth)."""
+    parts = PurePosixPath(rel).parts
+    try:
+        parent = open_dir_beneath(folder, PurePosixPath(*parts[:-1]) if len(parts) > 1 else "")
+    except UnsafePath:
+        return  # no folder there yet: write_beneath makes it (and refuses a link on the way)
+    try:
+        info = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode) or stat.S_ISLNK(info.st_mode):
+            remove_beneath(parent, parts[-1])
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(parent)
+
+
 def keep_base_files(base_dir: Path | None, delivered_dir: Path) -> dict[str, Any]:
     """Content-blind gate: restore every base file missing from ``delivered_dir``; report each file.
 
@@ -79,10 +99,8 @@ def keep_base_files(base_dir: Path | None, delivered_dir: Path) -> dict[str, Any
     files = []
     for rel in base:
         base_sha = sha256_file(Path(rel), base_dir)
-        target = delivered_dir / rel
         if rel not in delivered:
-            if target.is_dir() or target.is_symlink():
-                remove_tree(target)
+            _clear_the_way(delivered_dir, rel)
             # write_beneath refuses a link or a file anywhere below the delivered folder itself
             write_beneath(delivered_dir, rel, read_bytes_beneath(base_dir, rel, max_bytes=MAX_FILE_BYTES))
             files.append({"path": rel, "status": "restored", "base_sha256": base_sha, "sha256": base_sha})

@@ -27,6 +27,8 @@ from veriscale.errors import UserError
 from veriscale.harness.safe_fs import is_within
 
 DEFAULT_MAX_EXTRACT_BYTES = 1 << 30
+#: The deepest folder :func:`copy_tree` copies; real deliverables nest a handful of levels.
+MAX_COPY_DEPTH = 256
 
 # skip(relative POSIX path, is_dir) -> reason to leave the entry out, or None to copy it
 SkipRule = Callable[[str, bool], "str | None"]
@@ -121,6 +123,9 @@ def _copy_entries(stack, entries, dest: Path, real_root: Path, skip: SkipRule, l
             left_out.append((rel_prefix + entry_rel.as_posix() + ("/" if is_dir else ""), reason))
             continue
         if is_dir:
+            if len(stack) >= MAX_COPY_DEPTH:
+                raise UserError(f"'{rel_prefix}{str(entry_rel)[:120]}…' nests deeper than {MAX_COPY_DEPTH} folders: "
+                                "flatten that folder")
             stack.append((entry_path, entry_rel, entries(entry_path)))
         elif entry_path.is_file():
             target_file = dest / entry_rel
