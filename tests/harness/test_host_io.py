@@ -257,3 +257,40 @@ def test_malformed_pi_output_lines_are_skipped_not_raised() -> None:
     events = [executors._pi_event(line) for line in lines]
     assert events[:6] == [None] * 6 and events[6] == {"type": "message_end", "message": "flat"}
     assert [executors._token_count(v) for v in (12, "12", None, True, 1e308, float("nan"), -3, 7.0)] == [12, 0, 0, 0, 0, 0, 0, 7]
+
+
+def test_a_bomb_in_repair_json_still_delivers_the_untouched_base(materialized: dict, tmp_path: Path) -> None:
+    import hashlib
+    import shutil
+
+    from tests.support.scripted_chat import ScriptedChat, call, say
+    from veriscale.harness.protocol.layout import RunLayout
+    from veriscale.harness.protocol.task_protocol import ProtocolConfig, run_protocol
+    from veriscale.harness.sessions.agent import AgentLimits
+    from veriscale.harness.sessions.executors import BuiltinExecutor
+    from veriscale.harness.workspace.contract import TaskWorkspace
+
+    task = tmp_path / "quarterly_report"
+    shutil.copytree(materialized["quarterly_report"]["dir"], task)
+    ledger = {"entries": [{"id": "R1", "claim": "report.md:year-over-year revenue growth (%)",
+                           "question": "Which growth figure is right?", "checks": ["read workspace inputs"],
+                           "findings": "Restated base gives 20.0%", "verdict": "20"}]}
+    challenger = {"entries": [{"id": "C1", "claim": "active customers at quarter end = 1,240", "attempt": "compare",
+                               "finding": "1,240 is the Q2 figure", "holds": False, "because": "the Q3 row says 1,310"}]}
+    finish = {"base": "r01", "reason": "best base", "revisions": [], "unresolved": []}
+    bomb = "[" * 200_000 + "]" * 200_000
+    chat = ScriptedChat({
+        "resolve": [call("write", path="ledger.json", content=json.dumps(ledger)), say("done")],
+        "challenge": [call("write", path="ledger.json", content=json.dumps(challenger)), say("done")],
+        "adjudicate": [call("write", path="finish.json", content=json.dumps(finish)), say("done")],
+        "deliver": [call("write", path="out/deliverables/report.md", content="garbage"),
+                    call("write", path="repair.json", content=bomb), say("done"), say("done")],
+    })
+    config = ProtocolConfig(model_uri="scripted", no_jail=True, limits=AgentLimits(max_steps=8, wall_clock_s=120))
+    outcome = run_protocol(task, RunLayout.for_task(task, "t"), config, BuiltinExecutor(chat))
+    assert outcome["phases"]["deliver"]["status"] == "failed"
+    assert "nests arrays or objects more than 100 deep" in outcome["phases"]["deliver"]["reason"]
+    assert outcome["outcome"] == "delivered base unchanged"
+    base = TaskWorkspace.open(task).rollouts[0].relative_deliverables()["report.md"]
+    delivered = RunLayout.for_task(task, "t").deliverables_dir / "report.md"
+    assert hashlib.sha256(delivered.read_bytes()).digest() == hashlib.sha256(base.read_bytes()).digest()
