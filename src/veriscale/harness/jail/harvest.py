@@ -154,13 +154,17 @@ class HarvestReader:
         return report
 
     def _extract(self, staging: Path, report: HarvestReport, deadline: float | None) -> None:
-        entries = 0
         with tarfile.open(fileobj=self._spool, mode="r:") as tar:
-            for member in tar:
-                entries += 1
-                if entries > self.max_entries:
+            members = []
+            for member in tar:  # headers only: count before anything is written
+                members.append(member)
+                if len(members) > self.max_entries:
                     raise _Refused(f"the session's output folder holds more than {self.max_entries} files and "
                                    "folders: nothing of it was kept; keep fewer files there")
+            self._spool.seek(tar.offset)
+            if self._spool.read(len(_END_MARKER)) != _END_MARKER:
+                raise _Refused("the session's output stream was cut before its end: nothing of it was kept")
+            for entries, member in enumerate(members, start=1):
                 if deadline is not None and entries % 256 == 0 and time.monotonic() > deadline:
                     raise _Refused("handing the output folder back ran past the session's deadline: "
                                    "nothing of it was kept")
@@ -171,10 +175,6 @@ class HarvestReader:
                     why = self._write(tar, member, staging, report)
                 if why is not None:
                     report.left_out.append(f"{_shown(member.name)} ({why})")
-            end = tar.offset
-        self._spool.seek(end)
-        if self._spool.read(len(_END_MARKER)) != _END_MARKER:
-            raise _Refused("the session's output stream was cut before its end: nothing of it was kept")
 
     @staticmethod
     def _write(tar: tarfile.TarFile, member: tarfile.TarInfo, staging: Path, report: HarvestReport) -> str | None:

@@ -46,7 +46,7 @@ from veriscale.engine.gateway import CHAT_KEY_VERSION
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting
 from veriscale.harness.sessions.agent import AgentLimits, AgentSession, RecordCheck, Transcript, nudge_text
-from veriscale.harness.jail.sandbox import JailLimits, JailSpec, run_jailed
+from veriscale.harness.jail.sandbox import HARVEST_GRACE_S, JailLimits, JailSpec, run_jailed
 from veriscale.harness.jail.netjail import inside_model_url
 from veriscale.harness.sessions.result import SessionResult
 from veriscale.harness.sessions.tools import DEFAULT_RUN_TIMEOUT_S, ToolBox
@@ -352,8 +352,8 @@ class PiExecutor:
         prompt, continuing = session.user_prompt, session.continue_session
         status = "failed"
         while True:
-            stats = self._invoke(session, prompt, continue_session=continuing,
-                                 timeout_s=deadline - time.monotonic(), transcript=transcript)
+            stats = self._invoke(session, prompt, continue_session=continuing,  # the hand-back inside the deadline
+                                 timeout_s=deadline - time.monotonic() - HARVEST_GRACE_S, transcript=transcript)
             for key in totals:
                 totals[key] += stats[key]
             issue = problem()
