@@ -294,3 +294,16 @@ def test_a_bomb_in_repair_json_still_delivers_the_untouched_base(materialized: d
     base = TaskWorkspace.open(task).rollouts[0].relative_deliverables()["report.md"]
     delivered = RunLayout.for_task(task, "t").deliverables_dir / "report.md"
     assert hashlib.sha256(delivered.read_bytes()).digest() == hashlib.sha256(base.read_bytes()).digest()
+
+
+def test_host_json_writes_never_go_through_a_planted_link(tmp_path: Path) -> None:
+    from veriscale.harness.jsonfiles import read_json, write_json
+
+    folder, victim = tmp_path / "session", tmp_path / "victim.txt"
+    folder.mkdir()
+    victim.write_text("untouched")
+    (folder / "repair.json.tmp").symlink_to(victim)  # the old temp name, planted
+    (folder / "repair.json").symlink_to(victim)
+    write_json(folder / "repair.json", {"base": "r01", "changes": []})
+    assert victim.read_text() == "untouched"
+    assert not (folder / "repair.json").is_symlink() and read_json(folder / "repair.json")["base"] == "r01"

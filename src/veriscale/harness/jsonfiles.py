@@ -2,7 +2,7 @@
 
 Usage::
 
-    write_json(run_dir / "outcome.json", {"outcome": "delivered"})   # tmp file, then rename
+    write_json(run_dir / "outcome.json", {"outcome": "delivered"})   # new file, then rename (no link followed)
     read_json(run_dir / "outcome.json")                              # None if missing or not JSON
     load_schema("veriscale.harness.protocol", "finish")              # <package>/schemas/finish.schema.json
 """
@@ -24,10 +24,11 @@ def json_text(document: Any, **options: Any) -> str:
 
 def write_json(path: Path, document: Any, **options: Any) -> Path:
     """Write ``document`` to ``path`` through a ``.tmp`` sibling and a rename; makes parents."""
+    from veriscale.harness.safe_fs import write_plain_file
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json_text(document, **options), encoding="utf-8")
-    tmp.replace(path)
+    # a new file under a fixed-length temp name, renamed over ``path``: never written through a link
+    write_plain_file(path, json_text(document, **options).encode("utf-8"))
     return path
 
 
