@@ -107,3 +107,12 @@ def test_hard_linked_names_are_dropped_and_reported(layout: dict[str, Path]) -> 
     hard = [line for line in result.harvest.left_out if "hard link to 'a.txt'" in line]
     assert len(hard) == 2 and "b.txt" in hard[0] and "c.txt" in hard[1]
     assert "hard link to 'a.txt'" in result.stderr
+
+
+def test_an_unreadable_file_is_left_out_alone(layout: dict[str, Path]) -> None:
+    result = run_jailed(session_spec(layout), ["/bin/sh", "-c", "echo a > a.txt; echo b > b.txt; chmod 000 b.txt; "
+                                                                "mkdir d; echo c > d/c.txt; chmod 000 d"], timeout_s=30)
+    assert result.returncode == 0, result.stderr
+    assert result.harvest is not None and result.harvest.ok, result.harvest
+    assert (layout["out"] / "a.txt").read_text() == "a\n" and not (layout["out"] / "b.txt").exists()
+    assert "'b.txt' not handed back" in result.stderr and "'d' not handed back" in result.stderr

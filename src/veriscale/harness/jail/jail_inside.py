@@ -153,7 +153,11 @@ def harvest(folder: str, fd: int, max_entries: int = 20_000, max_depth: int = 64
                     member.type = tarfile.DIRTYPE
                     tar.addfile(member)
                     if path.count("/") + 1 <= max_depth:
-                        child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                        try:
+                            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                        except OSError as exc:  # e.g. a folder the session made unreadable
+                            print(f"jail: {path!r} not handed back ({exc.strerror})", file=sys.stderr)
+                            continue
                         stack.append((child, path, iter(sorted(os.listdir(child)))))
                 elif stat.S_ISREG(info.st_mode):
                     key = (info.st_dev, info.st_ino)
@@ -163,7 +167,11 @@ def harvest(folder: str, fd: int, max_entries: int = 20_000, max_depth: int = 64
                         continue
                     if info.st_nlink > 1:
                         first_name[key] = path
-                    file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+                    try:
+                        file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+                    except OSError as exc:  # e.g. a file the session made unreadable: that file only
+                        print(f"jail: {path!r} not handed back ({exc.strerror})", file=sys.stderr)
+                        continue
                     with os.fdopen(file_fd, "rb") as handle:
                         member.size = os.fstat(file_fd).st_size
                         tar.addfile(member, handle)
