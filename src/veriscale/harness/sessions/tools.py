@@ -161,7 +161,7 @@ class ToolBox:
         try:
             text = self._handlers[name](arguments)
             is_error = False
-        except ToolError as exc:
+        except (ToolError, UnsafePath) as exc:  # UnsafePath: e.g. a folder moved while it was walked
             text, is_error = f"error: {exc}", True
         except OSError as exc:
             text, is_error = f"error: {type(exc).__name__}: {exc.strerror or exc}", True
