@@ -5,15 +5,16 @@ veriscale is not importable inside. It gets one JSON argument::
 
     python3 -I /.veriscale/inside.py '{"drop": [1900000004, 1900000004], "rlimits": {...},
         "seed": ["/.veriscale/seed", "/abs/out"], "relay": ["/.veriscale/model.sock", 8000, 16],
-        "harvest_fd": 5, "handback": [20000, 64], "deadline_s": 120, "cwd": "/abs/out", "command": ["sh", "-c", "..."]}'
+        "harvest_fd": 5, "handback": [20000, 64], "deadline_s": 120, "cwd": "/abs/out",
+        "command": ["sh", "-c", "..."]}'
 
 and in order: drops every capability and switches to ``drop`` (host root callers only), sets
 the rlimits, copies the host's copy of the output folder (``seed``, read-only) into the
 session's size-capped tmpfs, starts the model relay, runs ``command`` until it ends or
 ``deadline_s`` passes, kills every other process of the session, then writes the output folder
-as a tar stream (regular files and folders, at most ``handback`` = [entries, depth]) to ``harvest_fd``. The host trusts none of
-this: it extracts the stream with its own checks and caps. Exit code: the command's (``128 + N``
-when signal N ended it, 124 on the deadline).
+as a tar stream to ``harvest_fd`` (regular files and folders; at most ``handback`` = [entries,
+depth]). The host trusts none of this: it extracts the stream with its own checks and caps.
+Exit code: the command's (``128 + N`` when signal N ended it, 124 on the deadline).
 """
 
 from __future__ import annotations
