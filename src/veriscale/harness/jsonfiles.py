@@ -2,7 +2,7 @@
 
 Usage::
 
-    write_json(run_dir / "outcome.json", {"outcome": "delivered"})   # tmp file, then rename
+    write_json(run_dir / "outcome.json", {"outcome": "delivered"})   # new file, then rename (no link followed)
     read_json(run_dir / "outcome.json")                              # None if missing or not JSON
     load_schema("veriscale.harness.protocol", "finish")              # <package>/schemas/finish.schema.json
 """
@@ -14,6 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from veriscale.errors import UserError
+
 
 def json_text(document: Any, **options: Any) -> str:
     """``document`` as indented UTF-8 JSON with a trailing newline (``options`` go to json.dumps)."""
@@ -22,18 +24,22 @@ def json_text(document: Any, **options: Any) -> str:
 
 def write_json(path: Path, document: Any, **options: Any) -> Path:
     """Write ``document`` to ``path`` through a ``.tmp`` sibling and a rename; makes parents."""
+    from veriscale.harness.safe_fs import write_plain_file
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json_text(document, **options), encoding="utf-8")
-    tmp.replace(path)
+    # a new file under a fixed-length temp name, renamed over ``path``: never written through a link
+    write_plain_file(path, json_text(document, **options).encode("utf-8"))
     return path
 
 
 def read_json(path: Path) -> Any | None:
-    """The JSON in ``path``, or None when it is missing, unreadable or not JSON."""
+    """The JSON in ``path``, or None when it is missing, unreadable, not JSON or past the JSON limits
+    (``veriscale.data.reader.parse_json``: depth, number length)."""
+    from veriscale.data.reader import parse_json
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return parse_json(path.read_text(encoding="utf-8"), f"'{path}'")
+    except (OSError, ValueError, UserError):
         return None
 
 

@@ -5,30 +5,44 @@ streamed back as a tar when the command ends (``jail_inside.py``). The host neve
 stream: it reads at most ``cap_bytes``, keeps regular files and folders whose names stay inside
 the folder and carry no control characters, writes each file itself (mode 0644, folders 0755,
 owned by the host user: no set-ID bit, no link, no FIFO or device survives), and only then
-swaps the new folder in. A stream that is missing, malformed or over the cap changes nothing::
+swaps the new folder in. A stream that is missing, malformed, cut before its end marker, over
+the byte cap, over :data:`MAX_ENTRIES` files and folders, or not extracted by the session's
+deadline changes nothing. Entries the host cannot take are dropped one by one and listed in
+``left_out`` (names with control or bidi characters, folders deeper than :data:`MAX_DEPTH`, hard
+links past the first name, symbolic links, FIFOs, names this file system cannot hold)::
 
     reader = HarvestReader(read_fd, cap_bytes=limits.output_bytes)
     ...                                    # the jail runs
-    report = reader.apply(Path("runs/x/sessions/resolve"))
+    report = reader.apply(Path("runs/x/sessions/resolve"), deadline=time.monotonic() + 5)
     report.ok, report.files, report.left_out, report.error
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tarfile
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from veriscale.harness.safe_fs import make_plain_dir, remove_tree, write_plain_file
+from veriscale.harness.safe_fs import UnsafePath, make_dirs_beneath, make_plain_dir, name_problem, remove_tree, \
+    shown_name, write_beneath
 
 #: tar headers cost 512 bytes a member (+ PAX records): this much on top of the output cap.
 STREAM_SLACK_BYTES = 16 << 20
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: The most files and folders a hand-back may carry; a folder with more is not kept at all.
+MAX_ENTRIES = 20_000
+#: The deepest folder a hand-back carries; what lies below it is left out (and reported).
+MAX_DEPTH = 64
+_END_MARKER = b"\0" * (2 * tarfile.BLOCKSIZE)
+_SHOWN_CHARS = 160
+
+
+class _Refused(Exception):
+    """The whole hand-back is refused; the message is the reason."""
 
 
 @dataclass
@@ -42,20 +56,42 @@ class HarvestReport:
     error: str | None = None
 
 
-def _bad_name(name: str) -> str | None:
+def _bad_name(name: str, max_depth: int) -> str | None:
     parts = PurePosixPath(name).parts
     if not parts or name.startswith("/") or ".." in parts:
         return "leaves the folder"
-    if _CONTROL.search(name):
-        return "control character in the name"
+    problem = name_problem(name)
+    if problem is not None:
+        return problem
+    if len(parts) > max_depth:
+        return f"deeper than {max_depth} folders: it and what it holds were not handed back"
     return None
+
+
+def _kind_problem(member: tarfile.TarInfo) -> str | None:
+    if member.isdir() or member.isreg():
+        return None
+    if member.islnk():
+        return (f"a hard link to {_shown(member.linkname)}: only the first name of a file is kept; "
+                "write a copy under this name")
+    if member.issym():
+        return "a symbolic link: links are not handed back"
+    return "not a regular file or folder"
+
+
+def _shown(name: str) -> str:
+    text = shown_name(name)
+    return repr(text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "…")
 
 
 class HarvestReader:
     """Drains the harvest pipe in a thread into a spool file, stopping at the cap."""
 
-    def __init__(self, read_fd: int, cap_bytes: int) -> None:
+    def __init__(self, read_fd: int, cap_bytes: int, *, max_entries: int = MAX_ENTRIES,
+                 max_depth: int = MAX_DEPTH) -> None:
         self.cap_bytes = cap_bytes
+        self.max_entries = max_entries
+        self.max_depth = max_depth
         self.limit = cap_bytes + STREAM_SLACK_BYTES
         self.received = 0
         self.over_cap = False
@@ -80,9 +116,13 @@ class HarvestReader:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
-    def apply(self, dest: Path) -> HarvestReport:
-        """Check the stream and, when it is sound, make ``dest`` hold exactly what it carries."""
-        self.join(5.0)
+    def apply(self, dest: Path, deadline: float | None = None) -> HarvestReport:
+        """Check the stream and, when it is sound, make ``dest`` hold exactly what it carries.
+
+        ``deadline`` (a ``time.monotonic()`` value): an extraction still running then is
+        abandoned and the host copy stays as it was.
+        """
+        self.join(5.0)  # the command has ended: what is left in the pipe drains at once
         report = HarvestReport()
         if self._thread.is_alive():
             report.error = "the session's output stream did not end"
@@ -97,10 +137,11 @@ class HarvestReader:
         staging = dest.parent / f".{dest.name}.harvest-{uuid.uuid4().hex[:8]}"
         try:
             make_plain_dir(staging)
-            self._extract(staging, report)
-        except (tarfile.TarError, OSError, ValueError, EOFError) as exc:
+            self._extract(staging, report, deadline)
+        except (_Refused, tarfile.TarError, OSError, ValueError, EOFError) as exc:
             remove_tree(staging)
-            report.error = f"the session's output stream is malformed ({exc})"
+            reason = str(exc) if isinstance(exc, _Refused) else f"the session's output stream is malformed ({exc})"
+            report.error, report.files, report.bytes, report.left_out = reason, 0, 0, []
             return report
         finally:
             self._spool.close()
@@ -112,24 +153,44 @@ class HarvestReader:
         report.ok = True
         return report
 
-    def _extract(self, staging: Path, report: HarvestReport) -> None:
+    def _extract(self, staging: Path, report: HarvestReport, deadline: float | None) -> None:
         with tarfile.open(fileobj=self._spool, mode="r:") as tar:
-            for member in tar:
-                why = _bad_name(member.name)
-                if why is None and not (member.isdir() or member.isreg()):
-                    why = "not a regular file or folder"
+            members = []
+            for member in tar:  # headers only: count before anything is written
+                members.append(member)
+                if len(members) > self.max_entries:
+                    raise _Refused(f"the session's output folder holds more than {self.max_entries} files and "
+                                   "folders: nothing of it was kept; keep fewer files there")
+            self._spool.seek(tar.offset)
+            if self._spool.read(len(_END_MARKER)) != _END_MARKER:
+                raise _Refused("the session's output stream was cut before its end: nothing of it was kept")
+            for entries, member in enumerate(members, start=1):
+                if deadline is not None and entries % 256 == 0 and time.monotonic() > deadline:
+                    raise _Refused("handing the output folder back ran past the session's deadline: "
+                                   "nothing of it was kept")
+                why = _bad_name(member.name, self.max_depth) or _kind_problem(member)
                 if why is None and report.bytes + member.size > self.cap_bytes:
                     why = f"over the {self.cap_bytes}-byte output cap"
+                if why is None:
+                    why = self._write(tar, member, staging, report)
                 if why is not None:
-                    report.left_out.append(f"{member.name!r} ({why})")
-                    continue
-                target = staging.joinpath(*PurePosixPath(member.name).parts)
-                if member.isdir():
-                    make_plain_dir(target)
-                    continue
-                make_plain_dir(target.parent)
-                source = tar.extractfile(member)
-                data = source.read() if source is not None else b""
-                write_plain_file(target, data, 0o755 if member.mode & 0o100 else 0o644)
-                report.files += 1
-                report.bytes += len(data)
+                    report.left_out.append(f"{_shown(member.name)} ({why})")
+
+    @staticmethod
+    def _write(tar: tarfile.TarFile, member: tarfile.TarInfo, staging: Path, report: HarvestReport) -> str | None:
+        """Write one member below ``staging``; the reason it could not be, or None."""
+        rel = PurePosixPath(member.name)
+        try:
+            if member.isdir():
+                make_dirs_beneath(staging, rel)
+                return None
+            source = tar.extractfile(member)
+            data = source.read() if source is not None else b""
+            write_beneath(staging, rel, data, 0o755 if member.mode & 0o100 else 0o644)
+        except UnsafePath as exc:
+            return f"not written: {exc}"
+        except OSError as exc:  # e.g. a name longer than this file system holds
+            return f"this host cannot take the name: {exc.strerror or exc}"
+        report.files += 1
+        report.bytes += len(data)
+        return None

@@ -5,15 +5,16 @@ veriscale is not importable inside. It gets one JSON argument::
 
     python3 -I /.veriscale/inside.py '{"drop": [1900000004, 1900000004], "rlimits": {...},
         "seed": ["/.veriscale/seed", "/abs/out"], "relay": ["/.veriscale/model.sock", 8000, 16],
-        "harvest_fd": 5, "deadline_s": 120, "cwd": "/abs/out", "command": ["sh", "-c", "..."]}'
+        "harvest_fd": 5, "handback": [20000, 64], "deadline_s": 120, "cwd": "/abs/out",
+        "command": ["sh", "-c", "..."]}'
 
 and in order: drops every capability and switches to ``drop`` (host root callers only), sets
 the rlimits, copies the host's copy of the output folder (``seed``, read-only) into the
 session's size-capped tmpfs, starts the model relay, runs ``command`` until it ends or
 ``deadline_s`` passes, kills every other process of the session, then writes the output folder
-as a tar stream (regular files and folders only) to ``harvest_fd``. The host trusts none of
-this: it extracts the stream with its own checks and caps. Exit code: the command's (``128 + N``
-when signal N ended it, 124 on the deadline).
+as a tar stream to ``harvest_fd`` (regular files and folders; at most ``handback`` = [entries,
+depth]). The host trusts none of this: it extracts the stream with its own checks and caps.
+Exit code: the command's (``128 + N`` when signal N ended it, 124 on the deadline).
 """
 
 from __future__ import annotations
@@ -118,16 +119,69 @@ def kill_everyone_else() -> None:
             break
 
 
-def harvest(folder: str, fd: int) -> None:
-    """Stream ``folder`` as an uncompressed tar of its regular files and folders to ``fd``."""
+def harvest(folder: str, fd: int, max_entries: int = 20_000, max_depth: int = 64) -> None:
+    """Stream ``folder`` as an uncompressed tar to ``fd``: folders, regular files, and (as markers the
+    host reports and drops) hard links, symbolic links and FIFOs.
+
+    The walk is iterative and descriptor-relative (any depth, any path length); folders deeper
+    than ``max_depth`` are sent without what they hold, and the stream stops after
+    ``max_entries`` + 1 entries (the host refuses such a folder as a whole).
+    """
     with os.fdopen(fd, "wb") as pipe, tarfile.open(fileobj=pipe, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-        for root, dirs, files in os.walk(folder):
-            for name in sorted(dirs) + sorted(files):
-                path = os.path.join(root, name)
-                info = os.lstat(path)
-                if stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode):
-                    tar.add(path, arcname=os.path.relpath(path, folder), recursive=False)
-            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+        root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        stack = [(root, "", iter(sorted(os.listdir(root))))]
+        first_name = {}  # (dev, ino) -> the first name of a file with several
+        count = 0
+        try:
+            while stack:
+                dir_fd, rel, names = stack[-1]
+                name = next(names, None)
+                if name is None:
+                    os.close(dir_fd)
+                    stack.pop()
+                    continue
+                count += 1
+                if count > max_entries + 1:  # one past the cap tells the host to refuse the folder
+                    print(f"jail: the output folder holds more than {max_entries} entries; not handed back",
+                          file=sys.stderr)
+                    return
+                path = f"{rel}/{name}" if rel else name
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                member = tarfile.TarInfo(path)
+                member.mtime = int(info.st_mtime)
+                member.mode = stat.S_IMODE(info.st_mode) & 0o777
+                if stat.S_ISDIR(info.st_mode):
+                    member.type = tarfile.DIRTYPE
+                    tar.addfile(member)
+                    if path.count("/") + 1 <= max_depth:
+                        try:
+                            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                        except OSError as exc:  # e.g. a folder the session made unreadable
+                            print(f"jail: {path!r} not handed back ({exc.strerror})", file=sys.stderr)
+                            continue
+                        stack.append((child, path, iter(sorted(os.listdir(child)))))
+                elif stat.S_ISREG(info.st_mode):
+                    key = (info.st_dev, info.st_ino)
+                    if info.st_nlink > 1 and key in first_name:
+                        member.type, member.linkname = tarfile.LNKTYPE, first_name[key]
+                        tar.addfile(member)
+                        continue
+                    if info.st_nlink > 1:
+                        first_name[key] = path
+                    try:
+                        file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+                    except OSError as exc:  # e.g. a file the session made unreadable: that file only
+                        print(f"jail: {path!r} not handed back ({exc.strerror})", file=sys.stderr)
+                        continue
+                    with os.fdopen(file_fd, "rb") as handle:
+                        member.size = os.fstat(file_fd).st_size
+                        tar.addfile(member, handle)
+                elif stat.S_ISLNK(info.st_mode) or stat.S_ISFIFO(info.st_mode):
+                    member.type = tarfile.SYMTYPE if stat.S_ISLNK(info.st_mode) else tarfile.FIFOTYPE
+                    tar.addfile(member)
+        finally:
+            for dir_fd, _, _ in stack:
+                os.close(dir_fd)
 
 
 def main(argv: list) -> int:
@@ -143,7 +197,7 @@ def main(argv: list) -> int:
     code = run(config["command"], config["cwd"], float(config["deadline_s"]))
     if config.get("harvest_fd") is not None and config.get("seed"):
         try:
-            harvest(config["seed"][1], int(config["harvest_fd"]))
+            harvest(config["seed"][1], int(config["harvest_fd"]), *config.get("handback", ()))
         except OSError as exc:
             print(f"jail: output folder not handed back ({exc})", file=sys.stderr)
     return code

@@ -67,6 +67,7 @@ class Plan:
     forward_socket: Path | None = None
     tmpfs_bytes: int = 256 << 20
     output_bytes: int = 512 << 20
+    handback: tuple[int, int] = (20_000, 64)  # most entries, deepest folder the hand-back carries
 
 
 def bwrap_path() -> str:
@@ -249,7 +250,7 @@ def bwrap_command(spec: "JailSpec", argv: Sequence[str], plan: Plan, env_path: s
     config = {
         "drop": [plan.drop_to, plan.drop_to] if plan.drop_to is not None else None,
         "rlimits": dict(plan.rlimits), "seed": [INSIDE_SEED, str(spec.writable_dir)], "relay": relay,
-        "harvest_fd": plan.harvest_fd, "deadline_s": plan.deadline_s, "cwd": str(spec.cwd),
+        "harvest_fd": plan.harvest_fd, "handback": list(plan.handback), "deadline_s": plan.deadline_s, "cwd": str(spec.cwd),
         "command": list(argv),
     }
     return cmd + [sys.executable, "-I", INSIDE_LAUNCHER, json.dumps(config)]

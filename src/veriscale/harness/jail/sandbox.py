@@ -78,8 +78,13 @@ JAIL_OFF_MESSAGE = worded(
 )
 #: Bound on the wait for a killed session's processes to release its output pipes.
 KILL_GRACE_S = 5.0
-#: Time the host allows past the deadline for the jail to stop its session and hand back output.
-HARVEST_GRACE_S = 20.0
+#: Time the host allows past the deadline for the jail to stop its session and hand back output;
+#: the hand-back also gets :func:`handback_reserve_s` of the session's own time.
+HARVEST_GRACE_S = 5.0
+#: Most seconds of a session's time kept back for handing its output folder back.
+HANDBACK_RESERVE_S = 10.0
+#: How many left-out entries of a hand-back the session's stderr names.
+LEFT_OUT_SHOWN = 5
 _EVIDENCE_DIRS = (SPEC_DIR, INPUTS_DIR, ROLLOUTS_DIR)
 
 
@@ -183,6 +188,11 @@ class JailResult:
     cpu_usage_s: float | None = None
     cpu_throttled: int | None = None
 
+
+
+def handback_reserve_s(timeout_s: float) -> float:
+    """Seconds before ``timeout_s`` at which a jailed command is stopped so its hand-back fits."""
+    return min(HANDBACK_RESERVE_S, timeout_s / 4)
 
 
 def _check_writable_dir(task_dir: Path, writable: Path) -> None:
@@ -320,20 +330,22 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
                    "NPROC": spec.limits.pids}
         if box.kind == "rlimits":
             rlimits["AS"] = spec.limits.memory_bytes
-        plan = Plan(seccomp_fd=seccomp, harvest_fd=harvest_w, deadline_s=timeout_s, drop_to=drop_to,
+        inside_deadline = timeout_s - handback_reserve_s(timeout_s)
+        plan = Plan(seccomp_fd=seccomp, harvest_fd=harvest_w, deadline_s=inside_deadline, drop_to=drop_to,
                     rlimits=rlimits, forward_socket=forward, tmpfs_bytes=spec.limits.tmpfs_bytes,
-                    output_bytes=spec.limits.output_bytes)
+                    output_bytes=spec.limits.output_bytes, handback=(reader.max_entries, reader.max_depth))
         env = _inside_env(spec)
         cmd = bwrap_command(spec, argv, plan, env["PATH"])
         if box.enter_files:  # join the session's cgroup before bubblewrap starts anything
             join = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
             cmd = ["/bin/sh", "-c", join, "sh", *box.enter_files, "--", *cmd]
+        started = time.monotonic()
         ended = _run_process_group(cmd, env, Path("/"), timeout_s + HARVEST_GRACE_S, cap,
                                    pass_fds=(seccomp, harvest_w), box=box, after_start=(seccomp, harvest_w))
-        harvest = reader.apply(spec.writable_dir)
+        harvest = reader.apply(spec.writable_dir, deadline=started + timeout_s + HARVEST_GRACE_S)
         memory = box.memory_killed()
         cpu = box.cpu_usage()
-        timed_out = ended.killed_by_host or (ended.returncode == 124 and ended.duration_s >= timeout_s - 0.5)
+        timed_out = ended.killed_by_host or (ended.returncode == 124 and ended.duration_s >= inside_deadline - 0.5)
         limit = "memory" if memory else ("time" if timed_out else None)
         result = _result(ended, timed_out=timed_out, limit=limit, harvest=harvest,
                          host_uid=drop_to if as_root else os.geteuid(), limits_via=box.kind,
@@ -348,6 +360,11 @@ def _result(ended: _Ended, *, timed_out: bool, limit: str | None = None, harvest
     stderr = ended.stderr.text()
     if harvest is not None and not harvest.ok:
         stderr += f"\n[jail: output folder not kept: {harvest.error}]"
+    elif harvest is not None and harvest.left_out:
+        more = len(harvest.left_out) - LEFT_OUT_SHOWN
+        stderr += (f"\n[jail: {len(harvest.left_out)} entr{'y' if len(harvest.left_out) == 1 else 'ies'} of the "
+                   f"output folder not handed back: {'; '.join(harvest.left_out[:LEFT_OUT_SHOWN])}"
+                   + (f"; and {more} more]" if more > 0 else "]"))
     return JailResult(returncode=ended.returncode, stdout=ended.stdout.text(), stderr=stderr,
                       timed_out=timed_out, duration_s=ended.duration_s, limit=limit, harvest=harvest,
                       stdout_cut_bytes=ended.stdout.cut_bytes, stderr_cut_bytes=ended.stderr.cut_bytes,

@@ -10,8 +10,9 @@ and whether it changed::
 from __future__ import annotations
 
 import hashlib
+import os
 import stat
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from veriscale.harness.jsonfiles import json_text
@@ -20,11 +21,13 @@ from veriscale.harness.safe_fs import (
     UnsafePath,
     copy_plain_tree,
     make_plain_dir,
+    open_dir_beneath,
     open_regular_beneath,
+    remove_beneath,
     remove_tree,
     walk_entries,
     read_bytes_beneath,
-    write_plain_file,
+    write_beneath,
 )
 from veriscale.harness.workspace.views import is_sidecar
 
@@ -32,10 +35,16 @@ from veriscale.harness.workspace.views import is_sidecar
 MAX_FILE_BYTES = 1 << 30
 
 
-def sha256_file(path: Path) -> str:
-    """sha256 of a regular file, opened without following a link."""
+def sha256_file(path: Path, root: Path | None = None) -> str:
+    """sha256 of a regular file, opened without following a link.
+
+    ``sha256_file(Path("a/b.txt"), folder)``: ``path`` is relative to ``root`` and no folder
+    below ``root`` may be a link (opened one component at a time, so any depth works).
+    """
     digest = hashlib.sha256()
-    fd = open_regular_beneath(path.parent, path.name, max_bytes=MAX_FILE_BYTES)
+    if root is None:
+        root, path = path.parent, Path(path.name)
+    fd = open_regular_beneath(root, path, max_bytes=MAX_FILE_BYTES)
     with open(fd, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
@@ -47,7 +56,7 @@ def _bundle_files(folder: Path | None) -> tuple[dict[str, Path], list[str]]:
     if folder is None or not folder.is_dir() or folder.is_symlink():
         return {}, []
     files, other = {}, []
-    for rel, info in walk_entries(folder):
+    for rel, info in walk_entries(folder):  # iterative: any depth
         if stat.S_ISDIR(info.st_mode):
             continue
         if stat.S_ISREG(info.st_mode) and not is_sidecar(Path(rel.name)):
@@ -55,6 +64,23 @@ def _bundle_files(folder: Path | None) -> tuple[dict[str, Path], list[str]]:
         elif not stat.S_ISREG(info.st_mode):
             other.append(rel.as_posix())
     return files, other
+
+
+def _clear_the_way(folder: Path, rel: str) -> None:
+    """Remove a folder or link standing at ``folder/rel`` (by descriptor: any depth)."""
+    parts = PurePosixPath(rel).parts
+    try:
+        parent = open_dir_beneath(folder, PurePosixPath(*parts[:-1]) if len(parts) > 1 else "")
+    except UnsafePath:
+        return  # no folder there yet: write_beneath makes it (and refuses a link on the way)
+    try:
+        info = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode) or stat.S_ISLNK(info.st_mode):
+            remove_beneath(parent, parts[-1])
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(parent)
 
 
 def keep_base_files(base_dir: Path | None, delivered_dir: Path) -> dict[str, Any]:
@@ -71,22 +97,20 @@ def keep_base_files(base_dir: Path | None, delivered_dir: Path) -> dict[str, Any
         remove_tree(delivered_dir / rel)
     base, _ = _bundle_files(base_dir)
     files = []
-    for rel, source in base.items():
-        base_sha = sha256_file(source)
-        target = delivered_dir / rel
+    for rel in base:
+        base_sha = sha256_file(Path(rel), base_dir)
         if rel not in delivered:
-            if target.is_dir() or target.is_symlink():
-                remove_tree(target)
-            make_plain_dir(target.parent)
-            write_plain_file(target, read_bytes_beneath(source.parent, source.name, max_bytes=MAX_FILE_BYTES))
+            _clear_the_way(delivered_dir, rel)
+            # write_beneath refuses a link or a file anywhere below the delivered folder itself
+            write_beneath(delivered_dir, rel, read_bytes_beneath(base_dir, rel, max_bytes=MAX_FILE_BYTES))
             files.append({"path": rel, "status": "restored", "base_sha256": base_sha, "sha256": base_sha})
             continue
-        sha = sha256_file(target)
+        sha = sha256_file(Path(rel), delivered_dir)
         files.append({"path": rel, "status": "unchanged" if sha == base_sha else "changed",
                       "base_sha256": base_sha, "sha256": sha})
     for rel, path in delivered.items():
         if rel not in base:
-            files.append({"path": rel, "status": "added", "base_sha256": None, "sha256": sha256_file(path)})
+            files.append({"path": rel, "status": "added", "base_sha256": None, "sha256": sha256_file(Path(rel), delivered_dir)})
     files.sort(key=lambda f: f["path"])
     by_status = {s: [f["path"] for f in files if f["status"] == s] for s in ("restored", "changed", "added")}
     return {"files": files, **by_status, "removed_links": removed}
@@ -112,7 +136,7 @@ def publish_delivery(deliverables: Path, finish: dict[str, Any], dest: Path) -> 
         remove_tree(dest)
     make_plain_dir(dest)
     copy_plain_tree(deliverables, dest / DELIVERABLES_SUBDIR, max_bytes=MAX_FILE_BYTES)
-    write_plain_file(dest / FINISH_FILE, json_text(finish).encode())
+    write_beneath(dest, FINISH_FILE, json_text(finish).encode())
     return dest
 
 

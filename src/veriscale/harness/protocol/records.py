@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from veriscale.data.reader import BadInput, parse_json
 from veriscale.harness.jsonfiles import load_schema as read_schema
 from veriscale.harness.safe_fs import UnsafePath, read_text_beneath
 
@@ -184,10 +185,12 @@ def read_record(path: Path, kind: str, context: RecordContext | None = None) -> 
         return None, [f"{kind} record {path} was not written (as a regular file of at most {MAX_RECORD_BYTES} bytes)"]
     except UnicodeDecodeError:
         return None, [f"{kind} record {path} is not UTF-8 text: write JSON"]
-    try:
-        doc = json.loads(text)
+    try:  # depth, number length and surrogates bounded: a bomb is a record problem, not a crash
+        doc = parse_json(text, f"{kind} record {path}")
     except json.JSONDecodeError as exc:
         return None, [f"{kind} record {path} is not valid JSON ({exc})"]
+    except BadInput as exc:
+        return None, [str(exc)]
     return doc, check_record(kind, doc, context)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from veriscale.data.reader import BadInput, parse_json
 from veriscale.errors import UserError, setting
 from veriscale.harness.safe_fs import UnsafePath, lstat_beneath, open_dir_beneath, read_text_beneath
 from veriscale.harness.protocol.layout import DELIVERY_DIR, FINISH_FILE
@@ -40,8 +41,8 @@ class Delivery:
 def _read_finish(folder: Path) -> dict[str, Any]:
     path = folder / FINISH_FILE
     try:
-        data = json.loads(read_text_beneath(folder, FINISH_FILE, max_bytes=4 << 20))
-    except (UnsafePath, OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = parse_json(read_text_beneath(folder, FINISH_FILE, max_bytes=4 << 20), f"finish file '{path}'")
+    except (UnsafePath, OSError, UnicodeDecodeError, json.JSONDecodeError, BadInput) as exc:
         raise UserError(f"finish file '{path}' is not readable JSON ({exc}): rerun the delivery or give "
                         f"{setting('delivered')} and {setting('base')}") from None
     if not isinstance(data, dict) or not isinstance(data.get("base"), str):

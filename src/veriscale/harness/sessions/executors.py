@@ -40,12 +40,13 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from veriscale.data.reader import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, BadInput, parse_json
 from veriscale.engine.executor import CallExecutor
 from veriscale.engine.gateway import CHAT_KEY_VERSION
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting
 from veriscale.harness.sessions.agent import AgentLimits, AgentSession, RecordCheck, Transcript, nudge_text
-from veriscale.harness.jail.sandbox import JailLimits, JailSpec, run_jailed
+from veriscale.harness.jail.sandbox import HARVEST_GRACE_S, JailLimits, JailSpec, run_jailed
 from veriscale.harness.jail.netjail import inside_model_url
 from veriscale.harness.jail.relay_gate import RelayPolicy
 from veriscale.harness.sessions.result import SessionResult
@@ -210,6 +211,35 @@ def _endpoint(uri: str) -> _Endpoint:
     return _Endpoint(parts.scheme, parts.hostname or "", port, parts.path.rstrip("/") or "/v1", model)
 
 
+#: The largest token count one usage field may report (larger: not counted).
+MAX_TOKEN_COUNT = 10**12
+
+
+def _pi_event(line: str) -> dict[str, Any] | None:
+    """One line of pi's ``--mode json`` stdout as an event object; None for anything else.
+
+    The session writes this stream, so it is read like any untrusted JSON: depth and number
+    length bounded (``veriscale.data.reader.parse_json``), and only objects are events.
+    """
+    if not line.strip():
+        return None
+    try:
+        event = parse_json(line, "a pi output line")
+    except (json.JSONDecodeError, BadInput):
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _token_count(value: Any) -> int:
+    """A usage count as pi reports it: a whole number in range, else 0 (never an exception)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float) and not (value == value and abs(value) < MAX_TOKEN_COUNT):
+        return 0
+    count = int(value)
+    return count if 0 <= count <= MAX_TOKEN_COUNT else 0
+
+
 class PiExecutor:
     """Runs a session with the ``pi`` coding agent (npm ``@mariozechner/pi-coding-agent``) in the jail."""
 
@@ -279,24 +309,29 @@ class PiExecutor:
         transcript.write("message", message={"role": "user", "content": prompt})
         result = run_jailed(spec, argv, timeout_s=max(1.0, timeout_s))
         stats = {"calls": 0, "steps": 0, "prompt_tokens": 0, "completion_tokens": 0, "timed_out": result.timed_out,
-                 "returncode": result.returncode}
+                 "returncode": result.returncode, "bad_lines": 0}
         for line in result.stdout.splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
+            event = _pi_event(line)
+            if event is None:
+                stats["bad_lines"] += 1
                 continue
             kind = event.get("type")
             if kind == "message_update":
                 continue  # streaming deltas: the full message follows in message_end
             transcript.write("pi_event", event=event)
-            if kind == "message_end" and (event.get("message") or {}).get("role") == "assistant":
-                usage = event["message"].get("usage") or {}
+            message = event.get("message")
+            if kind == "message_end" and isinstance(message, dict) and message.get("role") == "assistant":
+                usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
                 stats["calls"] += 1
-                stats["prompt_tokens"] += int(usage.get("input") or 0)
-                stats["completion_tokens"] += int(usage.get("output") or 0)
-                transcript.write("message", message={"role": "assistant", "content": event["message"].get("content")})
+                stats["prompt_tokens"] += _token_count(usage.get("input"))
+                stats["completion_tokens"] += _token_count(usage.get("output"))
+                transcript.write("message", message={"role": "assistant", "content": message.get("content")})
             elif kind == "turn_end" and event.get("toolResults"):
                 stats["steps"] += 1
+        if stats["bad_lines"]:
+            transcript.write("note", text=f"pi stdout: {stats['bad_lines']} line(s) were not JSON events within the "
+                                          f"limits (depth {MAX_JSON_DEPTH}, numbers of {MAX_NUMBER_CHARS} characters) "
+                                          "and were skipped")
         if result.stderr.strip():
             transcript.write("note", text="pi stderr: " + result.stderr[-4000:])
         return stats
@@ -318,8 +353,8 @@ class PiExecutor:
         prompt, continuing = session.user_prompt, session.continue_session
         status = "failed"
         while True:
-            stats = self._invoke(session, prompt, continue_session=continuing,
-                                 timeout_s=deadline - time.monotonic(), transcript=transcript)
+            stats = self._invoke(session, prompt, continue_session=continuing,  # the hand-back inside the deadline
+                                 timeout_s=deadline - time.monotonic() - HARVEST_GRACE_S, transcript=transcript)
             for key in totals:
                 totals[key] += stats[key]
             issue = problem()

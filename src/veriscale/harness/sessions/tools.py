@@ -13,6 +13,11 @@ shell command in the bubblewrap jail (``veriscale.harness.jail.sandbox``) unless
 Relative paths of reading tools resolve against the task folder; relative paths of ``write``
 resolve against the output folder. A bad call never raises: it returns a ``ToolResult`` with
 ``is_error`` set and a message the model can act on.
+
+Every tool runs in time linear in what it reads: ``grep`` patterns run on RE2 (PyPI
+``google-re2``; no backtracking, so no pattern can stall the host), and with ``deadline`` set no
+call outlives it: walks stop at the deadline with what they found, ``run`` gets only the time left
+(its hand-back included).
 """
 
 from __future__ import annotations
@@ -22,25 +27,27 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import re2
+
 from veriscale.errors import UserError
-from veriscale.harness.jail.sandbox import JailLimits, JailSpec, run_jailed
+from veriscale.harness.jail.sandbox import HARVEST_GRACE_S, JailLimits, JailSpec, run_jailed
 from veriscale.harness.safe_fs import (
     UnsafePath,
     describe,
     is_within,
     lstat_beneath,
-    make_plain_dir,
     open_dir_beneath,
     read_bytes_beneath,
     read_text_beneath,
+    shown_name,
     split_under,
     walk_regular_files,
-    write_plain_file,
+    write_beneath,
 )
 
 DEFAULT_READ_CHARS = 20_000
@@ -50,7 +57,10 @@ DEFAULT_OUTPUT_CHARS = 12_000
 DEFAULT_RUN_TIMEOUT_S = 120.0
 MAX_WRITE_CHARS = 2_000_000
 MAX_READ_BYTES = 64 << 20
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_PATTERN_CHARS = 4_000
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the session's error, not a line on the host's stderr
+_NOT_IN_RE2 = re.compile(r"\\[1-9]|\(\?<?[=!]|\(\?P=|\\g<|\(\?>|[*+?}][+]")
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,8 @@ class ToolBox:
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """Run one tool; errors come back as a ``ToolResult`` with ``is_error`` set."""
         started = time.monotonic()
+        if self._time_up():
+            return ToolResult("error: the session's time is up: no further tool calls", True)
         if name not in self.enabled:
             return ToolResult(f"error: unknown tool '{name}'; available: {', '.join(self.enabled)}", True)
         if not isinstance(arguments, dict):
@@ -149,11 +161,14 @@ class ToolBox:
         try:
             text = self._handlers[name](arguments)
             is_error = False
-        except ToolError as exc:
+        except (ToolError, UnsafePath) as exc:  # UnsafePath: e.g. a folder moved while it was walked
             text, is_error = f"error: {exc}", True
         except OSError as exc:
             text, is_error = f"error: {type(exc).__name__}: {exc.strerror or exc}", True
         return ToolResult(text, is_error, time.monotonic() - started)
+
+    def _time_up(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     # -- path checks ---------------------------------------------------------------------------
     def _visible(self, raw: Any, *, default: Path | None = None) -> tuple[Path, PurePosixPath]:
@@ -215,8 +230,12 @@ class ToolBox:
             return f"{_shown(rel.name)}\t{_size_text(info)}"
         entries = []
         fd = open_dir_beneath(root, rel)
+        stopped = False
         try:
             for name in os.listdir(fd):
+                if len(entries) % 256 == 0 and self._time_up():
+                    stopped = True
+                    break
                 entries.append((name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
         finally:
             os.close(fd)
@@ -225,28 +244,32 @@ class ToolBox:
                  for name, st in entries[:DEFAULT_LIST_ENTRIES]]
         if len(entries) > DEFAULT_LIST_ENTRIES:
             lines.append(f"[{len(entries) - DEFAULT_LIST_ENTRIES} more entries not shown]")
+        if stopped:
+            lines.append(_STOPPED)
         return "\n".join(lines) if lines else "[empty folder]"
 
-    def _files_under(self, root: Path, rel: PurePosixPath) -> list[tuple[Path, PurePosixPath]]:
+    def _files_under(self, root: Path, rel: PurePosixPath) -> Iterator[tuple[Path, PurePosixPath]]:
         """Regular files at or below ``root/rel`` as ``(root, relative path)``; links are skipped."""
         mode = lstat_beneath(root, rel).st_mode
         if stat.S_ISREG(mode):
-            return [(root, rel)]
-        if not stat.S_ISDIR(mode):
-            return []
-        return [(root, path) for path, _ in walk_regular_files(root, rel)]
+            yield root, rel
+        elif stat.S_ISDIR(mode):
+            for path, _ in walk_regular_files(root, rel):
+                yield root, path
 
     def _grep(self, args: dict[str, Any]) -> str:
         pattern = args.get("pattern")
         if not isinstance(pattern, str) or not pattern:
             raise ToolError("grep needs a non-empty 'pattern'")
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ToolError(f"pattern {pattern!r} is not a valid regular expression ({exc})") from None
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise ToolError(f"pattern is {len(pattern)} characters long, over {MAX_PATTERN_CHARS}: search for a shorter one")
+        regex = compile_pattern(pattern)
         root, rel = self._visible(args.get("path"), default=self.task_dir)
         hits: list[str] = []
         for base, file in self._files_under(root, rel):
+            if self._time_up():
+                hits.append(_STOPPED)
+                break
             try:
                 text = read_text_beneath(base, file, max_bytes=MAX_READ_BYTES)
             except (UnicodeDecodeError, UnsafePath, OSError):
@@ -263,15 +286,22 @@ class ToolBox:
         pattern = args.get("pattern")
         if not isinstance(pattern, str) or not pattern:
             raise ToolError("find needs a non-empty glob 'pattern', e.g. '*.xlsx'")
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise ToolError(f"pattern is {len(pattern)} characters long, over {MAX_PATTERN_CHARS}: give a shorter glob")
         root, rel = self._visible(args.get("path"), default=self.task_dir)
-        found = []
-        for base, file in self._files_under(root, rel):
+        found, stopped = [], False
+        for number, (base, file) in enumerate(self._files_under(root, rel)):
+            if number % 256 == 0 and self._time_up():
+                stopped = True
+                break
             below = file.relative_to(rel).as_posix() if file != rel else file.name
             if fnmatch.fnmatch(file.name, pattern) or fnmatch.fnmatch(below, pattern):
                 found.append(_shown(str(base.joinpath(*file.parts))))
         shown = found[:DEFAULT_LIST_ENTRIES]
         if len(found) > len(shown):
             shown.append(f"[{len(found) - len(shown)} more not shown]")
+        if stopped:
+            shown.append(_STOPPED)
         return "\n".join(shown) if shown else "[no files match]"
 
     def _run(self, args: dict[str, Any]) -> str:
@@ -279,8 +309,8 @@ class ToolBox:
         if not isinstance(command, str) or not command.strip():
             raise ToolError("run needs a non-empty 'command' string")
         timeout = self.run_timeout_s
-        if self.deadline is not None:
-            timeout = min(timeout, self.deadline - time.monotonic())
+        if self.deadline is not None:  # the jail's hand-back grace is spent inside the session's time
+            timeout = min(timeout, self.deadline - time.monotonic() - HARVEST_GRACE_S)
             if timeout <= 1:
                 raise ToolError("the session's time is up: no time left to run commands")
         spec = JailSpec(task_dir=self.task_dir, writable_dir=self.output_dir,
@@ -308,19 +338,42 @@ class ToolBox:
         resolved = Path(os.path.normpath(target))
         if not is_within(resolved, self.output_dir) or resolved == self.output_dir:
             raise ToolError(f"'{raw}' is outside your output folder {self.output_dir}: write only there")
+        rel = PurePosixPath(resolved.relative_to(self.output_dir).as_posix())
         try:
-            make_plain_dir(resolved.parent)  # refuses a link anywhere on the way
-            if resolved.is_dir() and not resolved.is_symlink():
-                raise ToolError(f"'{raw}' is a folder: write to a file path")
-            write_plain_file(resolved, content.encode("utf-8"))  # replaces a link, never writes through it
+            try:
+                if stat.S_ISDIR(lstat_beneath(self.output_dir, rel).st_mode):
+                    raise ToolError(f"'{raw}' is a folder: write to a file path")
+            except UnsafePath:
+                pass  # not there yet (or a link on the way: write_beneath says which)
+            write_beneath(self.output_dir, rel, content.encode("utf-8"))  # no link on the way, none written through
         except UnsafePath as exc:
             raise ToolError(f"'{raw}' goes through a link or a file: write only to plain folders ({exc})") from None
         return f"wrote {len(content)} characters to {resolved}"
 
 
+def compile_pattern(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (linear time); a ``ToolError`` in one sentence when RE2 cannot take it.
+
+    >>> compile_pattern(r"^(a+)+$").search("a" * 40 + "b") is None
+    True
+    """
+    try:
+        return re2.compile(pattern, options=_RE2_OPTIONS)
+    except re2.error as exc:
+        if _NOT_IN_RE2.search(pattern):
+            raise ToolError(f"pattern {_shown(pattern[:200])!r} uses a backreference, lookaround, atomic group or "
+                            "possessive quantifier, which grep's linear-time engine (RE2) does not run: search "
+                            "without it (e.g. grep a simpler pattern and read the hits)") from None
+        detail = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ToolError(f"pattern {_shown(pattern[:200])!r} is not a valid regular expression ({detail})") from None
+
+
+_STOPPED = "[stopped: the session's time is up]"
+
+
 def _shown(name: str) -> str:
-    """A file name as printed to the model: control characters escaped, never passed through."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", name)
+    """A file name as printed to the model: control and bidi characters escaped, never passed through."""
+    return shown_name(name)
 
 
 def _size_text(info: os.stat_result) -> str:

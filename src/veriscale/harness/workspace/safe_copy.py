@@ -21,12 +21,14 @@ import shutil
 import stat
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import Callable
+from typing import Callable, Iterator
 
 from veriscale.errors import UserError
 from veriscale.harness.safe_fs import is_within
 
 DEFAULT_MAX_EXTRACT_BYTES = 1 << 30
+#: The deepest folder :func:`copy_tree` copies; real deliverables nest a handful of levels.
+MAX_COPY_DEPTH = 256
 
 # skip(relative POSIX path, is_dir) -> reason to leave the entry out, or None to copy it
 SkipRule = Callable[[str, bool], "str | None"]
@@ -78,40 +80,60 @@ def copy_tree(
     copied: list[Path] = []
     visited: set[Path] = set()
 
-    def walk(current: Path, rel: PurePosixPath) -> None:
+    def entries(current: Path) -> Iterator[os.DirEntry[str]]:
         real = current.resolve()
         if real in visited:
-            return
+            return iter(())
         visited.add(real)
-        for entry in sorted(os.scandir(current), key=lambda e: e.name):
-            check_name(entry.name, f"'{current}'")
-            entry_rel = rel / entry.name
-            entry_path = Path(entry.path)
-            if entry.is_symlink():
-                target = entry_path.resolve()
-                if not is_within(target, real_root) or not target.exists():
-                    raise UserError(
-                        f"symlink '{entry_path}' points outside the source folder ('{target}'): "
-                        "replace it with the file itself or remove it"
-                    )
-            is_dir = entry_path.is_dir()
-            reason = skip(entry_rel.as_posix(), is_dir)
-            if reason is not None:
-                left_out.append((rel_prefix + entry_rel.as_posix() + ("/" if is_dir else ""), reason))
-                continue
-            if is_dir:
-                walk(entry_path, entry_rel)
-            elif entry_path.is_file():
-                target_file = dest / entry_rel
-                target_file.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(entry_path, target_file)
-                copied.append(target_file)
-            else:
-                left_out.append((rel_prefix + entry_rel.as_posix(), "not a regular file"))
+        return iter(sorted(os.scandir(current), key=lambda e: e.name))
 
     dest.mkdir(parents=True, exist_ok=True)
-    walk(src, PurePosixPath())
+    # iterative depth-first walk (pre-order, sorted): any depth, no recursion
+    stack: list[tuple[Path, PurePosixPath, Iterator[os.DirEntry[str]]]] = [(src, PurePosixPath(), entries(src))]
+    try:
+        _copy_entries(stack, entries, dest, real_root, skip, left_out, rel_prefix, copied)
+    except OSError as exc:  # e.g. a path past the system's length limit, thousands of folders deep
+        where = str(exc.filename or src)
+        raise UserError(f"'{where[:200]}{'…' if len(where) > 200 else ''}' cannot be copied ({exc.strerror}): "
+                        "flatten or shorten that folder") from None
     return copied
+
+
+def _copy_entries(stack, entries, dest: Path, real_root: Path, skip: SkipRule, left_out: list[tuple[str, str]],
+                  rel_prefix: str, copied: list[Path]) -> None:
+    while stack:
+        current, rel, pending = stack[-1]
+        entry = next(pending, None)
+        if entry is None:
+            stack.pop()
+            continue
+        check_name(entry.name, f"'{current}'")
+        entry_rel = rel / entry.name
+        entry_path = Path(entry.path)
+        if entry.is_symlink():
+            target = entry_path.resolve()
+            if not is_within(target, real_root) or not target.exists():
+                raise UserError(
+                    f"symlink '{entry_path}' points outside the source folder ('{target}'): "
+                    "replace it with the file itself or remove it"
+                )
+        is_dir = entry_path.is_dir()
+        reason = skip(entry_rel.as_posix(), is_dir)
+        if reason is not None:
+            left_out.append((rel_prefix + entry_rel.as_posix() + ("/" if is_dir else ""), reason))
+            continue
+        if is_dir:
+            if len(stack) >= MAX_COPY_DEPTH:
+                raise UserError(f"'{rel_prefix}{str(entry_rel)[:120]}…' nests deeper than {MAX_COPY_DEPTH} folders: "
+                                "flatten that folder")
+            stack.append((entry_path, entry_rel, entries(entry_path)))
+        elif entry_path.is_file():
+            target_file = dest / entry_rel
+            target_file.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(entry_path, target_file)
+            copied.append(target_file)
+        else:
+            left_out.append((rel_prefix + entry_rel.as_posix(), "not a regular file"))
 
 
 def extract_zip(archive: Path, dest: Path, *, max_bytes: int = DEFAULT_MAX_EXTRACT_BYTES) -> None:
