@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Union
 
-from veriscale.harness.workspace.views import docx_lines, pdf_lines, xlsx_cells
+from veriscale.harness.workspace.views import docx_lines, pdf_lines, xlsx_cells, xlsx_sheetnames
 
 Value = Union[float, str, bool, None]
 
@@ -165,15 +165,9 @@ def _xlsx_claims(rel: str, path: Path) -> list[Claim]:
             shown = formula  # no cached value saved: compare the formula text instead
         locator = f"{sheet}!{ref}"
         claims.append(Claim(f"{rel}:{locator}", "xlsx_cell", rel, locator, f"{rel}:{sheet}", shown, formula))
-    from openpyxl import load_workbook
-
-    book = load_workbook(path, read_only=True)
-    try:
-        for sheet in book.sheetnames:
-            locator = f"{sheet} (sheet)"
-            claims.append(Claim(f"{rel}:{locator}", "sheet", rel, locator, f"{rel}:{sheet}", "present"))
-    finally:
-        book.close()
+    for sheet in xlsx_sheetnames(path):
+        locator = f"{sheet} (sheet)"
+        claims.append(Claim(f"{rel}:{locator}", "sheet", rel, locator, f"{rel}:{sheet}", "present"))
     return claims
 
 
