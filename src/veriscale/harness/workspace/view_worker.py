@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import veriscale
+from veriscale.errors import UserError
 from veriscale.harness.workspace.views import DEFAULT_MAX_CHARS, DEFAULT_MAX_FILE_BYTES, ViewResult, refused_view, render_view
 from veriscale.harness.workspace.zip_limits import RAISE_IT, ZipLimits, cap_text
 
@@ -32,6 +33,9 @@ _BOOT = (
     "sys.modules['veriscale'] = package; "
     "from veriscale.harness.workspace.view_worker import serve; serve()"
 )
+
+READY = b"ready"
+_STARTUP_SECONDS = 120
 
 
 class ViewWorker:
@@ -98,11 +102,18 @@ class ViewWorker:
             return self._child
         self.close()
         package_dir = str(Path(veriscale.__file__).resolve().parent)
-        self._child = subprocess.Popen(
+        child = subprocess.Popen(
             [sys.executable, "-c", _BOOT, package_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, bufsize=0, start_new_session=True,
         )
-        return self._child
+        # The deadline of a view starts once the child has imported its readers, not before.
+        if self._read_line(child, time.monotonic() + _STARTUP_SECONDS) != READY:
+            child.kill()
+            child.wait()
+            raise UserError(f"the text-view process ({sys.executable}) did not start within "
+                            f"{_STARTUP_SECONDS} s: check that this Python runs")
+        self._child = child
+        return child
 
     def _read_line(self, child: subprocess.Popen[bytes], deadline: float) -> bytes | None:
         """One answer line; ``None`` when the deadline passed first (the child is killed)."""
@@ -125,6 +136,13 @@ class ViewWorker:
 
 def serve() -> None:
     """The child's loop: one JSON request per stdin line, one JSON answer per stdout line."""
+    for reader in ("openpyxl", "docx", "pypdf"):  # imported before the first deadline starts
+        try:
+            __import__(reader)
+        except ImportError:
+            pass  # the view says which package is missing
+    sys.stdout.buffer.write(READY + b"\n")
+    sys.stdout.buffer.flush()
     limit_set = False
     for raw in sys.stdin.buffer:
         request = json.loads(raw)

@@ -28,6 +28,7 @@ import io
 import mmap
 import os
 import re
+import struct
 import zipfile
 import zlib
 from dataclasses import dataclass, fields
@@ -117,11 +118,11 @@ class Inflation:
         self.member_cap = limits.member_bytes if member_cap is None else member_cap
         self.total = 0
 
-    def count(self, added: int, member_so_far: int, member: str) -> None:
-        """Add ``added`` inflated bytes; raise ``ArchiveRefused`` past a cap."""
+    def count(self, added: int, member_so_far: int, part: str) -> None:
+        """Add ``added`` inflated bytes of ``part`` (e.g. "part 'a.xml'"); raise ``ArchiveRefused`` past a cap."""
         self.total += added
         if member_so_far > self.member_cap:
-            raise ArchiveRefused(self.what, f"its part {member!r} inflates past "
+            raise ArchiveRefused(self.what, f"its {part} inflates past "
                                  f"{cap_text('member_bytes', self.limits)}; {RAISE_IT}")
         if self.total > self.limits.file_bytes:
             raise ArchiveRefused(self.what, f"its parts inflate past {cap_text('file_bytes', self.limits)}; {RAISE_IT}")
@@ -135,16 +136,53 @@ class Inflation:
         return members
 
     def chunks(self, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
-        """The inflated bytes of one member, counted as they come (whatever its header says)."""
-        seen = 0
-        with archive.open(info) as member:
-            while True:
-                chunk = member.read(CHUNK)
-                if not chunk:
-                    return
+        """The inflated bytes of one member, counted as they come.
+
+        The member's compressed bytes are inflated here, from the archive itself, to their real
+        end: ``zipfile`` would inflate a whole compressed member in one call and only then cut it
+        to the declared size, so a header that lies is a bomb for any reader that trusts it. A
+        member that does not inflate to exactly its declared size and CRC is refused.
+        """
+        name = info.filename
+        if info.flag_bits & 0x1:
+            raise ArchiveRefused(self.what, f"its part {name!r} is encrypted; give the file unencrypted")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ArchiveRefused(self.what, f"its part {name!r} uses compression method {info.compress_type}, which "
+                                 "the host does not inflate; repack it with deflate")
+        source = archive.fp
+        if source is None:
+            raise zipfile.BadZipFile("the archive is closed")
+        source.seek(info.header_offset)
+        header = source.read(30)
+        if len(header) != 30 or header[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"bad local header for {name!r}")
+        name_length, extra_length = struct.unpack("<HH", header[26:30])
+        source.seek(info.header_offset + 30 + name_length + extra_length)
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS) if info.compress_type == zipfile.ZIP_DEFLATED else None
+        left = info.compress_size
+        seen = crc = 0
+        while True:
+            tail = inflater.unconsumed_tail if inflater is not None else b""
+            if not tail:
+                if left <= 0 or (inflater is not None and inflater.eof):
+                    break
+                tail = source.read(min(CHUNK, left))
+                if not tail:
+                    raise zipfile.BadZipFile(f"the data of {name!r} is cut short")
+                left -= len(tail)
+            chunk = inflater.decompress(tail, CHUNK) if inflater is not None else tail
+            if chunk:
                 seen += len(chunk)
-                self.count(len(chunk), seen, info.filename)
+                self.count(len(chunk), seen, f"part {name!r}")
+                crc = zlib.crc32(chunk, crc)
                 yield chunk
+        if inflater is not None and not inflater.eof:
+            raise zipfile.BadZipFile(f"the compressed data of {name!r} is cut short")
+        if seen != info.file_size:
+            raise ArchiveRefused(self.what, f"its part {name!r} inflates to {seen:,} bytes while its header declares "
+                                 f"{info.file_size:,}; replace the file with one whose headers are true")
+        if crc != info.CRC:
+            raise zipfile.BadZipFile(f"Bad CRC-32 for file {name!r}")
 
 
 def check_zip(source: BinaryIO, what: str, limits: ZipLimits) -> None:
@@ -211,7 +249,7 @@ def _inflated_size(data: bytes | mmap.mmap, start: int, cap: int) -> int:
     size = 0
     position = start
     try:
-        while position < len(data) and not inflater.eof and size <= cap:
+        while (position < len(data) or inflater.unconsumed_tail) and not inflater.eof and size <= cap:
             piece = inflater.unconsumed_tail or data[position:position + CHUNK]
             if not inflater.unconsumed_tail:
                 position += len(piece)
