@@ -22,6 +22,7 @@ import openpyxl
 import pytest
 
 from tests.harness.zip_bombs import MIB, SLIDE_HEAD, SLIDE_TAIL, Member, write_pdf, write_zip, zip_bytes
+from veriscale.data.importers import load_file
 from veriscale.errors import UserError
 from veriscale.harness.claims.extract import extract_claims
 from veriscale.harness.workspace.materialize import materialize
@@ -284,3 +285,14 @@ def test_a_bounded_reader_hands_the_library_the_bytes_it_checked(tmp_path: Path)
     pptx.write_bytes(b"replaced after the check")
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         assert b"Checked" in archive.read("ppt/slides/slide1.xml")
+
+
+def test_an_inspect_eval_log_with_a_lying_member_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    path = write_zip(tmp_path / "log.eval", [
+        Member("header.json", b"", stored=b'{"eval": {"task": "t", "model": "m"}}'),
+        Member("samples/1_epoch_1.json", b'{"id": 1, "input": "', b'"}', BOMB_MIB, declared_size=24)])
+    with pytest.raises(UserError) as caught:
+        load_file(path)
+    message = str(caught.value)
+    assert message == (f"'{path}' was not opened: its part 'samples/1_epoch_1.json' inflates past the 64 MiB "
+                       "per-member cap (VERISCALE_ZIP_MEMBER_MB); raise that setting if the file is trusted")

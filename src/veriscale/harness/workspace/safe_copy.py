@@ -154,9 +154,12 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = DEFAULT_MAX_EXTRA
                 with open(target, "wb") as out:
                     for chunk in inflation.chunks(zf, info):
                         out.write(chunk)
-            except ArchiveRefused as exc:  # a header that lied about its size: counted, not trusted
-                raise UserError(f"zip '{archive}' unpacks past the {max_bytes}-byte cap "
-                                f"(member {info.filename!r}): unpack it yourself or raise the cap") from exc
+            except ArchiveRefused as exc:
+                if exc.cap not in ("member_bytes", "file_bytes"):
+                    raise
+                raise UserError(  # a header that lied about its size: counted, not trusted
+                    f"zip '{archive}' unpacks past the {max_bytes}-byte cap "
+                    f"(member {info.filename!r}): unpack it yourself or raise the cap") from exc
             except ZIP_ERRORS as exc:
                 raise UserError(f"zip '{archive}' member {info.filename!r} cannot be unpacked "
                                 f"({type(exc).__name__}: {exc}): replace the archive") from None

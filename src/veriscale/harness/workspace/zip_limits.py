@@ -58,10 +58,11 @@ ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, N
 class ArchiveRefused(UserError):
     """A file the host will not inflate: ``what`` names it, ``reason`` says which cap and how to raise it."""
 
-    def __init__(self, what: str, reason: str) -> None:
+    def __init__(self, what: str, reason: str, cap: str | None = None) -> None:
         super().__init__(f"{what} was not opened: {reason}")
         self.what = what
         self.reason = reason
+        self.cap = cap  # the ZipLimits field that refused it, if a cap did
 
 
 @dataclass(frozen=True)
@@ -123,16 +124,17 @@ class Inflation:
         self.total += added
         if member_so_far > self.member_cap:
             raise ArchiveRefused(self.what, f"its {part} inflates past "
-                                 f"{cap_text('member_bytes', self.limits)}; {RAISE_IT}")
+                                 f"{cap_text('member_bytes', self.limits)}; {RAISE_IT}", "member_bytes")
         if self.total > self.limits.file_bytes:
-            raise ArchiveRefused(self.what, f"its parts inflate past {cap_text('file_bytes', self.limits)}; {RAISE_IT}")
+            raise ArchiveRefused(self.what, f"its parts inflate past {cap_text('file_bytes', self.limits)}; {RAISE_IT}",
+                                 "file_bytes")
 
     def check_count(self, archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
         """The archive's entries, or ``ArchiveRefused`` when there are more than the cap allows."""
         members = archive.infolist()
         if len(members) > self.limits.members:
             raise ArchiveRefused(self.what, f"it holds {len(members)} entries, over "
-                                 f"{cap_text('members', self.limits)}; {RAISE_IT}")
+                                 f"{cap_text('members', self.limits)}; {RAISE_IT}", "members")
         return members
 
     def chunks(self, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
