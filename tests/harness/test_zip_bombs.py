@@ -296,3 +296,35 @@ def test_an_inspect_eval_log_with_a_lying_member_is_refused_in_one_sentence(tmp_
     message = str(caught.value)
     assert message == (f"'{path}' was not opened: its part 'samples/1_epoch_1.json' inflates past the 64 MiB "
                        "per-member cap (VERISCALE_ZIP_MEMBER_MB); raise that setting if the file is trusted")
+
+
+SCRIPT_DRIVER = """
+import json, resource, runpy, sys
+script, target = sys.argv[1], sys.argv[2]
+sys.argv = [script, target]
+try:
+    runpy.run_path(script, run_name="__main__")
+    code = 0
+except SystemExit as stop:
+    code = stop.code
+print(json.dumps({"code": code, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+SKILLS = Path(__file__).resolve().parents[2] / "src" / "veriscale" / "harness" / "skills"
+
+
+@pytest.mark.parametrize("script, bomb", [
+    ("evidence-xlsx/scripts/xlsx_dump.py", "model.xlsx"), ("evidence-xlsx/scripts/xlsx_recalc.py", "model.xlsx"),
+    ("repair-workbook/scripts/xlsx_set_cells.py", "model.xlsx"), ("evidence-docx/scripts/docx_dump.py", "forged.docx"),
+    ("evidence-pdf/scripts/pdf_text.py", "paper.pdf")])
+def test_skill_scripts_run_on_the_host_refuse_a_bomb_in_one_line(bomb_source: Path, script: str, bomb: str) -> None:
+    target = bomb_source / "rollouts" / "bombs" / bomb
+    argv = [sys.executable, "-c", SCRIPT_DRIVER, str(SKILLS / script), str(target)]
+    if script.endswith("xlsx_set_cells.py"):
+        argv = [sys.executable, "-c", SCRIPT_DRIVER.replace("[script, target]", "[script, target, target + '.out', '--set', 'S!A1=1']"),
+                str(SKILLS / script), str(target)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["code"] == 2 and result["peak_mib"] < PEAK_CAP_MIB, (result, done.stderr[-2000:])
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: '{target}' was not opened: its ") and line.endswith(
+        "inflates past the 64 MiB per-member cap (VERISCALE_ZIP_MEMBER_MB); raise that setting if the file is trusted")
