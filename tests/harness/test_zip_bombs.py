@@ -129,7 +129,7 @@ def test_each_bomb_is_a_reported_view_problem_naming_the_file_and_the_cap(materi
     rel = path.relative_to(dest).as_posix()
     problem = [w for w in result["warnings"] if w.startswith(f"{rel} was not viewed:")]
     assert len(problem) == 1, result["warnings"]
-    assert "64 MiB per-member cap" in problem[0] and cap in problem[0]
+    assert "32 MiB per-member cap" in problem[0] and cap in problem[0]
     assert "\n" not in problem[0] and problem[0].count("; ") == 1  # one sentence: the why, then the fix
     sidecar = path.with_name(path.name + ".view.txt").read_text()
     assert sidecar.startswith(f"[{name} was not viewed:") and cap in sidecar
@@ -140,7 +140,7 @@ def test_forged_size_header_is_counted_past_not_trusted(materialized_bombs) -> N
     1,000 bytes the header declares, whose CRC matches. The count goes on to the real end."""
     dest, result = materialized_bombs
     rel = _rollout_of(dest, "forged.docx", "good.pptx").relative_to(dest).as_posix()
-    assert f"{rel} was not viewed: its part 'word/document.xml' inflates past the 64 MiB per-member cap " \
+    assert f"{rel} was not viewed: its part 'word/document.xml' inflates past the 32 MiB per-member cap " \
            "(VERISCALE_ZIP_MEMBER_MB); raise that setting if the file is trusted" in result["warnings"]
 
 
@@ -294,7 +294,7 @@ def test_an_inspect_eval_log_with_a_lying_member_is_refused_in_one_sentence(tmp_
     with pytest.raises(UserError) as caught:
         load_file(path)
     message = str(caught.value)
-    assert message == (f"'{path}' was not opened: its part 'samples/1_epoch_1.json' inflates past the 64 MiB "
+    assert message == (f"'{path}' was not opened: its part 'samples/1_epoch_1.json' inflates past the 32 MiB "
                        "per-member cap (VERISCALE_ZIP_MEMBER_MB); raise that setting if the file is trusted")
 
 
@@ -327,4 +327,4 @@ def test_skill_scripts_run_on_the_host_refuse_a_bomb_in_one_line(bomb_source: Pa
     assert result["code"] == 2 and result["peak_mib"] < PEAK_CAP_MIB, (result, done.stderr[-2000:])
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"error: '{target}' was not opened: its ") and line.endswith(
-        "inflates past the 64 MiB per-member cap (VERISCALE_ZIP_MEMBER_MB); raise that setting if the file is trusted")
+        "inflates past the 32 MiB per-member cap (VERISCALE_ZIP_MEMBER_MB); raise that setting if the file is trusted")

@@ -14,8 +14,8 @@ file, the cap and the setting that raises it. Settings (environment, all optiona
 ====================================  =======  ==================================================
 setting                               default  caps
 ====================================  =======  ==================================================
-``VERISCALE_ZIP_MEMBER_MB``           64       bytes inflated from one zip member or pdf stream
-``VERISCALE_ZIP_FILE_MB``             256      bytes inflated from one file, all members together
+``VERISCALE_ZIP_MEMBER_MB``           32       bytes inflated from one zip member or pdf stream
+``VERISCALE_ZIP_FILE_MB``             128      bytes inflated from one file, all members together
 ``VERISCALE_ZIP_MEMBERS``             10000    entries of one zip
 ``VERISCALE_VIEW_TIMEOUT_S``          60       seconds one text view may take (see view_worker)
 ``VERISCALE_VIEW_MEMORY_MB``          2048     address space of the process that renders views
@@ -69,8 +69,8 @@ class ArchiveRefused(UserError):
 class ZipLimits:
     """The caps; ``ZipLimits()`` is the defaults, ``ZipLimits.from_env()`` reads the settings."""
 
-    member_bytes: int = 64 * _MIB
-    file_bytes: int = 256 * _MIB
+    member_bytes: int = 32 * _MIB  # python-docx holds a 32 MiB part in about 250 MiB of lxml tree
+    file_bytes: int = 128 * _MIB
     members: int = 10_000
     view_seconds: float = 60.0
     view_memory_bytes: int = 2048 * _MIB
@@ -98,7 +98,7 @@ class ZipLimits:
 
 
 def cap_text(field: str, limits: ZipLimits) -> str:
-    """``'the 64 MiB per-member cap (VERISCALE_ZIP_MEMBER_MB)'`` for a field of ``limits``."""
+    """``'the 32 MiB per-member cap (VERISCALE_ZIP_MEMBER_MB)'`` for a field of ``limits``."""
     value = getattr(limits, field)
     shown = {
         "member_bytes": f"{value / _MIB:g} MiB per-member",
