@@ -25,7 +25,6 @@ from tests.harness.zip_bombs import MIB, SLIDE_HEAD, SLIDE_TAIL, Member, write_p
 from veriscale.data.importers import load_file
 from veriscale.errors import UserError
 from veriscale.harness.claims.extract import extract_claims
-from veriscale.harness.workspace.materialize import materialize
 from veriscale.harness.workspace.safe_copy import extract_zip
 from veriscale.harness.workspace.view_worker import ViewWorker
 from veriscale.harness.workspace.views import render_view
@@ -43,7 +42,6 @@ SHEET_TAIL = b"</t></is></c></row></sheetData></worksheet>"
 DRIVER = """
 import json, resource, sys
 from pathlib import Path
-from veriscale.harness.workspace.materialize import materialize
 report = materialize(Path(sys.argv[1]), Path(sys.argv[2]))
 usage = {who: resource.getrusage(getattr(resource, who)).ru_maxrss / 1024 for who in ("RUSAGE_SELF", "RUSAGE_CHILDREN")}
 print(json.dumps({"warnings": report.warnings, "views": report.views, "peak_mib": usage}))

@@ -46,7 +46,7 @@ def _sync_deflate(data: bytes) -> bytes:
 
 @functools.lru_cache(maxsize=None)
 def _filler(mib: int) -> tuple[bytes, int]:
-    """(raw deflate blocks of ``mib`` MiB of filler, ending byte-aligned, the CRC of the filler alone unused)."""
+    """(raw deflate blocks of ``mib`` MiB of filler, ending byte-aligned, its size in bytes)."""
     packer = zlib.compressobj(9, zlib.DEFLATED, -15)
     block = FILLER_BYTE * MIB
     out = bytearray()
