@@ -42,6 +42,7 @@ SHEET_TAIL = b"</t></is></c></row></sheetData></worksheet>"
 DRIVER = """
 import json, resource, sys
 from pathlib import Path
+from veriscale.harness.workspace.materialize import materialize
 report = materialize(Path(sys.argv[1]), Path(sys.argv[2]))
 usage = {who: resource.getrusage(getattr(resource, who)).ru_maxrss / 1024 for who in ("RUSAGE_SELF", "RUSAGE_CHILDREN")}
 print(json.dumps({"warnings": report.warnings, "views": report.views, "peak_mib": usage}))
