@@ -327,3 +327,22 @@ def test_skill_scripts_run_on_the_host_refuse_a_bomb_in_one_line(bomb_source: Pa
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"error: '{target}' was not opened: its ") and line.endswith(
         "inflates past the 32 MiB per-member cap (VERISCALE_ZIP_MEMBER_MB); raise that setting if the file is trusted")
+
+
+def test_a_view_that_swells_within_the_inflation_caps_fails_in_the_worker_not_the_host(tmp_path: Path) -> None:
+    """30 MiB of honest paragraphs pass the inflation caps, but python-docx's tree of them needs
+    about 250 MiB: with 64 MiB of room the worker's reader fails, and says so."""
+    paragraph = b"<w:p><w:r><w:t>Revenue 570000</w:t></w:r></w:p>"
+    body = paragraph * (30 * MIB // len(paragraph))
+    path = tmp_path / "long.docx"
+    document = docx.Document()
+    document.add_paragraph("placeholder")
+    document.save(path)
+    _with_part_replaced(path, Member("word/document.xml", b"", stored=DOCX_HEAD.split(b"<w:p>")[0] + body + b"</w:body></w:document>"))
+    assert render_view(path, max_chars=100).error is None  # readable with room to spare
+    good = _small_pptx(tmp_path / "good.pptx", "Margin 18.1%")
+    with ViewWorker(ZipLimits(view_memory_bytes=64 * MIB), max_chars=100) as worker:
+        view = worker.render(path)
+        after = worker.render(good)
+    assert view.error and view.text.startswith(("[could not be read: long.docx:", "[long.docx was not viewed:")), view
+    assert after.error is None and "Margin 18.1%" in after.text

@@ -6,8 +6,9 @@
 The child renders one file at a time (``views.render_view`` under the same caps) and answers
 one JSON line per file. A file that takes longer than ``limits.view_seconds`` gets its child
 killed and a view whose error is one sentence naming the file and the cap; the next file gets
-a fresh child. The child caps its own address space at ``limits.view_memory_bytes``
-(``RLIMIT_AS``), so a parser that swells within the inflation caps fails there, not on the host.
+a fresh child. The child caps its own address space (``RLIMIT_AS``) at what its readers use once
+loaded plus ``limits.view_memory_bytes``, so a parser that swells within the inflation caps fails
+there, not on the host.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _BOOT = (
 )
 
 READY = b"ready"
+_ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 _STARTUP_SECONDS = 120
 
 
@@ -75,8 +77,10 @@ class ViewWorker:
             self.close()
             return refused_view(path, f"its reader stopped, likely over {cap_text('view_memory_bytes', self.limits)}; "
                                       f"{RAISE_IT}")
-        if answer["error"] and answer["error"].startswith("MemoryError"):
-            return refused_view(path, f"reading it ran out of {cap_text('view_memory_bytes', self.limits)}; {RAISE_IT}")
+        if answer["error"]:
+            self.close()  # a reader that failed (out of memory, say) leaves nothing behind for the next file
+            if answer["error"].startswith("MemoryError"):
+                return refused_view(path, f"reading it ran out of {cap_text('view_memory_bytes', self.limits)}; {RAISE_IT}")
         return ViewResult(**answer)
 
     def close(self) -> None:
@@ -102,9 +106,10 @@ class ViewWorker:
             return self._child
         self.close()
         package_dir = str(Path(veriscale.__file__).resolve().parent)
+        env = {**os.environ, **{name: "1" for name in _ONE_THREAD}}  # no thread pools to swell the address space
         child = subprocess.Popen(
             [sys.executable, "-c", _BOOT, package_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, bufsize=0, start_new_session=True,
+            stderr=subprocess.DEVNULL, bufsize=0, start_new_session=True, env=env,
         )
         # The deadline of a view starts once the child has imported its readers, not before.
         if self._read_line(child, time.monotonic() + _STARTUP_SECONDS) != READY:
@@ -157,11 +162,16 @@ def serve() -> None:
         sys.stdout.buffer.flush()
 
 
-def _cap_memory(limit: int) -> None:
+def _cap_memory(allowance: int) -> None:
+    """Cap the address space at what the loaded readers use plus ``allowance``."""
     try:
         import resource
-    except ImportError:  # not on this platform: the inflation caps still hold
+
+        with open("/proc/self/statm") as statm:
+            in_use = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):  # not on this platform: the inflation caps still hold
         return
+    limit = in_use + allowance
     _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard == resource.RLIM_INFINITY or limit < hard:
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))

@@ -18,7 +18,7 @@ setting                               default  caps
 ``VERISCALE_ZIP_FILE_MB``             128      bytes inflated from one file, all members together
 ``VERISCALE_ZIP_MEMBERS``             10000    entries of one zip
 ``VERISCALE_VIEW_TIMEOUT_S``          60       seconds one text view may take (see view_worker)
-``VERISCALE_VIEW_MEMORY_MB``          2048     address space of the process that renders views
+``VERISCALE_VIEW_MEMORY_MB``          2048     address space a view may add (see view_worker)
 ====================================  =======  ==================================================
 """
 
@@ -263,7 +263,7 @@ def _inflated_size(data: bytes | mmap.mmap, start: int, cap: int) -> int:
 
 def _read_capped(path: Path, what: str, limits: ZipLimits) -> bytes:
     with open(path, "rb") as handle:
-        data = handle.read(limits.file_bytes + 1)
-    if len(data) > limits.file_bytes:
-        raise ArchiveRefused(what, f"it is over {cap_text('file_bytes', limits)} before inflating; {RAISE_IT}")
-    return data
+        size = os.fstat(handle.fileno()).st_size
+        if size > limits.file_bytes:
+            raise ArchiveRefused(what, f"it is over {cap_text('file_bytes', limits)} before inflating; {RAISE_IT}")
+        return handle.read(size)  # read(n) reserves n bytes up front: ask for the size, not the cap
