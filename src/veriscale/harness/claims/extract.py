@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Union
 
 from veriscale.harness.workspace.views import docx_lines, pdf_lines, xlsx_cells, xlsx_sheetnames
+from veriscale.harness.workspace.zip_limits import ArchiveRefused
 
 Value = Union[float, str, bool, None]
 
@@ -290,6 +291,8 @@ def extract_claims(
                     claims[label].extend(_json_claims(rel, path))
                 elif suffix in TEXT_SUFFIXES or suffix in (".docx", ".pdf"):
                     claims[label].extend(_text_claims(rel, path))
+            except ArchiveRefused as exc:  # over an inflation cap: never opened
+                warnings.append(f"{label}/{rel} was not opened ({exc.reason}); only its presence is compared")
             except Exception as exc:  # noqa: BLE001 - a broken deliverable is a finding, not a crash
                 warnings.append(f"{label}/{rel} could not be read ({type(exc).__name__}: {exc}); only its presence is compared")
     for rel, versions in sorted(csv_versions.items()):
