@@ -115,8 +115,10 @@ class ViewWorker:
         if self._read_line(child, time.monotonic() + _STARTUP_SECONDS) != READY:
             child.kill()
             child.wait()
-            raise UserError(f"the text-view process ({sys.executable}) did not start within "
-                            f"{_STARTUP_SECONDS} s: check that this Python runs")
+            if child.stdout is not None:
+                child.stdout.close()
+            raise UserError(f"the text-view process ({sys.executable}) did not start: run "
+                            f"'{sys.executable} -c \"import veriscale.harness.workspace.view_worker\"' to see why")
         self._child = child
         return child
 
