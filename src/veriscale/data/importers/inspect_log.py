@@ -25,6 +25,7 @@ from veriscale.data.reader import load_json, shown
 from veriscale.data.importers._text import content_text, task_from_prompt
 from veriscale.data.model import Candidate, Task, Trajectory
 from veriscale.errors import UserError
+from veriscale.harness.workspace.zip_limits import Inflation, ZipLimits, read_member
 
 NAME = "inspect-log"
 DESCRIPTION = "Inspect AI eval log (.json with eval + samples, or .eval zip)"
@@ -74,12 +75,15 @@ def _read_eval_zip(path: Path) -> dict[str, Any]:
             names = archive.namelist()
             if sum(info.file_size for info in archive.infolist()) > MAX_BYTES:
                 raise UserError(f"'{path}' unpacks to more than {MAX_BYTES >> 20} MiB: export fewer samples per log")
+            # the declared sizes may lie: every member is also counted as it inflates
+            inflation = Inflation(f"'{path}'", ZipLimits.from_env())
+            inflation.check_count(archive)
             header_name = next((n for n in ("header.json", "_journal/start.json") if n in names), None)
             if header_name is None:
                 raise UserError(f"'{path}' has no header.json: is it an Inspect .eval log?")
-            header = _member(archive, header_name, path)
+            header = _member(archive, header_name, path, inflation)
             sample_names = sorted(n for n in names if n.startswith("samples/") and n.endswith(".json"))
-            samples = [_member(archive, n, path) for n in sample_names]
+            samples = [_member(archive, n, path, inflation) for n in sample_names]
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError, KeyError,
             ValueError) as exc:  # a damaged, encrypted or oddly compressed archive
         raise UserError(f"'{path}' is not a readable Inspect .eval log ({shown(exc)}): re-export it") from None
@@ -88,10 +92,10 @@ def _read_eval_zip(path: Path) -> dict[str, Any]:
     return {"eval": header.get("eval", {}), "samples": samples}
 
 
-def _member(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
-    """One JSON member of a ``.eval`` archive, within the JSON caps."""
+def _member(archive: zipfile.ZipFile, name: str, path: Path, inflation: Inflation) -> Any:
+    """One JSON member of a ``.eval`` archive, within the size and JSON caps."""
     try:
-        text = archive.read(name).decode("utf-8-sig")
+        text = read_member(archive, name, inflation).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise UserError(f"'{path}' member {shown(name)} is not UTF-8 JSON: re-export the log") from None
     return load_json(text, f"'{path}' member {shown(name)}")

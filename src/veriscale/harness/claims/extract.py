@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Union
 
-from veriscale.harness.workspace.views import docx_lines, pdf_lines, xlsx_cells
+from veriscale.harness.workspace.views import docx_lines, pdf_lines, xlsx_cells, xlsx_sheetnames
+from veriscale.harness.workspace.zip_limits import ArchiveRefused
 
 Value = Union[float, str, bool, None]
 
@@ -165,15 +166,9 @@ def _xlsx_claims(rel: str, path: Path) -> list[Claim]:
             shown = formula  # no cached value saved: compare the formula text instead
         locator = f"{sheet}!{ref}"
         claims.append(Claim(f"{rel}:{locator}", "xlsx_cell", rel, locator, f"{rel}:{sheet}", shown, formula))
-    from openpyxl import load_workbook
-
-    book = load_workbook(path, read_only=True)
-    try:
-        for sheet in book.sheetnames:
-            locator = f"{sheet} (sheet)"
-            claims.append(Claim(f"{rel}:{locator}", "sheet", rel, locator, f"{rel}:{sheet}", "present"))
-    finally:
-        book.close()
+    for sheet in xlsx_sheetnames(path):
+        locator = f"{sheet} (sheet)"
+        claims.append(Claim(f"{rel}:{locator}", "sheet", rel, locator, f"{rel}:{sheet}", "present"))
     return claims
 
 
@@ -296,6 +291,8 @@ def extract_claims(
                     claims[label].extend(_json_claims(rel, path))
                 elif suffix in TEXT_SUFFIXES or suffix in (".docx", ".pdf"):
                     claims[label].extend(_text_claims(rel, path))
+            except ArchiveRefused as exc:  # over an inflation cap: never opened
+                warnings.append(f"{label}/{rel} was not opened ({exc.reason}); only its presence is compared")
             except Exception as exc:  # noqa: BLE001 - a broken deliverable is a finding, not a crash
                 warnings.append(f"{label}/{rel} could not be read ({type(exc).__name__}: {exc}); only its presence is compared")
     for rel, versions in sorted(csv_versions.items()):

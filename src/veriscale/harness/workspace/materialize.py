@@ -43,7 +43,9 @@ from veriscale.errors import UserError, setting
 from veriscale.harness.workspace import contract as ws
 from veriscale.harness.jsonfiles import write_json
 from veriscale.harness.workspace.safe_copy import DEFAULT_MAX_EXTRACT_BYTES, copy_tree, ensure_inside, extract_zip
+from veriscale.harness.workspace.view_worker import ViewWorker
 from veriscale.harness.workspace.views import SIDECAR_SUFFIX, is_sidecar, is_viewable, write_view
+from veriscale.harness.workspace.zip_limits import ZipLimits
 
 DEFAULT_ANSWER_KEY_PATTERNS: tuple[str, ...] = (
     "golden*", "gold", "gold.*", "solution", "solution.*", "solutions", "tests", "test",
@@ -201,13 +203,15 @@ def _sort_top_level(source: Path, recognised: set[str], key_patterns: Sequence[s
     return score_files
 
 
-def _write_views(folder: Path, task_dir: Path, report: MaterializeReport) -> None:
+def _write_views(folder: Path, task_dir: Path, report: MaterializeReport, worker: ViewWorker) -> None:
     for path in sorted(folder.rglob("*")):
         if path.is_file() and is_viewable(path):
-            sidecar, view = write_view(path)
+            sidecar, view = write_view(path, worker.render(path))
             rel = sidecar.relative_to(task_dir).as_posix()
             report.views.append(rel)
-            if view.error:
+            if view.refused:
+                report.warnings.append(f"{path.relative_to(task_dir).as_posix()} was not viewed: {view.refused}")
+            elif view.error:
                 report.warnings.append(f"{path.relative_to(task_dir).as_posix()} could not be read: {view.error}")
             elif view.truncated:
                 report.warnings.append(f"{rel} is truncated (file over the view cap)")
@@ -224,13 +228,16 @@ def materialize(
     rollout_exclude_patterns: Sequence[str] | None = None,
     archive_dir: Path | None = None,
     max_extract_bytes: int = DEFAULT_MAX_EXTRACT_BYTES,
+    zip_limits: ZipLimits | None = None,
 ) -> MaterializeReport:
     """Build the task folder ``dest`` from ``source``; see the module docstring for the layout.
 
     ``exclude_patterns`` replaces the answer-key patterns, ``extra_exclude_patterns`` adds to
     them. The archive (scores, label map, this report) is written to
-    ``<archive_dir or dest.parent>/<dest.name>.scores.json``.
+    ``<archive_dir or dest.parent>/<dest.name>.scores.json``. ``zip_limits`` (default: the
+    ``VERISCALE_ZIP_*`` settings) caps what views inflate; a file over a cap is a warning.
     """
+    limits = zip_limits or ZipLimits.from_env()
     source, dest = Path(source), Path(dest)
     if not source.is_dir():
         raise UserError(f"source folder '{source}' does not exist: give the folder that holds task.md and rollouts/")
@@ -299,11 +306,12 @@ def materialize(
                     copy_tree(src, staged, root=source, left_out=left_out, rel_prefix=prefix, skip=_keep_all)
                 else:
                     ensure_inside(src, source)
-                    extract_zip(src, staged, max_bytes=max_extract_bytes)
+                    extract_zip(src, staged, max_bytes=max_extract_bytes, limits=limits)
                 _split_rollout(staged, dest / ws.ROLLOUTS_DIR / label, left_out, prefix, rollout_patterns)
 
-        _write_views(inputs_dest, dest, report)
-        _write_views(dest / ws.ROLLOUTS_DIR, dest, report)
+        with ViewWorker(limits) as worker:
+            _write_views(inputs_dest, dest, report, worker)
+            _write_views(dest / ws.ROLLOUTS_DIR, dest, report, worker)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise

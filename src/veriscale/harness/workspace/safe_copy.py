@@ -5,7 +5,8 @@ Rejected with a ``UserError`` (one sentence naming the offending entry):
 - names that are absolute, carry a drive letter, a NUL, or a ``..`` component split on ``/``
   or ``\\`` (zip-slip style: ``../../etc/passwd``, ``..\\evil.txt``);
 - symlinks whose target resolves outside the source root;
-- zip members that are symlinks, or archives that unpack past ``max_bytes``.
+- zip members that are symlinks, or archives that unpack past ``max_bytes`` (counted while
+  unpacking, whatever the headers declare) or hold more entries than the ``zip_limits`` cap.
 
 Symlinks that stay inside the root are copied as the files they point to::
 
@@ -20,11 +21,13 @@ import re
 import shutil
 import stat
 import zipfile
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
 
 from veriscale.errors import UserError
 from veriscale.harness.safe_fs import is_within
+from veriscale.harness.workspace.zip_limits import ZIP_ERRORS, ArchiveRefused, Inflation, ZipLimits
 
 DEFAULT_MAX_EXTRACT_BYTES = 1 << 30
 #: The deepest folder :func:`copy_tree` copies; real deliverables nest a handful of levels.
@@ -136,14 +139,17 @@ def _copy_entries(stack, entries, dest: Path, real_root: Path, skip: SkipRule, l
             left_out.append((rel_prefix + entry_rel.as_posix(), "not a regular file"))
 
 
-def extract_zip(archive: Path, dest: Path, *, max_bytes: int = DEFAULT_MAX_EXTRACT_BYTES) -> None:
-    """Unpack ``archive`` into ``dest``, checking every member name and the total size."""
+def extract_zip(archive: Path, dest: Path, *, max_bytes: int = DEFAULT_MAX_EXTRACT_BYTES,
+                limits: ZipLimits | None = None) -> None:
+    """Unpack ``archive`` into ``dest``, checking every member name, the entry count and the size."""
     try:
         zf = zipfile.ZipFile(archive)  # callers check that ``archive`` itself is inside the source
     except (zipfile.BadZipFile, OSError) as exc:
         raise UserError(f"rollout archive '{archive}' is not a readable zip file ({exc}): replace it") from exc
+    limits = replace(limits or ZipLimits.from_env(), file_bytes=max_bytes)
+    inflation = Inflation(f"rollout archive '{archive}'", limits, member_cap=max_bytes)
     with zf:
-        members = zf.infolist()
+        members = inflation.check_count(zf)
         for info in members:
             check_name(info.filename, f"zip '{archive}'")
             if stat.S_ISLNK(info.external_attr >> 16):
@@ -166,5 +172,16 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = DEFAULT_MAX_EXTRA
                 target.mkdir(parents=True, exist_ok=True)
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, open(target, "wb") as out:
-                shutil.copyfileobj(src, out)
+            try:
+                with open(target, "wb") as out:
+                    for chunk in inflation.chunks(zf, info):
+                        out.write(chunk)
+            except ArchiveRefused as exc:
+                if exc.cap not in ("member_bytes", "file_bytes"):
+                    raise
+                raise UserError(  # a header that lied about its size: counted, not trusted
+                    f"zip '{archive}' unpacks past the {max_bytes}-byte cap "
+                    f"(member {info.filename!r}): unpack it yourself or raise the cap") from exc
+            except ZIP_ERRORS as exc:
+                raise UserError(f"zip '{archive}' member {info.filename!r} cannot be unpacked "
+                                f"({type(exc).__name__}: {exc}): replace the archive") from None

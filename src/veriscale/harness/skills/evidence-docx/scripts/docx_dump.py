@@ -11,6 +11,10 @@ Headers and footers are printed after the body. Needs python-docx.
 
 import argparse
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_lib"))
+from office_caps import problem  # noqa: E402 - veriscale's inflation caps, checked before any library opens a file
 
 
 def main(argv=None):
@@ -19,6 +23,11 @@ def main(argv=None):
     parser.add_argument("--tables-only", action="store_true", help="only table cells")
     parser.add_argument("--meta", action="store_true", help="print document properties first")
     args = parser.parse_args(argv)
+    for path in [args.document]:
+        refused = problem(path)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
     try:
         import docx
         from docx.table import Table

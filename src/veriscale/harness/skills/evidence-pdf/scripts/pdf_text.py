@@ -12,6 +12,10 @@ layout before trusting it. Needs pypdf.
 
 import argparse
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_lib"))
+from office_caps import problem  # noqa: E402 - veriscale's inflation caps, checked before any library opens a file
 
 
 def main(argv=None):
@@ -20,6 +24,11 @@ def main(argv=None):
     parser.add_argument("--page", type=int, help="only this page (1-based)")
     parser.add_argument("--meta", action="store_true", help="print metadata first")
     args = parser.parse_args(argv)
+    for path in [args.pdf]:
+        refused = problem(path)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
     try:
         import pypdf
 

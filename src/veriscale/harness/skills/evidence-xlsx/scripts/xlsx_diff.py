@@ -15,6 +15,9 @@ import math
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_lib"))
+from office_caps import problem  # noqa: E402 - veriscale's inflation caps, checked before any library opens a file
+
 
 def label_for(path):
     """rollouts/r03/deliverables/x.xlsx -> r03; otherwise the parent folder's name."""
@@ -76,6 +79,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if len(args.books) < 2:
         parser.error("give at least two workbooks")
+    for path in args.books:
+        refused = problem(path)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
     loaded = {}
     for label, path in zip(unique_labels(args.books), args.books):
         try:

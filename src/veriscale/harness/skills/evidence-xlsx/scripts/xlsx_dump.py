@@ -12,6 +12,10 @@ Needs openpyxl.
 
 import argparse
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_lib"))
+from office_caps import problem  # noqa: E402 - veriscale's inflation caps, checked before any library opens a file
 
 
 def parse_args(argv):
@@ -28,6 +32,11 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    for path in [args.book]:
+        refused = problem(path)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
     import openpyxl
     from openpyxl.utils.cell import range_boundaries
 

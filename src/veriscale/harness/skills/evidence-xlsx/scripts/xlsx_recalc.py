@@ -22,8 +22,11 @@ import re
 import shutil
 import sys
 import zipfile
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from xml.sax.saxutils import escape
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_lib"))
+from office_caps import problem  # noqa: E402 - veriscale's inflation caps, checked before any library opens a file
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
@@ -168,6 +171,11 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true", help="print every formula cell as JSON")
     parser.add_argument("--write-cache", metavar="OUT", help="write a copy whose cached values are the recomputed ones")
     args = parser.parse_args(argv)
+    for path in [args.book]:
+        refused = problem(path)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
     try:
         cells = formula_cells(args.book)
         recomputed = recompute(args.book)

@@ -17,6 +17,10 @@ import argparse
 import re
 import sys
 import zipfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_lib"))
+from office_caps import problem  # noqa: E402 - veriscale's inflation caps, checked before any library opens a file
 
 KEEP_PREFIXES = ("xl/charts/", "xl/drawings/", "xl/media/", "xl/pivotTables/", "xl/pivotCache/",
                  "xl/embeddings/", "xl/vbaProject.bin", "xl/externalLinks/", "xl/queryTables/")
@@ -56,6 +60,11 @@ def main(argv=None):
     parser.add_argument("--over-formula", action="store_true", help="allow replacing a formula by a constant")
     parser.add_argument("--allow-loss", action="store_true", help="write even if charts/images/pivots would be dropped")
     args = parser.parse_args(argv)
+    for path in [args.book]:
+        refused = problem(path)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
     import openpyxl
 
     try:
