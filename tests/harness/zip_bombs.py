@@ -122,13 +122,19 @@ def write_pdf(path: Path, filler_mib: int, *, text: str = "Hello") -> Path:
     for _ in range(filler_mib):
         stream += packer.compress(block)
     stream += packer.compress(content_tail) + packer.flush()
+    path.write_bytes(one_page_pdf(bytes(stream), b" /Filter /FlateDecode"))
+    return path
+
+
+def one_page_pdf(stream: bytes, stream_keys: bytes = b"") -> bytes:
+    """A one-page PDF (Helvetica) whose content is ``stream`` (``stream_keys``: more dictionary
+    entries, e.g. a filter), offsets computed so pypdf reads it cleanly."""
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
         b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length " + str(len(stream)).encode() + b" /Filter /FlateDecode >>\nstream\n" + bytes(stream)
-        + b"\nendstream",
+        b"<< /Length " + str(len(stream)).encode() + stream_keys + b" >>\nstream\n" + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
     out = bytearray(b"%PDF-1.4\n")
@@ -140,5 +146,4 @@ def write_pdf(path: Path, filler_mib: int, *, text: str = "Hello") -> Path:
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
     out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    path.write_bytes(bytes(out))
-    return path
+    return bytes(out)
