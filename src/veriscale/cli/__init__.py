@@ -25,6 +25,9 @@ def main(
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Seconds one model call may take (config gateway.deadline_s; 0: none)."),
     routing: Optional[str] = typer.Option(None, "--routing", help="affinity (same prompt prefix, same endpoint) or round_robin, for several --model endpoints."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads of the embedded model (config embedded.threads; 0: one per core; a model URI's ?threads=N wins)."),
+    injection_detect: Optional[str] = typer.Option(None, "--injection-detect", help="on or off: flag candidates whose text reads as an injection (injection_suspected with its span; config injection.detect)."),
+    injection_policy: Optional[str] = typer.Option(None, "--injection-policy", help="What select does with a suspected candidate: none (default), lose_ties or exclude (config injection.policy)."),
+    injection_mitigation: Optional[str] = typer.Option(None, "--injection-mitigation", help="How judge prompts resist injected text: none, neutralise, warn or both (config injection.mitigation)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
@@ -34,7 +37,9 @@ def main(
     install_sigterm_handler()  # SIGTERM ends the command's run (cancelled) like Ctrl-C, not silently
     with user_errors():
         resolved = settings.configure(config, {"rpm": rpm, "tpm": tpm, "deadline_s": deadline, "routing": routing,
-                                               "threads": threads})
+                                               "threads": threads, "injection_detect": injection_detect,
+                                               "injection_policy": injection_policy,
+                                               "injection_mitigation": injection_mitigation})
         if resolved.threads or "veriscale.models.embedded" in sys.modules:  # numpy only when needed
             from veriscale.models.embedded import set_default_threads
 

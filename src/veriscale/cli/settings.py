@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 from veriscale.config import ROUTINGS, Config, load_config
 from veriscale.errors import UserError
+from veriscale.verify.injection import DETECT_BY_DEFAULT, POLICIES
+from veriscale.verify.resist import DEFAULT_MITIGATION, MITIGATIONS
 
 
 def _whole(text: str) -> int:
@@ -59,6 +61,16 @@ class Spec:
         return value
 
 
+def _switch(text: str) -> str:
+    """"on" or "off" from on/off, true/false, yes/no, 1/0 (any case)."""
+    word = str(text).strip().lower()
+    if word in ("on", "true", "yes", "1"):
+        return "on"
+    if word in ("off", "false", "no", "0"):
+        return "off"
+    raise ValueError(word)
+
+
 def _model_list(text: str) -> tuple[str, ...]:
     return tuple(part for part in text.split() if part)
 
@@ -80,6 +92,15 @@ SPECS: tuple[Spec, ...] = (
          choices=ROUTINGS, help="how calls spread over several endpoints"),
     Spec("threads", "--threads", "VERISCALE_THREADS", "embedded.threads", _whole, 0, "a whole number", minimum=0,
          help="CPU threads of the embedded model (0: one per core)"),
+    Spec("injection_detect", "--injection-detect", "VERISCALE_INJECTION_DETECT", "injection.detect", _switch,
+         "on" if DETECT_BY_DEFAULT else "off", "on or off", choices=("on", "off"),
+         help="flag candidates whose text reads as an injection (injection_suspected, with its span)"),
+    Spec("injection_policy", "--injection-policy", "VERISCALE_INJECTION_POLICY", "injection.policy", str.strip,
+         "none", "a policy name", choices=POLICIES,
+         help="what select does with a suspected candidate: none, lose_ties or exclude"),
+    Spec("injection_mitigation", "--injection-mitigation", "VERISCALE_INJECTION_MITIGATION", "injection.mitigation",
+         str.strip, DEFAULT_MITIGATION, "a mitigation name", choices=MITIGATIONS,
+         help="how judge prompts resist injected text: none, neutralise, warn or both"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -97,11 +118,18 @@ class Settings:
     deadline_s: float = 0.0
     routing: str = "affinity"
     threads: int = 0
+    injection_detect: str = "on" if DETECT_BY_DEFAULT else "off"
+    injection_policy: str = "none"
+    injection_mitigation: str = DEFAULT_MITIGATION
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:
         """Where ``name`` came from: its flag, its environment variable, the config file, or "default"."""
         return self.origins.get(name, "default")
+
+    def injection(self) -> dict[str, Any]:
+        """The injection settings as Verifier / SelectionSettings keywords."""
+        return {"injection_detect": self.injection_detect == "on", "injection_mitigation": self.injection_mitigation}
 
     def model_uris(self) -> list[str]:
         """The endpoint URIs the model setting stands for ([models.NAME] tables expanded)."""
@@ -138,6 +166,11 @@ def _from_flag(spec: Spec, value: Any) -> Any:
         value = tuple([value] if isinstance(value, str) else value)
     elif spec.name == "store":
         value = Path(value).expanduser()
+    elif spec.parse is _switch:
+        try:
+            value = _switch(value)
+        except ValueError:
+            pass  # the check names the choices
     return spec.check(value, spec.flag)
 
 
@@ -161,6 +194,11 @@ def _from_file(spec: Spec, config: Config) -> tuple[bool, Any]:
         value = Path(value).expanduser()
     elif spec.parse is _number:
         value = float(value)
+    elif spec.parse is _switch:
+        try:
+            value = _switch(value)
+        except ValueError:
+            raise UserError(f"config file '{config.path}': {spec.file} = {value!r} is not on or off: fix it") from None
     return True, spec.check(value, f"config file '{config.path}': {spec.file}")
 
 
