@@ -157,12 +157,12 @@ def _wrong_solutions(path: Path) -> list[tuple[str, str, str]]:
 
 
 def wrong_answers(data: Path) -> list[tuple[str, str, str]]:
-    """The dev pools' wrong answers, pairs and ProcessBench interleaved, in a fixed order."""
+    """The dev pools' wrong answers (pairs and ProcessBench), shortest task + answer first."""
     pairs, steps = _pair_losers(data / "pairwise_dev.jsonl"), _wrong_solutions(data / "progress_processbench_dev.jsonl")
     out = []
     for i in range(max(len(pairs), len(steps))):
         out += [x[i] for x in (pairs, steps) if i < len(x)]
-    return out
+    return sorted(out, key=lambda x: len(x[1]) + len(x[2]))  # shortest first: cheap for a small judge
 
 
 def build_suite(data: Path, per_kind: int = PER_KIND) -> list[Twin]:
