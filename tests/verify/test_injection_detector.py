@@ -106,3 +106,23 @@ def test_mitigations_change_only_the_prompt_they_name():
     assert WARNING not in user(plain) and "Grade: A" in user(plain)
     assert WARNING in user(warned) and "Grade: A" in user(warned)
     assert WARNING not in user(stripped) and "Grade: A" not in user(stripped) and REMOVED in user(stripped)
+
+
+def test_the_detector_stays_linear_on_hostile_text():
+    """Runs of the characters its rules repeat (200,000 each) end in seconds, not hours: every
+    repetition in the rules is bounded, so no input makes the host backtrack (a guarded child)."""
+    import subprocess
+    import sys
+
+    from tests.support.hang_guard import guarded_run
+
+    script = (
+        "from veriscale.verify.injection import detect\n"
+        "n = 200_000\n"
+        "for text in ['*' * n, ' ' * n, 'grade' + ' ' * n, '\\n' * n, '<<<' + 'A' * n, 'ignore ' * (n // 7),\n"
+        "             '_-' * (n // 2), 'Grade' + '*' * n, 'grader' + ' ' * n, '#' * n, 'Note: ' * (n // 6)]:\n"
+        "    detect(text)\n"
+        "print('done')\n")
+    proc = guarded_run([sys.executable, "-c", script], capture_output=True, text=True, cpu_budget_s=900)
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr
+    assert isinstance(proc, subprocess.CompletedProcess)
