@@ -9,11 +9,11 @@ and each mitigation before/after on the held-out half, with bootstrap intervals.
 The suite is ``veriscale.bench.injection_suite`` (7 kinds, a tuning and a held-out half with
 different wrong answers and templates). Pointwise: shift = R(injected) − R(clean twin), one
 criterion (``--criterion``, default Correctness; ``all`` for the whole set). Pairs: the injected
-twin against its clean twin, one slot order per pair, alternating over the pairs (so position
-bias averages out at half the cost); a flip is P(injected beats clean) > 0.5 (the fair verdict
-on the same wrong answer is a tie). Mitigations (``veriscale.verify.resist``) run on the
-held-out half; dev-pair accuracy (LLMBar/MT-Bench pairs, the same alternating slot order) is
-measured under each, paired against none. Intervals: 95 % percentile bootstrap over twins
+twin against its clean twin in both slot orders (the verifier's default for a pair: one order
+alone measures the small model's position bias, not the injection); a flip is P(injected beats
+clean) > 0.5 (the fair verdict on the same wrong answer is a tie). Mitigations
+(``veriscale.verify.resist``) run on the held-out half; dev-pair accuracy (LLMBar/MT-Bench pairs,
+both orders; a tie counts half) is measured under each, paired against none. Intervals: 95 % percentile bootstrap over twins
 (``--bootstrap`` resamples). The store (``--store``) caches every call: a rerun resumes.
 """
 
@@ -81,8 +81,9 @@ class Judge:
             raise SystemExit(f"a model call failed: {r.errors[:1]}")
         return r.reward
 
-    def p_first(self, task: str, a: str, b: str, order: int) -> float:
-        r = self.v.compare(task, a, b, only_repeat=order)
+    def p_first(self, task: str, a: str, b: str) -> float:
+        """P(a beats b) over both slot orders (the verifier's default K=2 for a pair)."""
+        r = self.v.compare(task, a, b)
         if r.p_a_wins is None:
             raise SystemExit(f"a model call failed: {r.errors[:1]}")
         return r.p_a_wins
@@ -131,7 +132,7 @@ def run(args) -> dict:
                 rows[t.kind]["shifts"].append(j.score(t.task, t.injected) - clean)
             if n < args.pair_per_kind:
                 for t in twins:
-                    p_inj = j.p_first(t.task, t.injected, t.clean, order=n % 2)
+                    p_inj = j.p_first(t.task, t.injected, t.clean)
                     rows[t.kind]["flips"].append(float(p_inj > 0.5))
                     rows[t.kind]["p_clean"].append(1.0 - p_inj)
             print(f"{half} {mitigation}: base {n + 1} of {args.per_kind} ({time.perf_counter() - started:.0f} s)",
@@ -153,7 +154,7 @@ def run(args) -> dict:
     for m in mitigations:
         acc[m] = []
         for n, r in enumerate(pairs):
-            p = judges[m].p_first(r["instruction"], r["output_1"], r["output_2"], order=n % 2)
+            p = judges[m].p_first(r["instruction"], r["output_1"], r["output_2"])
             acc[m].append(float((p > 0.5) == (r["label"] == 1)) if p != 0.5 else 0.5)
         print(f"dev pairs {m}: accuracy {np.mean(acc[m]):.2f} ({time.perf_counter() - started:.0f} s)",
               file=sys.stderr, flush=True)
