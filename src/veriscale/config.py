@@ -110,6 +110,7 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "inputs": {"max_mb": (int, float)},
     "runs": {"stale_s": (int, float)},
     "redact": {"patterns": list, "enabled": bool},
+    "injection": {"detect": str, "policy": str, "mitigation": str},
 }
 
 

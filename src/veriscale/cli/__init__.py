@@ -27,6 +27,9 @@ def main(
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads of the embedded model (config embedded.threads; 0: one per core; a model URI's ?threads=N wins)."),
     max_input_mb: Optional[float] = typer.Option(None, "--max-input-mb", help="Largest input file or stdin read, in MiB, also after gunzip (config inputs.max_mb; default 128)."),
     run_stale_s: Optional[float] = typer.Option(None, "--run-stale-s", help="Heartbeat age in seconds after which a run with no live process is interrupted (config runs.stale_s; default 30)."),
+    injection_detect: Optional[str] = typer.Option(None, "--injection-detect", help="on or off: flag candidates whose text reads as an injection (injection_suspected with its span; config injection.detect)."),
+    injection_policy: Optional[str] = typer.Option(None, "--injection-policy", help="What select does with a suspected candidate: none (default), lose_ties or exclude (config injection.policy)."),
+    injection_mitigation: Optional[str] = typer.Option(None, "--injection-mitigation", help="How judge prompts resist injected text: none, neutralise, warn or both (config injection.mitigation)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
@@ -39,7 +42,9 @@ def main(
     with user_errors():
         resolved = settings.configure(config, {"rpm": rpm, "tpm": tpm, "deadline_s": deadline, "routing": routing,
                                                "threads": threads, "max_input_mb": max_input_mb,
-                                               "run_stale_s": run_stale_s})
+                                               "run_stale_s": run_stale_s, "injection_detect": injection_detect,
+                                               "injection_policy": injection_policy,
+                                               "injection_mitigation": injection_mitigation})
         set_max_input_mb(resolved.chosen("max_input_mb"))  # the library reads the environment itself
         set_stale_after_s(resolved.chosen("run_stale_s"))
         if resolved.threads or "veriscale.models.embedded" in sys.modules:  # numpy only when needed

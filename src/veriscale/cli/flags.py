@@ -72,6 +72,9 @@ FLAG_FOR: dict[str, str] = {
     "proxy_n": "--proxy-n",
     "max_body": "--max-body",
     "method": "--method",
+    "injection_detect": "--injection-detect",
+    "injection_policy": "--injection-policy",
+    "injection_mitigation": "--injection-mitigation",
 }
 
 

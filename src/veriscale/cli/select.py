@@ -168,7 +168,8 @@ def register(app: typer.Typer) -> None:
                 method=method, k=pivots, repeats=repeats, adaptive=adaptive,
                 min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
                 budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits, reasoning=reasoning,
-                discrete=discrete)
+                discrete=discrete, injection_policy=o.command_settings().injection_policy,
+                **o.command_settings().injection())
             cs = o.command_settings(model, store, concurrency)
             verifier = settings.verifier(o.open_model(cs, notice=not dry_run), store=o.open_store(cs),
                                          refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency)

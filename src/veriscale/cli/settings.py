@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from veriscale.config import ROUTINGS, Config, load_config
 from veriscale.errors import UserError
+from veriscale.verify.injection import DETECT_BY_DEFAULT, POLICIES
+from veriscale.verify.resist import DEFAULT_MITIGATION, MITIGATIONS
 
 if TYPE_CHECKING:
     from veriscale.redact import Redactor
@@ -68,6 +70,16 @@ class Spec:
         return value
 
 
+def _switch(text: str) -> str:
+    """"on" or "off" from on/off, true/false, yes/no, 1/0 (any case)."""
+    word = str(text).strip().lower()
+    if word in ("on", "true", "yes", "1"):
+        return "on"
+    if word in ("off", "false", "no", "0"):
+        return "off"
+    raise ValueError(word)
+
+
 def _model_list(text: str) -> tuple[str, ...]:
     return tuple(part for part in text.split() if part)
 
@@ -102,6 +114,15 @@ SPECS: tuple[Spec, ...] = (
          help="your own secret shapes (regexes) redacted, over the built-in ones, in what leaves the store"),
     Spec("redact_secrets", "--no-redact", None, "redact.enabled", _no_env, True, "true or false",
          help="redact secrets in the dashboard, the REST API and runs show/export (off: local debugging only)"),
+    Spec("injection_detect", "--injection-detect", "VERISCALE_INJECTION_DETECT", "injection.detect", _switch,
+         "on" if DETECT_BY_DEFAULT else "off", "on or off", choices=("on", "off"),
+         help="flag candidates whose text reads as an injection (injection_suspected, with its span)"),
+    Spec("injection_policy", "--injection-policy", "VERISCALE_INJECTION_POLICY", "injection.policy", str.strip,
+         "none", "a policy name", choices=POLICIES,
+         help="what select does with a suspected candidate: none, lose_ties or exclude"),
+    Spec("injection_mitigation", "--injection-mitigation", "VERISCALE_INJECTION_MITIGATION", "injection.mitigation",
+         str.strip, DEFAULT_MITIGATION, "a mitigation name", choices=MITIGATIONS,
+         help="how judge prompts resist injected text: none, neutralise, warn or both"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -123,6 +144,9 @@ class Settings:
     run_stale_s: float = 30.0
     redact: tuple[str, ...] = ()
     redact_secrets: bool = True
+    injection_detect: str = "on" if DETECT_BY_DEFAULT else "off"
+    injection_policy: str = "none"
+    injection_mitigation: str = DEFAULT_MITIGATION
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:
@@ -134,6 +158,10 @@ class Settings:
         are what library code reads by itself)."""
         origin = self.origin(name)
         return None if origin == "default" or origin.startswith("$") else getattr(self, name)
+
+    def injection(self) -> dict[str, Any]:
+        """The injection settings as Verifier / SelectionSettings keywords."""
+        return {"injection_detect": self.injection_detect == "on", "injection_mitigation": self.injection_mitigation}
 
     def model_uris(self) -> list[str]:
         """The endpoint URIs the model setting stands for ([models.NAME] tables expanded)."""
@@ -181,6 +209,11 @@ def _from_flag(spec: Spec, value: Any) -> Any:
         value = tuple([value] if isinstance(value, str) else value)
     elif spec.name == "store":
         value = Path(value).expanduser()
+    elif spec.parse is _switch:
+        try:
+            value = _switch(value)
+        except ValueError:
+            pass  # the check names the choices
     return spec.check(value, spec.flag)
 
 
@@ -206,6 +239,11 @@ def _from_file(spec: Spec, config: Config) -> tuple[bool, Any]:
         value = Path(value).expanduser()
     elif spec.parse is _number:
         value = float(value)
+    elif spec.parse is _switch:
+        try:
+            value = _switch(value)
+        except ValueError:
+            raise UserError(f"config file '{config.path}': {spec.file} = {value!r} is not on or off: fix it") from None
     return True, spec.check(value, f"config file '{config.path}': {spec.file}")
 
 

@@ -25,7 +25,7 @@ def _verifier(model: str, store, scale: str, criteria: str, only, repeats: int, 
     cs = o.command_settings(model, store, concurrency)
     return Verifier(o.open_model(cs, notice=not dry_run), store=o.open_store(cs), scale=scale, criteria=crits,
                     repeats=repeats, reasoning=reasoning, discrete=discrete, seed=seed,
-                    refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency)
+                    refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency, **cs.injection())
 
 
 def _print_estimate(est: Estimate, as_json: bool) -> None:

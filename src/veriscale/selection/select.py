@@ -38,6 +38,8 @@ from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_refusal
 from veriscale.selection.reason import Reason, explain
 from veriscale.selection.settings import METHODS, SelectionSettings
+from veriscale.selection.suspects import apply_policy
+from veriscale.verify import injection as injection_signal
 from veriscale.selection.tournament import TournamentResult, knockout, pointwise, ppt, round_robin
 
 __all__ = ["METHODS", "Progress", "Selection", "SelectionFailed", "SelectionPlan", "SelectionSettings",
@@ -80,6 +82,15 @@ class Selection:
     stop_reason: str = "plan complete"
     notes: list[str] = field(default_factory=list)
     tournament: TournamentResult | None = None
+    #: per candidate, the detector's span (a dict) or None; all None with the detector off
+    injection: list[dict[str, Any] | None] = field(default_factory=list)
+    injection_detect: bool = False
+    injection_policy: str = "none"
+
+    @property
+    def injection_suspected(self) -> bool | None:
+        """True when any candidate reads as an injection (None: the detector was off)."""
+        return any(h is not None for h in self.injection) if self.injection_detect else None
 
     @property
     def best(self) -> Candidate:
@@ -108,6 +119,7 @@ class Selection:
                     **_candidate_ref(self.candidates[i]),
                     "score": self.scores[i],
                     "criteria": self.criteria_scores[i],
+                    **self._injection_of(i),
                 }
                 for rank, i in enumerate(self.ranking)
             ],
@@ -122,7 +134,16 @@ class Selection:
             "notes": list(self.notes),
             "plan": self.plan.to_dict(),
             "tournament": None if self.tournament is None else self.tournament.to_dict(),
+            "injection_suspected": self.injection_suspected,
+            "injection": {"detector": "on" if self.injection_detect else "off", "policy": self.injection_policy,
+                          "suspects": [i for i, h in enumerate(self.injection) if h is not None]},
         }
+
+    def _injection_of(self, i: int) -> dict[str, Any]:
+        if not self.injection_detect:
+            return {"injection_suspected": None, "injection_span": None}
+        span = self.injection[i] if i < len(self.injection) else None
+        return {"injection_suspected": span is not None, "injection_span": span}
 
 
 def select(
@@ -165,6 +186,10 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
     names = [c.name for c in verifier.criteria.items]
     notes = list(plan.notes)
 
+    detect = bool(getattr(verifier, "injection_detect", injection_signal.DETECT_BY_DEFAULT))
+    flags = _injection_spans(pool.texts, detect)
+    inj = dict(injection=flags, injection_detect=detect, injection_policy=settings.injection_policy)
+
     if plan.n_distinct == 1:
         what = "one candidate" if len(candidates) == 1 else f"all {len(candidates)} candidates have the same output"
         notes.append(f"{what}: returned it without judging")
@@ -175,7 +200,7 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
             ties=tuple((a, b) for a in range(len(candidates)) for b in range(a + 1, len(candidates))),
             n_comparisons=0, n_judgements=0, usage=Usage(),
             criteria_scores=[{n: None for n in names} for _ in candidates], min_confidence=settings.min_confidence,
-            plan=plan, adaptive=settings.adaptive, stop_reason="single candidate", notes=notes,
+            plan=plan, adaptive=settings.adaptive, stop_reason="single candidate", notes=notes, **inj,
         )
 
     too_many = round_robin_refusal(plan.method, plan.n_distinct)
@@ -198,15 +223,31 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
             f"adaptive: stopped with '{result.stop_reason}' after {result.n_judgements} of "
             f"{result.judgements_planned} planned judgements ({calls_saved:+d} model calls saved)"
         )
+    suspected = {i for i, h in enumerate(flags) if h is not None}
+    ranking, changed = apply_policy(result.ranking, ties=result.ties, suspected=suspected,
+                                    policy=settings.injection_policy, ids=[c.id for c in candidates])
+    confidence = result.confidence
+    if changed:
+        notes.append(changed)
+        if ranking[0] != result.winner:  # the tournament's confidence was about its own winner
+            confidence = None
     return Selection(
-        task=pool.task, candidates=candidates, method=plan.method, index=result.winner, scores=result.win_mass,
-        ranking=result.ranking, confidence=result.confidence,
-        reason=_reason(result, candidates, criteria_scores, pool.groups), ties=result.ties,
+        task=pool.task, candidates=candidates, method=plan.method, index=ranking[0], scores=result.win_mass,
+        ranking=ranking, confidence=confidence,
+        reason=_reason(replace(result, winner=ranking[0], ranking=ranking, confidence=confidence), candidates,
+                       criteria_scores, pool.groups), ties=result.ties,
         n_comparisons=result.n_comparisons, n_judgements=result.n_judgements, usage=usage,
         criteria_scores=criteria_scores, min_confidence=settings.min_confidence, plan=plan,
         adaptive=result.adaptive, judgements_saved=result.judgements_saved if result.adaptive else 0,
-        calls_saved=calls_saved, stop_reason=result.stop_reason, notes=notes, tournament=result,
+        calls_saved=calls_saved, stop_reason=result.stop_reason, notes=notes, tournament=result, **inj,
     )
+
+
+def _injection_spans(texts: Sequence[str], detect: bool) -> list[dict[str, Any] | None]:
+    """Per rendered candidate (what the judge reads), the detector's span or None."""
+    if not detect:
+        return [None] * len(texts)
+    return [(hit.to_dict() if (hit := injection_signal.detect(t)) else None) for t in texts]
 
 
 def criteria_means(result: TournamentResult, names: list[str], groups: Sequence[str]) -> list[dict[str, float | None]]:

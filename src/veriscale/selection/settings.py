@@ -9,6 +9,8 @@ Tournament fields: ``method`` (ppt, round_robin, knockout, pointwise), ``k`` PPT
 ``repeats`` judgements per comparison (None: 1 for PPT, 2 otherwise), ``adaptive`` (stop
 once the leader's confidence reaches ``min_confidence``), ``budget_tokens`` per rendered
 candidate (None: fits the context, capped for speed), ``seed`` (ring, bracket, sampling).
+Injection fields: ``injection_detect`` and ``injection_mitigation`` configure the verifier,
+``injection_policy`` what the pick does with suspects (``veriscale.selection.suspects``).
 Judge fields (``scale``, ``criteria``, ``reasoning``, ``discrete``) configure the Verifier that
 ``verifier()`` builds; a selection reads them from the verifier it is given.
 """
@@ -21,6 +23,7 @@ from veriscale.engine.store import Store
 from veriscale.errors import UserError
 from veriscale.models.base import ModelBackend
 from veriscale.verify.criteria import CriteriaSet, load_criteria
+from veriscale.verify.injection import check_policy
 from veriscale.verify.reward import Verifier
 
 METHODS = ("ppt", "round_robin", "knockout", "pointwise")
@@ -42,8 +45,12 @@ class SelectionSettings:
     criteria: CriteriaSet | str = "general"
     reasoning: bool = False
     discrete: bool = False
+    injection_detect: bool | None = None  # None: veriscale.verify.injection.DETECT_BY_DEFAULT
+    injection_mitigation: str | None = None  # None: veriscale.verify.resist.DEFAULT_MITIGATION
+    injection_policy: str = "none"  # none, lose_ties, exclude (veriscale.selection.suspects)
 
     def __post_init__(self) -> None:
+        check_policy(self.injection_policy)
         if self.method not in METHODS:
             raise UserError(f"selection method '{self.method}' is unknown: use one of {', '.join(METHODS)}")
         if self.method == "ppt" and (not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 1):
@@ -72,4 +79,5 @@ class SelectionSettings:
         """The Verifier these judge fields describe (``repeats`` None: its own defaults)."""
         return Verifier(model, store=store, scale=self.scale, criteria=self.criteria_set(), repeats=self.repeats,
                         reasoning=self.reasoning, discrete=self.discrete, seed=self.seed, refresh=refresh,
-                        max_calls=max_calls, concurrency=concurrency)
+                        max_calls=max_calls, concurrency=concurrency, injection_detect=self.injection_detect,
+                        injection_mitigation=self.injection_mitigation)

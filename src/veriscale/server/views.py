@@ -108,6 +108,7 @@ def selection_view(store: Store, run_id: int) -> dict[str, Any]:
         "criteria": list((ranking[0].get("criteria") or {}).keys()) if ranking else [],
         "matrix": matrix, "counts": counts, "judgements": judgements,
         "usage": result.get("usage"), "notes": result.get("notes") or [],
+        "injection": result.get("injection"),
     }
 
 

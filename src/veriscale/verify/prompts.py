@@ -17,6 +17,7 @@ from __future__ import annotations
 from veriscale.fence import DATA_RULE, fence
 from veriscale.models.base import Message, ScoreRequest
 from veriscale.verify.criteria import Criterion
+from veriscale.verify.resist import WARNING, candidate_text, warns
 from veriscale.verify.scale import Scale
 
 PROMPT_VERSION = "v3"  # v3: task and candidates in fenced data blocks
@@ -28,14 +29,14 @@ SYSTEM = (
     "does not support."
 )
 
-def _intro(what: str, scale: Scale, note: str, reasoning: bool) -> str:
+def _intro(what: str, scale: Scale, note: str, reasoning: bool, mitigation: str = "none") -> str:
     """The stable opening: what to do and how to answer (shared by every criterion and slot)."""
     if reasoning:
         how = ("For each grade, first write a short analysis (under 120 words), then write "
                "'Grade:' followed by the grade.")
     else:
         how = "Reply with the grade only."
-    parts = [what, DATA_RULE, f"You will be asked for one grade at a time, on one criterion. {scale.instruction()} {how}"]
+    parts = [what, DATA_RULE] + ([WARNING] if warns(mitigation) else []) + [f"You will be asked for one grade at a time, on one criterion. {scale.instruction()} {how}"]
     if note:
         parts.append(note)
     return "\n".join(parts)
@@ -59,12 +60,12 @@ def _request(user: str, prefill: str, scale: Scale, reasoning: bool, seed: int |
 
 def pointwise_request(task: str, candidate: str, criterion: Criterion, note: str, scale: Scale,
                       *, reasoning: bool = False, seed: int | None = None,
-                      temperature: float = 0.7) -> ScoreRequest:
-    """One score slot for a single candidate on one criterion."""
+                      temperature: float = 0.7, mitigation: str = "none") -> ScoreRequest:
+    """One score slot for a single candidate on one criterion (``mitigation``: see ``verify.resist``)."""
     user = "\n\n".join([
-        _intro("Below are a task and one response to it. Grade the response.", scale, note, reasoning),
+        _intro("Below are a task and one response to it. Grade the response.", scale, note, reasoning, mitigation),
         f"## Task\n{fence('TASK', task)}",
-        f"## Response\n{fence('RESPONSE', candidate)}",
+        f"## Response\n{fence('RESPONSE', candidate_text(candidate, mitigation))}",
         _criterion_block(criterion),
         f"Grade the response on this criterion ({scale.hint()}).",
     ])
@@ -73,17 +74,17 @@ def pointwise_request(task: str, candidate: str, criterion: Criterion, note: str
 
 def pairwise_request(task: str, first: str, second: str, criterion: Criterion, note: str,
                      scale: Scale, *, target: str, reasoning: bool = False,
-                     seed: int | None = None, temperature: float = 0.7) -> ScoreRequest:
+                     seed: int | None = None, temperature: float = 0.7, mitigation: str = "none") -> ScoreRequest:
     """One score slot for the response in slot ``target`` ("A" = first, "B" = second)."""
     if target not in ("A", "B"):
         raise ValueError("target must be 'A' or 'B'")
     user = "\n\n".join([
         _intro("Below are a task and two independent responses to it, the first and the second. "
                "Grade each response on its own merits; they may both be good or both be bad.",
-               scale, note, reasoning),
+               scale, note, reasoning, mitigation),
         f"## Task\n{fence('TASK', task)}",
-        f"## First response\n{fence('FIRST_RESPONSE', first)}",
-        f"## Second response\n{fence('SECOND_RESPONSE', second)}",
+        f"## First response\n{fence('FIRST_RESPONSE', candidate_text(first, mitigation))}",
+        f"## Second response\n{fence('SECOND_RESPONSE', candidate_text(second, mitigation))}",
         _criterion_block(criterion),
         f"Grade the {SLOT_NAMES[target]} response on this criterion ({scale.hint()}).",
     ])

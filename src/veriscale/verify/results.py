@@ -71,6 +71,14 @@ class VerdictBase:
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    #: ``injection_suspected`` (None: the detector was off) and ``injection`` (the span per candidate)
+    injection: dict[str, Any] = field(default_factory=lambda: {"injection_suspected": None,
+                                                               "injection": {"detector": "off"}})
+
+    @property
+    def injection_suspected(self) -> bool | None:
+        """True when the detector found injection-shaped text in a candidate (None: not looked at)."""
+        return self.injection.get("injection_suspected")
 
     @property
     def failed(self) -> bool:
@@ -87,6 +95,7 @@ class VerdictBase:
             "discrete": self.discrete, "failed": self.failed, "errors": self.errors,
             "low_label_mass": self.low_label_mass, "notes": self.notes,
             "usage": self.usage.to_dict(), "readings": [asdict(r) for r in self.readings],
+            **self.injection,
         }
 
 

@@ -27,9 +27,11 @@ from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ModelBackend
 from veriscale.verify import calibration
+from veriscale.verify import injection as injection_signal
 from veriscale.verify.criteria import CriteriaSet, load_criteria
 from veriscale.verify.prompts import PROMPT_VERSION, pairwise_request, pointwise_request
 from veriscale.verify.repeats import Repeat, distinct_repeats, repeat
+from veriscale.verify.resist import DEFAULT_MITIGATION, check_mitigation
 from veriscale.verify.results import CompareResult, Reading, ScoreResult, VerdictBase, mean, summarise_criterion
 from veriscale.verify.scale import Scale, parse_scale
 
@@ -60,7 +62,8 @@ class Verifier:
                  repeats: int | None = None, reasoning: bool = False, discrete: bool = False,
                  seed: int = 0, tau: float | None = None, refresh: bool = False,
                  max_calls: int | None = None, concurrency: int = 4,
-                 on_call: Callable[[CallOutcome], None] | None = None) -> None:
+                 on_call: Callable[[CallOutcome], None] | None = None,
+                 injection_detect: bool | None = None, injection_mitigation: str | None = None) -> None:
         if repeats is not None and repeats < 1:
             raise UserError(f"{setting('repeats')} {repeats} is not allowed: use 1 or more")
         self.model = model
@@ -70,6 +73,9 @@ class Verifier:
         self.reasoning = reasoning
         self.discrete = discrete
         self.seed = seed
+        #: the injection detector runs on every candidate (None: ``DETECT_BY_DEFAULT``)
+        self.injection_detect = injection_signal.DETECT_BY_DEFAULT if injection_detect is None else bool(injection_detect)
+        self.injection_mitigation = check_mitigation(injection_mitigation or DEFAULT_MITIGATION)
         self._tau = tau
         self.executor = CallExecutor(model, store, prompt_version=PROMPT_VERSION, refresh=refresh,
                                      max_calls=max_calls, concurrency=concurrency, on_done=on_call)
@@ -152,7 +158,7 @@ class Verifier:
         for rep in repeats:
             for crit in self.criteria.items:
                 req = pointwise_request(task, candidate, crit, self.criteria.note, self.scale,
-                                        reasoning=self.reasoning, seed=rep.seed)
+                                        reasoning=self.reasoning, seed=rep.seed, mitigation=self.injection_mitigation)
                 calls.append(PlannedCall(req, _Tag(crit.name, rep.index, "candidate", None, None, rep.seed)))
         return calls, notes
 
@@ -173,7 +179,8 @@ class Verifier:
                 for slot in ("A", "B"):
                     who = ("a" if slot == "A" else "b") if rep.order == "AB" else ("b" if slot == "A" else "a")
                     req = pairwise_request(task, first, second, crit, self.criteria.note, self.scale,
-                                           target=slot, reasoning=self.reasoning, seed=rep.seed)
+                                           target=slot, reasoning=self.reasoning, seed=rep.seed,
+                                           mitigation=self.injection_mitigation)
                     calls.append(PlannedCall(req, _Tag(crit.name, rep.index, who, slot, rep.order, rep.seed)))
         return calls, notes
 
@@ -236,7 +243,8 @@ class Verifier:
                  for c in self.criteria.items}
         rewards = [v["reward"] for v in crits.values()]
         reward = None if errors or any(x is None for x in rewards) else mean(rewards)
-        return ScoreResult(**self._base(k, notes, readings, errors, before, False), reward=reward, criteria=crits)
+        return ScoreResult(**self._base(k, notes, readings, errors, before, False), reward=reward, criteria=crits,
+                           injection=self.injection_flags({"candidate": candidate}))
 
     def compare(self, task: str, a: str, b: str, *, only_repeat: int | None = None,
                 progress: Callable[[CallOutcome], None] | None = None) -> CompareResult:
@@ -266,12 +274,18 @@ class Verifier:
             }
         ra = [v["reward_a"] for v in crits.values()]
         rb = [v["reward_b"] for v in crits.values()]
+        flags = self.injection_flags({"a": a, "b": b})
         if errors or any(x is None for x in ra + rb):
-            return CompareResult(**self._base(k, notes, readings, errors, before, True), tau=self.tau, criteria=crits)
+            return CompareResult(**self._base(k, notes, readings, errors, before, True), tau=self.tau, criteria=crits,
+                                 injection=flags)
         reward_a, reward_b = mean(ra), mean(rb)
         p = sigmoid((reward_a - reward_b) / self.tau)
         return CompareResult(**self._base(k, notes, readings, errors, before, True), reward_a=reward_a,
-                             reward_b=reward_b, p_a_wins=p, tau=self.tau, criteria=crits)
+                             reward_b=reward_b, p_a_wins=p, tau=self.tau, criteria=crits, injection=flags)
+
+    def injection_flags(self, texts: dict[str, str]) -> dict:
+        """The ``injection_suspected`` fields for these candidate texts (see ``verify.injection.flag``)."""
+        return injection_signal.flag(texts, self.injection_detect)
 
 
 def _require_text(text: str, what: str) -> None:

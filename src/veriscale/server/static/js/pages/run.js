@@ -5,7 +5,7 @@ import { api, trajectoryHref } from "../api.js";
 import { errorBox, fill, fmtDuration, fmtNum, fmtTime, h, pretty, statusChip } from "../dom.js";
 import { harnessSection } from "./harness.js";
 import { progressSection } from "./progress.js";
-import { selectionSection } from "./selection.js";
+import { injectionChip, selectionSection } from "./selection.js";
 
 const SECTIONS = { selection: selectionSection, progress: progressSection, harness: harnessSection };
 
@@ -78,7 +78,12 @@ function verdictCard(run) {
     if (typeof r.reward_b === "number") rows.push(["reward B", r.reward_b]);
   }
   if (!rows.length) return null;
+  const spans = r.injection && typeof r.injection === "object"
+    ? Object.entries(r.injection).filter(([k, v]) => k !== "detector" && v && typeof v === "object") : [];
   return h("div", { class: "card verdict" }, h("h2", {}, "Verdict"),
     h("div", { class: "kpis" }, rows.map(([k, v]) => h("div", { class: "kpi" }, h("div", { class: "kpi-value" }, v.toFixed(3)),
-      h("div", { class: "kpi-label" }, k)))));
+      h("div", { class: "kpi-label" }, k)))),
+    spans.length ? h("p", { class: "injection-line", "data-testid": "verdict-injection" },
+      spans.map(([who, span]) => h("span", {}, injectionChip(span), " ", h("span", { class: "muted" }, `${who}: `),
+        h("code", {}, span.text)))) : null);
 }

@@ -84,7 +84,8 @@ function candidatesTable(sel, byIndex, withSteps, runId) {
       h("td", { class: "num" }, c.rank ?? "—"),
       h("td", {}, h("div", { class: "cand-id" },
         withSteps.has(c.id) ? h("a", { href: trajectoryHref(runId, c.id), title: "open the trajectory" }, c.id) : h("span", {}, c.id),
-        c.index === sel.best ? h("span", { class: "chip st-ok" }, "pick") : null),
+        c.index === sel.best ? h("span", { class: "chip st-ok" }, "pick") : null,
+        injectionChip(c.injection_span)),
       c.source ? h("div", { class: "muted small" }, c.source) : null),
       h("td", { class: "barcell" }, miniBar(c.score, { max: maxScore }), h("span", { class: "num" }, fmtNum(c.score))),
       criteria.map((k) => {
@@ -92,6 +93,13 @@ function candidatesTable(sel, byIndex, withSteps, runId) {
         return h("td", { class: "barcell" }, miniBar(v), h("span", { class: "num" }, v === null || v === undefined ? "—" : v.toFixed(3)));
       }),
       h("td", {}, Object.entries(c.labels || {}).map(([k, v]) => h("span", { class: "chip" }, `${k} ${v}`)))))))));
+}
+
+/** A warning chip for a candidate the injection detector suspects; its title is the span that triggered it. */
+export function injectionChip(span) {
+  if (!span || typeof span !== "object") return null;
+  return h("span", { class: "chip injection", "data-testid": "injection-flag", title: `${span.rule}: ${span.text}` },
+    "injection suspected");
 }
 
 function winMass(sel, byIndex, name) {
