@@ -81,6 +81,17 @@ def test_the_detector_can_be_turned_off_by_flag_and_environment(scripted_scheme,
     assert bad.exit_code == 2 and "--injection-detect" in bad.output and "Traceback" not in bad.output
 
 
+def test_the_config_file_turns_the_detector_off_and_sets_the_policy(scripted_scheme, files, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[injection]\ndetect = "off"\n')
+    args = ("score", files["task"], files["injected"], "--model", "scripted", "--json", "--store", files["store"])
+    off = as_json(invoke("--config", str(config), *args))
+    assert off["injection_suspected"] is None and off["injection"] == {"detector": "off"}
+    config.write_text('[injection]\npolicy = "sometimes"\n')
+    bad = invoke("--config", str(config), *args)
+    assert bad.exit_code == 2 and "injection.policy" in bad.output and "Traceback" not in bad.output
+
+
 def _select(files, *policy: str) -> dict:
     return as_json(invoke(*policy, "select", files["injected"], files["clean"], files["bad"], "--task", files["task"],
                           "--model", "scripted", "--criteria", "general", "--json", "--store", files["store"]))
