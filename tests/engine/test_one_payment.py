@@ -13,6 +13,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.support.fault_server import FaultServer
 from veriscale.engine.store import Store
 
@@ -80,3 +82,32 @@ def test_a_killed_holders_calls_are_taken_over_and_answered_once_after_the_kill(
     assert set(in_flight) <= set(by_waiter)  # what it had in flight was taken over
     assert len(set(by_waiter) | set(answered_before)) == 96 == Store.open(store).count_calls("ok")
     assert json.loads((tmp_path / "B.json").read_text())["best"] in "abcd"
+
+
+def test_a_dead_owners_claim_is_taken_over_without_waiting_out_its_lease(tmp_path):
+    """A rerun after a kill finds the killed process's claims: a dead owner on this machine (its pid
+    gone, or reused by a process with another start time) is released at once; a live one is waited for."""
+    import asyncio
+
+    from veriscale.engine.call_leases import lease_owner
+    from veriscale.engine.claims import CallClaims
+
+    async def io(fn, *args, **kwargs):
+        return fn(*args, **kwargs)
+
+    store = Store.open(tmp_path / "s.sqlite3")
+    dead = subprocess.run([sys.executable, "-c", "from veriscale.engine.call_leases import lease_owner; "
+                           "print(lease_owner())"], capture_output=True, text=True, check=True).stdout.strip()
+    assert store.claim_call("k", dead, lease_s=3600) == "mine"  # an hour-long lease of a process that exited
+    claims = CallClaims(store, io, lease_s=30)
+    assert asyncio.run(claims.claim("k"))[0] == "held"
+    asyncio.run(asyncio.wait_for(claims.wait_unclaimed("k"), 300))  # without the check: an hour
+    state, owner = asyncio.run(claims.claim("k"))
+    assert state == "mine" and owner is not None and store.lease("k")["owner"] == owner
+
+    live = lease_owner()  # this very process: alive, so its claim is waited for
+    assert store.claim_call("k2", live, lease_s=3600) == "mine"
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(asyncio.wait_for(claims.wait_unclaimed("k2"), 1.0))
+    assert store.lease("k2")["owner"] == live
+    store.close()

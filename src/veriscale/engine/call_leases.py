@@ -13,16 +13,31 @@ its claim (it died)::
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 import threading
 import time
 from typing import Any
 
+from veriscale.engine.run_liveness import ProcessIdentity
+
 
 def lease_owner() -> str:
-    """A claim's owner: ``host:pid:token``, the token fresh for every claim."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(6).hex()}"
+    """A claim's owner: ``host:pid:token:boot_id:start``, the token fresh for every claim; boot id
+    and the pid's start time let another process tell a dead owner from a live one."""
+    me = ProcessIdentity.current()
+    return f"{me.host}:{me.pid}:{os.urandom(6).hex()}:{me.boot_id or '-'}:{me.start if me.start is not None else '-'}"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True when ``owner`` (a :func:`lease_owner`) is a process of this machine and boot that no
+    longer runs: its claim can be taken over at once instead of after its lease lapses. Anything
+    else (another host, an older owner format, a live or unknown process) is False."""
+    parts = owner.split(":")
+    if len(parts) != 5 or parts[3] == "-" or not parts[1].isdigit():
+        return False
+    start = int(parts[4]) if parts[4].isdigit() else None
+    identity = ProcessIdentity(parts[0], parts[3], int(parts[1]), start)
+    return identity.same_machine() and not identity.alive()
 
 
 class CallLeases:

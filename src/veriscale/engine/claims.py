@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from veriscale.engine.call_leases import lease_owner
+from veriscale.engine.call_leases import lease_owner, owner_is_dead
 
 #: Seconds a claim on a call lives without renewal (renewed every third of it while the call runs).
 LEASE_S = 30.0
@@ -43,13 +43,17 @@ class CallClaims:
         return state, owner if state == "mine" else None
 
     async def wait_unclaimed(self, key: str) -> None:
-        """Wait while another owner's claim on ``key`` is live."""
+        """Wait while another owner's claim on ``key`` is live; a claim whose owner is a dead
+        process of this machine is dropped at once (a killed run's rerun does not wait out its lease)."""
         delay = POLL_S[0]
         while True:
             await asyncio.sleep(delay)
             delay = min(POLL_S[1], delay * 1.5)
             record = await self.io(self.store.lease, key)
             if record is None or record["expires_at"] <= time.time():
+                return
+            if owner_is_dead(record["owner"]):
+                await self.io(self.store.release_lease, key, record["owner"])
                 return
 
     async def renew(self, key: str, owner: str | None) -> None:

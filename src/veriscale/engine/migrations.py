@@ -111,7 +111,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ]),
     (5, [
         # in-flight claims on calls (one call, one payment, across processes): the owner
-        # (host:pid:token) renews expires_at while its call runs and deletes the row when the
+        # (host:pid:token, later host:pid:token:boot_id:start) renews expires_at while its call runs and deletes the row when the
         # outcome is committed; a waiter takes over a row whose owner stopped renewing it
         """CREATE TABLE call_leases (
                key TEXT PRIMARY KEY,
