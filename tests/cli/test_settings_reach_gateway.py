@@ -137,10 +137,10 @@ def test_a_flag_beats_the_environment_which_beats_the_file(server, built, tmp_pa
     config.write_text("[gateway]\nrpm = 100\ntpm = 200\ndeadline_s = 300\n")
     _invoke(["--config", str(config), "--rpm", "111", "score", files["task"], files["a"], "--model",
              f"{server.url}#fault-model", "--store", str(tmp_path / "s.sqlite3"), "--json"],
-            {"VERISCALE_RPM": "222", "VERISCALE_TPM": "333"})
+            {"VERISCALE_RPM": "222", "VERISCALE_TPM": "90000"})  # a real budget: 333 tokens a minute would make each call wait
     gw = built[-1]
     assert {e.limits.requests.per_minute for e in gw.pool.endpoints} == {111}  # flag over env and file
-    assert {e.tokens.per_minute for e in gw.pool.endpoints} == {333}  # env over file
+    assert {e.tokens.per_minute for e in gw.pool.endpoints} == {90000}  # env over file
     assert gw.deadline_s == 300  # file over default
 
 
