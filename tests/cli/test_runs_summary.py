@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.support.scripted_model import ScriptedScoreModel
+from tests.support.scripted_model import ScriptedScoreModel, registered_scheme
 from veriscale.cli import app, common
 from veriscale.engine.store import Store
 from veriscale.models.registry import SCHEMES, register_backend
@@ -27,11 +27,8 @@ def _scripted(uri: str) -> ScriptedScoreModel:
 
 @pytest.fixture()
 def scripted_scheme():
-    saved = dict(SCHEMES)
-    register_backend(("scripted",), _scripted, forms=("scripted", "scripted:fail"))
-    yield
-    SCHEMES.clear()
-    SCHEMES.update(saved)
+    with registered_scheme("scripted", _scripted, ("scripted", "scripted:fail")):
+        yield
 
 
 @pytest.fixture()

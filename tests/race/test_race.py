@@ -21,12 +21,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.support.scripted_model import ScriptedScoreModel
+from tests.support.scripted_model import ScriptedScoreModel, registered_scheme
 from veriscale.cli import app
 from veriscale.cli import race as race_cli
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
-from veriscale.models.registry import SCHEMES, register_backend
 from veriscale.race import find_repo, refusal, run_race, to_candidates
 from veriscale.race.worktrees import TEMP_PREFIX, Worktrees, capture_diff
 
@@ -112,11 +111,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture()
 def scripted_scheme():
-    saved = dict(SCHEMES)
-    register_backend(("scripted",), lambda uri: ScriptedScoreModel(), forms=("scripted",))
-    yield
-    SCHEMES.clear()
-    SCHEMES.update(saved)
+    with registered_scheme("scripted", lambda uri: ScriptedScoreModel(), ("scripted",)):
+        yield
 
 
 def agent(repo: Path, *args: str) -> list[str]:

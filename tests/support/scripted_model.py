@@ -10,6 +10,8 @@ without a real model::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable
 
 from veriscale.errors import ModelCallError
@@ -61,3 +63,18 @@ class ScriptedScoreModel:
 
     def chat(self, messages: list[dict[str, Any]], **kw: Any) -> ChatResponse:
         return ChatResponse(content="scripted analysis")
+
+
+@contextmanager
+def registered_scheme(name: str, parse: Callable[[str], Any], forms: tuple[str, ...]) -> Iterator[None]:
+    """Model URIs of scheme ``name`` built by ``parse`` while the block runs; the backend registry
+    is as it was afterwards (a test fixture: ``with registered_scheme("scripted", ...): yield``)."""
+    from veriscale.models.registry import SCHEMES, register_backend
+
+    saved = dict(SCHEMES)
+    register_backend((name,), parse, forms=forms)
+    try:
+        yield
+    finally:
+        SCHEMES.clear()
+        SCHEMES.update(saved)
