@@ -21,7 +21,8 @@ import pytest
 from veriscale.harness.jail.harvest import HarvestReader
 from veriscale.harness.protocol.gate import keep_base_files
 from veriscale.harness.protocol.records import read_record
-from veriscale.harness.safe_fs import copy_plain_tree, remove_tree, walk_entries, write_beneath
+from veriscale.harness.safe_fs import walk_entries
+from veriscale.harness.safe_write import copy_plain_tree, remove_tree, write_beneath
 from veriscale.harness.sessions import executors
 from veriscale.harness.sessions.tools import ToolBox
 from veriscale.harness.workspace.safe_copy import copy_tree

@@ -17,7 +17,8 @@ import pytest
 from tests.harness.jail_probe import session_spec
 from veriscale.harness.jail.harvest import MAX_DEPTH, MAX_ENTRIES
 from veriscale.harness.jail.sandbox import check_jail_available, run_jailed
-from veriscale.harness.safe_fs import remove_tree, walk_entries
+from veriscale.harness.safe_fs import walk_entries
+from veriscale.harness.safe_write import remove_tree
 
 HANDBACK_FILES = int(os.environ.get("VERISCALE_TEST_HANDBACK_FILES", "25000"))
 

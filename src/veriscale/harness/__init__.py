@@ -5,7 +5,8 @@ Sub-packages, in the order a run uses them: ``workspace`` (materialise a task fo
 folder, records, the delivery gate, prompts and the many-task runner), ``sessions`` (the agent
 loop, its tools and the executors), ``jail`` (the bubblewrap sandbox sessions run in), ``skills``
 (method texts and scripts handed to sessions) and ``scoring`` (grade deliveries). ``jsonfiles``
-holds the JSON read/write helpers they share, ``safe_fs`` the link-refusing reads and writes of
-folders a session wrote, and path containment. Import from the modules, e.g.
+holds the JSON read/write helpers they share, ``safe_fs`` the link-refusing reads of folders a
+session wrote and path containment, ``safe_write`` the matching writes and removals, and
+``safe_names`` the one filter for names a session wrote. Import from the modules, e.g.
 ``from veriscale.harness.protocol.runner import run_tasks``.
 """

@@ -24,7 +24,7 @@ def json_text(document: Any, **options: Any) -> str:
 
 def write_json(path: Path, document: Any, **options: Any) -> Path:
     """Write ``document`` to ``path`` through a ``.tmp`` sibling and a rename; makes parents."""
-    from veriscale.harness.safe_fs import write_plain_file
+    from veriscale.harness.safe_write import write_plain_file
 
     path.parent.mkdir(parents=True, exist_ok=True)
     # a new file under a fixed-length temp name, renamed over ``path``: never written through a link

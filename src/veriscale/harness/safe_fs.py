@@ -7,15 +7,10 @@ or an oversized file is refused instead of followed, waited on or read whole::
     text = read_text_beneath(run_dir, "sessions/resolve/ledger.json", max_bytes=1 << 20)
     for rel, size in walk_regular_files(out_dir):      # links, FIFOs, devices are skipped
         ...
-    copy_plain_tree(src, dest)                          # regular files and folders only
-    write_beneath(out_dir, "notes/a.md", b"text")        # no link on the way, a short temp name
 
-Walks and removals are iterative and hold one folder descriptor at a time, so a tree thousands
-of levels deep neither exhausts the stack nor the descriptor table. Writers refuse a link (or a
-file) anywhere below their root and create through a fixed-length temporary name, so any name
-the file system takes can be written. :func:`name_problem` is the one name filter: control
-characters (C0 and C1), bidirectional overrides and isolates, line separators, and bytes that
-are not UTF-8 never become a host file name.
+Walks are iterative and hold one folder descriptor at a time, so a tree thousands of levels
+deep neither exhausts the stack nor the descriptor table. The writers that take the same care
+are :mod:`veriscale.harness.safe_write`; the one name filter is :mod:`veriscale.harness.safe_names`.
 
 Errors are :class:`UnsafePath` (a ``ValueError``) with one sentence about the entry itself,
 never about what a link points at, so a message cannot tell a session whether some other host
@@ -26,9 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
-import uuid
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
@@ -37,37 +30,8 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
-#: C0/C1 controls, DEL, bidi marks/embeddings/overrides/isolates, line and paragraph separators.
-NAME_HAZARDS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-_SURROGATES = re.compile("[\ud800-\udfff]")
-#: Temporary names of writers: fixed length, whatever the length of the final name.
-TMP_PREFIX = ".vs-tmp-"
-
-
 class UnsafePath(ValueError):
     """A path below a trusted root is a link, a special file, too large, or missing."""
-
-
-def name_problem(name: str) -> str | None:
-    """Why ``name`` (one path or a component) may not become a host file name, or None.
-
-    >>> name_problem("report\u202egnp.exe")
-    'a control or bidirectional-formatting character (U+202E) in the name'
-    """
-    hazard = NAME_HAZARDS.search(name)
-    if hazard is not None:
-        return f"a control or bidirectional-formatting character (U+{ord(hazard.group()):04X}) in the name"
-    if _SURROGATES.search(name):
-        return "the name is not UTF-8"
-    return None
-
-
-def shown_name(name: str) -> str:
-    """``name`` for a message or a tool reply: every hazard of :func:`name_problem` escaped."""
-    escaped = NAME_HAZARDS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                               else f"\\u{ord(m.group()):04x}", name)
-    return _SURROGATES.sub(lambda m: f"\\x{ord(m.group()) - 0xdc00:02x}" if ord(m.group()) >= 0xdc80
-                           else "\ufffd", escaped)
 
 
 def _parts(rel: str | os.PathLike[str]) -> list[str]:
@@ -77,21 +41,51 @@ def _parts(rel: str | os.PathLike[str]) -> list[str]:
     return parts
 
 
-def open_dir_beneath(root: Path, rel: str | os.PathLike[str] = "") -> int:
-    """A descriptor of folder ``root/rel``; every component after ``root`` must be a real folder."""
+def _descend(root: Path, parts: list[str], *, create: bool = False, shown: str | None = None) -> int:
+    """A descriptor of folder ``root/parts``, one component at a time, links refused.
+
+    Reading (``create=False``): any component that is not a real folder is ``UnsafePath``
+    naming ``shown``. Creating: a missing folder is made (0755); a link or a file on the way is
+    ``UnsafePath``; other errors (no permission, a name too long) stay ``OSError``.
+    ``root`` itself is opened as given: a missing root is the caller's ``OSError``.
+    """
     fd = os.open(root, _DIR_FLAGS)
     try:
-        for part in _parts(rel):
-            try:
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                raise UnsafePath(f"'{rel}' is not a plain folder (a link, a file or missing): {exc.strerror}") from None
+        for part in parts:
+            child = _child_dir(fd, part, create=create, shown=shown)
             os.close(fd)
             fd = child
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _child_dir(fd: int, part: str, *, create: bool, shown: str | None) -> int:
+    try:
+        return os.open(part, _DIR_FLAGS, dir_fd=fd)
+    except FileNotFoundError as exc:
+        if not create:
+            raise UnsafePath(f"'{shown}' is not a plain folder (a link, a file or missing): {exc.strerror}") from None
+    except OSError as exc:
+        if not create:
+            raise UnsafePath(f"'{shown}' is not a plain folder (a link, a file or missing): {exc.strerror}") from None
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafePath(f"'{part}' is a link or a file, not a plain folder") from None
+        raise
+    try:
+        os.mkdir(part, 0o755, dir_fd=fd)
+    except FileExistsError:
+        pass  # made meanwhile; the open below checks what it is
+    try:
+        return os.open(part, _DIR_FLAGS, dir_fd=fd)
+    except OSError as exc:
+        raise UnsafePath(f"'{part}' is not a plain folder ({exc.strerror})") from None
+
+
+def open_dir_beneath(root: Path, rel: str | os.PathLike[str] = "") -> int:
+    """A descriptor of folder ``root/rel``; every component after ``root`` must be a real folder."""
+    return _descend(root, _parts(rel), shown=str(rel))
 
 
 def open_regular_beneath(root: Path, rel: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_READ_BYTES) -> int:
@@ -240,189 +234,3 @@ def walk_regular_files(root: Path, rel: str | os.PathLike[str] = "") -> Iterator
     for path, info in walk_entries(root, rel):
         if stat.S_ISREG(info.st_mode):
             yield path, info.st_size
-
-
-def copy_plain_tree(src: Path, dest: Path, *, skip=lambda rel: False, max_bytes: int = DEFAULT_MAX_READ_BYTES) -> list[str]:
-    """Copy regular files and folders of ``src`` into a fresh ``dest`` (modes 0644/0755); return what was left out.
-
-    ``dest`` must not exist yet or be a real folder (never a link); links, FIFOs, devices and
-    sockets in ``src`` are left out and listed as ``'rel (a link)'``, and so is an entry the
-    host cannot create (``'rel (cannot be written here: File name too long)'``).
-    """
-    left_out: list[str] = []
-    make_plain_dir(dest)
-    for rel, info in walk_entries(src):
-        if skip(rel):
-            continue
-        try:
-            if stat.S_ISDIR(info.st_mode):
-                make_dirs_beneath(dest, rel)
-            elif stat.S_ISREG(info.st_mode):
-                write_beneath(dest, rel, read_bytes_beneath(src, rel, max_bytes=max_bytes))
-            else:
-                left_out.append(f"{shown_name(rel.as_posix())} ({_kind(info.st_mode).removeprefix('a ')})")
-        except UnsafePath as exc:
-            left_out.append(f"{shown_name(rel.as_posix())} ({exc})")
-        except OSError as exc:
-            left_out.append(f"{shown_name(rel.as_posix())} (cannot be written here: {exc.strerror})")
-    return left_out
-
-
-def _dir_fd_beneath(root: Path, parts: list[str], *, create: bool) -> int:
-    """A descriptor of ``root/parts``, making missing folders when ``create``; links refused."""
-    fd = os.open(root, _DIR_FLAGS)
-    try:
-        for part in parts:
-            try:
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise UnsafePath(f"'{part}' does not exist") from None
-                try:
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                except FileExistsError:
-                    pass  # made meanwhile; the open below checks what it is
-                try:
-                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    raise UnsafePath(f"'{part}' is not a plain folder ({exc.strerror})") from None
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafePath(f"'{part}' is a link or a file, not a plain folder") from None
-                raise
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def make_dirs_beneath(root: Path, rel: str | os.PathLike[str]) -> None:
-    """``mkdir -p root/rel`` (mode 0755) that refuses a link or a file at any component below ``root``."""
-    os.close(_dir_fd_beneath(Path(root), _parts(rel), create=True))
-
-
-def write_beneath(root: Path, rel: str | os.PathLike[str], data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` as the new regular file ``root/rel``, making folders on the way.
-
-    A link or a file at any folder component below ``root`` is refused (``UnsafePath``); the
-    data goes to a new file with a fixed-length name (``O_EXCL``, never an existing inode, never
-    through a link), which is then renamed over ``rel``: an old file or link there is replaced,
-    its target never touched. ``OSError`` (e.g. a name this file system cannot hold) leaves
-    nothing behind.
-    """
-    parts = _parts(rel)
-    if not parts:
-        raise UnsafePath(f"'{rel}' names no file")
-    parent = _dir_fd_beneath(Path(root), parts[:-1], create=True)
-    tmp = f"{TMP_PREFIX}{uuid.uuid4().hex}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                os.fchmod(handle.fileno(), mode)
-            os.rename(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)  # replaces a link itself
-        except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=parent)
-            except OSError:
-                pass
-            raise
-    finally:
-        os.close(parent)
-
-
-def make_plain_dir(path: Path) -> None:
-    """``mkdir -p`` that refuses to go through or end at a link (below the first existing real folder)."""
-    path = Path(os.path.abspath(path))
-    existing = path
-    while not os.path.lexists(existing) and existing != existing.parent:
-        existing = existing.parent
-    if os.path.islink(existing):
-        raise UnsafePath(f"'{existing}' is a link, not a folder")
-    if not os.path.isdir(existing):
-        raise UnsafePath(f"'{existing}' is not a folder")
-    make_dirs_beneath(existing, path.relative_to(existing).as_posix())
-
-
-def write_plain_file(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` to a new file at ``path`` (replacing a file, never writing through a link).
-
-    The parent folder must be a real folder; prefer :func:`write_beneath` with a trusted root,
-    which checks every folder below it.
-    """
-    path = Path(path)
-    write_beneath(path.parent, path.name, data, mode)
-
-
-def remove_tree(path: Path) -> None:
-    """Remove ``path`` (file, link or folder tree) without following any link inside it; iterative."""
-    path = Path(path)
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(info.st_mode):
-        os.unlink(path)
-        return
-    parent = os.open(path.parent, _DIR_FLAGS)
-    try:
-        remove_beneath(parent, path.name)
-    finally:
-        os.close(parent)
-
-
-def remove_beneath(parent_fd: int, name: str) -> None:
-    """Remove entry ``name`` of the folder ``parent_fd`` and everything below it; links are removed, never entered."""
-    try:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            return
-        if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-            os.unlink(name, dir_fd=parent_fd)
-            return
-        raise
-    top = os.fstat(parent_fd)
-    # frames: (name in its parent, identity of its parent, folders still to remove below it)
-    stack: list[tuple[str, tuple[int, int], list[str]]] = [(name, (top.st_dev, top.st_ino), _clear_files(fd))]
-    try:
-        while stack:
-            here, parent_ident, subdirs = stack[-1]
-            if subdirs:
-                sub = subdirs.pop()
-                try:
-                    child = os.open(sub, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                        os.unlink(sub, dir_fd=fd)
-                    elif exc.errno != errno.ENOENT:
-                        raise
-                    continue
-                mine = os.fstat(fd)
-                os.close(fd)
-                fd = child
-                stack.append((sub, (mine.st_dev, mine.st_ino), _clear_files(fd)))
-                continue
-            stack.pop()
-            parent = _up(fd, parent_ident)
-            os.close(fd)
-            fd = parent
-            os.rmdir(here, dir_fd=fd)
-    finally:
-        if fd != parent_fd:
-            os.close(fd)
-
-
-def _clear_files(fd: int) -> list[str]:
-    """Unlink every entry of folder ``fd`` that is not a folder; return the folders' names."""
-    folders = []
-    for entry in os.listdir(fd):
-        info = os.stat(entry, dir_fd=fd, follow_symlinks=False)
-        if stat.S_ISDIR(info.st_mode):
-            folders.append(entry)
-        else:
-            os.unlink(entry, dir_fd=fd)
-    return folders

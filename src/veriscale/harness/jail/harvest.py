@@ -28,8 +28,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from veriscale.harness.safe_fs import UnsafePath, make_dirs_beneath, make_plain_dir, name_problem, remove_tree, \
-    shown_name, write_beneath
+from veriscale.harness.safe_fs import UnsafePath
+from veriscale.harness.safe_names import name_problem, shown_name
+from veriscale.harness.safe_write import make_dirs_beneath, make_plain_dir, remove_tree, write_beneath
 
 #: tar headers cost 512 bytes a member (+ PAX records): this much on top of the output cap.
 STREAM_SLACK_BYTES = 16 << 20

@@ -19,14 +19,16 @@ from veriscale.harness.jsonfiles import json_text
 from veriscale.harness.protocol.layout import DELIVERABLES_SUBDIR, FINISH_FILE
 from veriscale.harness.safe_fs import (
     UnsafePath,
-    copy_plain_tree,
-    make_plain_dir,
     open_dir_beneath,
     open_regular_beneath,
+    read_bytes_beneath,
+    walk_entries,
+)
+from veriscale.harness.safe_write import (
+    copy_plain_tree,
+    make_plain_dir,
     remove_beneath,
     remove_tree,
-    walk_entries,
-    read_bytes_beneath,
     write_beneath,
 )
 from veriscale.harness.workspace.views import is_sidecar

@@ -56,7 +56,8 @@ from veriscale.harness.protocol.phases import PHASES, RECORD_KIND, protocol_phas
 from veriscale.harness.protocol.prompt_files import (
     AGENDA_ITEMS_IN_PROMPT, CONSENSUS_ITEMS_IN_PROMPT, agenda_text, consensus_text, load_phase_skills, render,
 )
-from veriscale.harness.safe_fs import read_bytes_beneath, write_plain_file
+from veriscale.harness.safe_fs import read_bytes_beneath
+from veriscale.harness.safe_write import write_plain_file
 from veriscale.harness.workspace.contract import TaskWorkspace
 
 

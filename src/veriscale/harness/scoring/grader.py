@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from veriscale.errors import UserError, setting
-from veriscale.harness.safe_fs import UnsafePath, copy_plain_tree
+from veriscale.harness.safe_fs import UnsafePath
+from veriscale.harness.safe_write import copy_plain_tree
 from veriscale.harness.workspace.views import is_sidecar
 
 DEFAULT_GRADER_TIMEOUT_S = 600.0

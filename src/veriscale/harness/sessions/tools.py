@@ -44,11 +44,11 @@ from veriscale.harness.safe_fs import (
     open_dir_beneath,
     read_bytes_beneath,
     read_text_beneath,
-    shown_name,
     split_under,
     walk_regular_files,
-    write_beneath,
 )
+from veriscale.harness.safe_names import shown_name
+from veriscale.harness.safe_write import write_beneath
 
 DEFAULT_READ_CHARS = 20_000
 DEFAULT_LIST_ENTRIES = 300
