@@ -110,7 +110,7 @@ def test_a_followed_agents_points_reach_the_dashboard_stream_while_it_runs(tmp_p
     (tmp_path / "task.md").write_text(TASK)
     store = tmp_path / "store.sqlite3"
     follower = subprocess.Popen([sys.executable, "-m", "veriscale", "track", "--follow", str(steps), "--store", str(store),
-                                 "--idle-timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 "--idle-timeout", "900"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env={**os.environ, "VERISCALE_CONFIG": ""})
     try:
         with dashboard(store, ScriptedScoreModel()) as d, d.client() as c:
