@@ -103,7 +103,7 @@ def sparse_ranking(
         cycle = shuffled(n, np.random.default_rng(seed))
         for a, b in ring_pairs(cycle):
             meet(a, b)
-        for pivot in fit().ranking[:pivots]:
+        for pivot in fit().ranking[:pivots] if pivots else ():
             for position, other in enumerate(cycle):
                 meet(*((pivot, other) if position % 2 else (other, pivot)))
         while len(met) < budget:
