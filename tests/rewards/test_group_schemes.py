@@ -95,7 +95,9 @@ def test_each_result_and_batch_records_its_scheme_and_the_trl_log_shows_it() -> 
     verifier = Verifier(GradedModel(), scale="letters:5")
     assert GroupRewarder(verifier).group(TASK, ["a +", "b"]).scheme == "sparse"  # the default
     assert GroupRewarder(verifier, scheme="round_robin").group(TASK, ["a +", "b"]).scheme == "round_robin"
-    assert GroupRewarder(verifier, scheme="sparse").group(TASK, ["only one"]).scheme == "sparse"
+    for scheme in GROUP_SCHEMES:  # a group of one, and one with nothing to judge, say it too
+        assert {GroupRewarder(verifier, scheme=scheme).group(TASK, texts).scheme
+                for texts in (["only one"], [None, " "])} == {scheme}
     batch = BatchRewarder(verifier, scheme="sparse").rewards([TASK] * 4 + ["other"], GROUP[:4] + ["x"])
     assert batch.scheme == "sparse" and batch.neutral_filled().scheme == "sparse"
     alone = GroupRewarder(verifier, scheme="sparse").group(TASK, GROUP[:4]).comparisons

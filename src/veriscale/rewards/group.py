@@ -109,7 +109,7 @@ class GroupRewarder:
         rewards: list[float | None] = [None] * len(completions)
         errors = [f"completion {i} is empty: nothing to judge" for i in range(len(completions)) if i not in present]
         if not present:
-            return GroupResult(rewards, errors)
+            return GroupResult(rewards, errors, scheme=self.scheme)
         if len(present) == 1:
             only = self.verifier.score(task, completions[present[0]])
             rewards[present[0]] = only.reward
