@@ -108,6 +108,7 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "gateway": {"concurrency": int, "rpm": int, "tpm": int, "deadline_s": (int, float), "routing": str},
     "embedded": {"threads": int},
     "inputs": {"max_mb": (int, float)},
+    "rewards": {"model": str, "criteria": str, "scale": str, "mode": str, "group_scheme": str},
     "runs": {"stale_s": (int, float)},
     "redact": {"patterns": list, "enabled": bool},
     "injection": {"detect": str, "policy": str, "mitigation": str},

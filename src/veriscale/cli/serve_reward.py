@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
         group_size: Annotated[Optional[int], typer.Option("--group-size", help="Completions per prompt to wait for before rewarding them as one group (OpenRLHF's --n_samples_per_prompt).")] = None,
         group_wait: Annotated[float, typer.Option("--group-wait", help="Seconds to wait for a group to fill before rewarding what arrived.")] = 30.0,
         mode: Annotated[str, typer.Option("--mode", help="group: rank a prompt's completions against each other; pointwise: score each alone.")] = "group",
+        group_scheme: Annotated[Optional[str], typer.Option("--group-scheme", help="How a group is ranked: round_robin (every pair) or sparse (at most 3n comparisons); config rewards.group_scheme, $VERISCALE_REWARD_GROUP_SCHEME.")] = None,
         on_failure: Annotated[str, typer.Option("--on-failure", help="A query that could not be verified gets: neutral (its group's mean verified reward, flagged in extra_logs; OpenRLHF cannot take null) or null.")] = "neutral",
         model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
         criteria: o.CriteriaOpt = "general", repeats: o.RepeatsOpt = None,
@@ -69,14 +70,16 @@ def register(app: typer.Typer) -> None:
             from veriscale.rewards.service import RewardService
             from veriscale.verify.reward import Verifier
 
-            cs = o.command_settings(model, store, concurrency)
+            cs = o.command_settings(model, store, concurrency).with_flags(reward_group_scheme=group_scheme)
             c = cs.concurrency
             verifier = Verifier(o.open_model(cs), store=o.open_store(cs), scale=scale,
                                 criteria=criteria, repeats=repeats, max_calls=max_calls, concurrency=c)
-            service = RewardService(BatchRewarder(verifier, mode=mode), on_failure=on_failure)
+            service = RewardService(BatchRewarder(verifier, mode=mode, scheme=cs.reward_group_scheme),
+                                    on_failure=on_failure)
             app_ = create_reward_app(service, token=token,
                                      max_body_bytes=limit, group_size=group_size, group_wait_s=group_wait)
             grouping = (f", groups of {group_size} (wait up to {group_wait:g} s)" if group_size else "")
+            grouping += f", groups ranked by {cs.reward_group_scheme}" if mode == "group" else ""
             err_console.print(f"reward server on http://{host}:{port}/get_reward ({mode} rewards{grouping})"
                               + (" (token required)" if token else ""), highlight=False)
         uvicorn.run(app_, host=host, port=port, log_level="warning")

@@ -123,6 +123,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("injection_mitigation", "--injection-mitigation", "VERISCALE_INJECTION_MITIGATION", "injection.mitigation",
          str.strip, DEFAULT_MITIGATION, "a mitigation name", choices=MITIGATIONS,
          help="how judge prompts resist injected text: none, neutralise, warn or both"),
+    Spec("reward_group_scheme", "--group-scheme", "VERISCALE_REWARD_GROUP_SCHEME", "rewards.group_scheme", str.strip,
+         "sparse", "a group scheme name", choices=("round_robin", "sparse"),
+         help="how RL rewards rank a group: round_robin (every pair) or sparse (at most 3n comparisons)"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -147,6 +150,7 @@ class Settings:
     injection_detect: str = "on" if DETECT_BY_DEFAULT else "off"
     injection_policy: str = "none"
     injection_mitigation: str = DEFAULT_MITIGATION
+    reward_group_scheme: str = "sparse"
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:

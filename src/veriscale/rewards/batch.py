@@ -10,7 +10,9 @@
 ``mode="group"`` (the default) rewards the responses to identical prompts against each other
 (:mod:`veriscale.rewards.group`): an all-wrong group still ranks the less wrong higher.
 ``mode="pointwise"`` scores each response alone with the verifier's expected label value, in
-[0, 1]. Either way a response that is missing, empty or could not be verified gets None, and
+[0, 1]; identical (prompt, response) pairs are scored once and share the reward. ``scheme``
+(``"round_robin"`` or ``"sparse"``, :mod:`veriscale.rewards.group`) ranks the groups;
+``batch.scheme`` and ``batch.metrics()["comparisons"]`` say what it used. Either way a response that is missing, empty or could not be verified gets None, and
 ``errors`` says why: a failed verification is never a score.
 """
 
@@ -23,7 +25,7 @@ from typing import Any
 
 from veriscale.engine.usage import Usage
 from veriscale.errors import UserError, setting
-from veriscale.rewards.group import GROUP_SETTINGS, GroupRewarder, groups_by_prompt
+from veriscale.rewards.group import DEFAULT_GROUP_SCHEME, GROUP_SETTINGS, GroupRewarder, groups_by_prompt
 from veriscale.selection.settings import SelectionSettings
 from veriscale.verify.reward import Verifier
 
@@ -42,6 +44,8 @@ class RewardBatch:
     usage: Usage = field(default_factory=Usage)
     groups: list[int] = field(default_factory=list)        # each response's group, by first member
     unverified: list[bool] = field(default_factory=list)   # no reward of its own (None, or filled in)
+    scheme: str = DEFAULT_GROUP_SCHEME                     # the group scheme that ranked the groups
+    comparisons: int = 0                                   # pairwise comparisons judged, all groups
 
     def __post_init__(self) -> None:
         self.groups = self.groups or list(range(len(self.rewards)))
@@ -66,7 +70,7 @@ class RewardBatch:
         columns = {name: filled([scores.get(name) for scores in self.criteria]) for name in names}
         criteria = [{name: columns[name][i] for name in names} for i in range(len(self.rewards))]
         return RewardBatch(filled(self.rewards), self.group_sizes, criteria, self.errors, self.usage, self.groups,
-                           self.unverified)
+                           self.unverified, self.scheme, self.comparisons)
 
     def criterion_columns(self) -> dict[str, list[float | None]]:
         """Per-criterion scores as columns (one value per response, None where unscored)."""
@@ -76,7 +80,8 @@ class RewardBatch:
     def metrics(self) -> dict[str, float]:
         """What the batch cost, as scalars a trainer can log."""
         return {"model_calls": float(self.usage.model_calls), "cache_hits": float(self.usage.cache_hits),
-                "prompt_tokens": float(self.usage.prompt_tokens), "failed": float(self.failed)}
+                "prompt_tokens": float(self.usage.prompt_tokens), "failed": float(self.failed),
+                "comparisons": float(self.comparisons)}
 
     def to_openrlhf(self) -> dict[str, Any]:
         """OpenRLHF's remote reward answer: ``rewards``, ``scores`` and ``extra_logs`` lists."""
@@ -103,30 +108,51 @@ class BatchRewarder:
     """Rewards for a batch of (prompt, response) pairs (see the module docstring)."""
 
     def __init__(self, verifier: Verifier, *, mode: str = "group",
-                 settings: SelectionSettings = GROUP_SETTINGS) -> None:
+                 settings: SelectionSettings = GROUP_SETTINGS, scheme: str = DEFAULT_GROUP_SCHEME) -> None:
         if mode not in MODES:
             raise UserError(f"reward {setting('mode', mode)} is unknown: use one of {', '.join(MODES)}")
         self.verifier, self.mode = verifier, mode
-        self.grouper = GroupRewarder(verifier, settings)
+        self.grouper = GroupRewarder(verifier, settings, scheme=scheme)
 
     def rewards(self, prompts: Sequence[str], responses: Sequence[str | None]) -> RewardBatch:
         check_pairs(prompts, responses)
         n = len(prompts)
-        batch = RewardBatch([None] * n, [0] * n, [{} for _ in range(n)])
+        batch = RewardBatch([None] * n, [0] * n, [{} for _ in range(n)], scheme=self.grouper.scheme)
         by_prompt = groups_by_prompt(list(prompts))
         for members in by_prompt:
             for i in members:
                 batch.groups[i] = members[0]  # the prompt's group, also in pointwise mode (neutral fill)
-        for members in by_prompt if self.mode == "group" else [[i] for i in range(n)]:
-            # a group of one is scored pointwise: that is all pointwise mode does
+        if self.mode == "pointwise":
+            self._pointwise(prompts, responses, batch)
+            return batch
+        for members in by_prompt:
             result = self.grouper.group(prompts[members[0]], [responses[i] for i in members])
             batch.errors += [f"prompt {members[0]}: {e}" for e in result.errors]
             batch.usage.add(result.usage)
+            batch.comparisons += result.comparisons
             for local, i in enumerate(members):
                 batch.rewards[i], batch.criteria[i] = result.rewards[local], result.criteria[local]
                 batch.unverified[i] = result.rewards[local] is None
                 batch.group_sizes[i] = len(members)
         return batch
+
+    def _pointwise(self, prompts: Sequence[str], responses: Sequence[str | None], batch: RewardBatch) -> None:
+        """Each distinct (prompt, response) scored once (a group of one is scored pointwise); its
+        duplicates get the same reward and criteria without a model call."""
+        first: dict[tuple[str, Any], int] = {}
+        for i, (prompt, response) in enumerate(zip(prompts, responses)):
+            key = (prompt, response if isinstance(response, str) else None)
+            if key in first:
+                j = first[key]
+                batch.rewards[i], batch.criteria[i] = batch.rewards[j], dict(batch.criteria[j])
+                batch.unverified[i], batch.group_sizes[i] = batch.unverified[j], 1
+                continue
+            first[key] = i
+            result = self.grouper.group(prompt, [response])
+            batch.errors += [f"prompt {i}: {e}" for e in result.errors]
+            batch.usage.add(result.usage)
+            batch.rewards[i], batch.criteria[i] = result.rewards[0], result.criteria[0]
+            batch.unverified[i], batch.group_sizes[i] = result.rewards[0] is None, 1
 
     async def arewards(self, prompts: Sequence[str], responses: Sequence[str | None]) -> RewardBatch:
         """:meth:`rewards` without blocking the caller's loop; model calls still go through the gateway."""

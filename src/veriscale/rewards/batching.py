@@ -78,7 +78,7 @@ class RequestBatcher:
             mine.append(item)
         results = await asyncio.gather(*(item.done for item in mine))
         return RewardBatch([r[0] for r in results], [r[1] for r in results], [r[2] for r in results],
-                           unverified=[r[3] for r in results])
+                           unverified=[r[3] for r in results], scheme=self.service.rewarder.grouper.scheme)
 
     def _flush(self, key: Any) -> None:
         pending = self._pending.pop(key, None)

@@ -5,14 +5,16 @@
     verifier = reward_verifier(model="http://127.0.0.1:8000/v1#judge", criteria="general")
 
 Settings, highest first: keyword arguments, environment (``VERISCALE_REWARD_MODEL``,
-``VERISCALE_REWARD_CRITERIA``, ``VERISCALE_REWARD_MODE``), the config file's ``[rewards]`` table
-(``model``, ``criteria``, ``scale``, ``mode``), then the file's ``model`` and the embedded
-default. Trainers that load a reward function by module path (veRL) get their verifier this way::
+``VERISCALE_REWARD_CRITERIA``, ``VERISCALE_REWARD_MODE``, ``VERISCALE_REWARD_GROUP_SCHEME``), the
+config file's ``[rewards]`` table (``model``, ``criteria``, ``scale``, ``mode``, ``group_scheme``),
+then the file's ``model`` and the defaults (embedded; ``group_scheme`` is the
+``reward_group_scheme`` entry of :data:`veriscale.cli.settings.SPECS`, resolved by its rule). Trainers that load a reward function by module path (veRL) get their verifier this way::
 
     [rewards]
     model = "http://127.0.0.1:8000/v1#judge"     # or the name of a [models.NAME] table
     criteria = "general"
     mode = "group"                               # or "pointwise"
+    group_scheme = "sparse"                      # or "round_robin" (every pair)
 """
 
 from __future__ import annotations
@@ -22,33 +24,28 @@ from typing import Any
 
 from veriscale.config import Config, load_config, pick
 from veriscale.engine.routing import EndpointPool
-from veriscale.errors import UserError
 from veriscale.models.uri import load_backend
 from veriscale.rewards.batch import BatchRewarder
+from veriscale.rewards.group import check_scheme
 from veriscale.verify.reward import Verifier
 
 _lock = threading.Lock()
 _default: BatchRewarder | None = None
 
-_KNOWN = {"model": str, "criteria": str, "scale": str, "mode": str}
 
 
 def reward_settings(cfg: Config | None = None) -> dict[str, Any]:
-    """The ``[rewards]`` table of the config file, checked, with the environment over it."""
+    """The ``[rewards]`` table of the config file (checked when it is read), with the environment over it."""
+    from veriscale.cli.settings import resolve
+
     cfg = cfg or load_config(None)
-    table = cfg.raw.get("rewards", {})
-    if not isinstance(table, dict):
-        raise UserError(f"config file '{cfg.path}': [rewards] must be a table: fix that section")
-    for key, value in table.items():
-        if key not in _KNOWN:
-            raise UserError(f"config file '{cfg.path}': [rewards] has no setting '{key}': use {', '.join(_KNOWN)}")
-        if not isinstance(value, _KNOWN[key]):
-            raise UserError(f"config file '{cfg.path}': rewards.{key} must be text, not {value!r}: fix that line")
+    table = {key.split(".", 1)[1]: value for key, value in cfg.values.items() if key.startswith("rewards.")}
     return {
         "model": pick(env="VERISCALE_REWARD_MODEL", file=table.get("model"), default=cfg.model or "embedded"),
         "criteria": pick(env="VERISCALE_REWARD_CRITERIA", file=table.get("criteria"), default="general"),
         "scale": table.get("scale", "letters"),
         "mode": pick(env="VERISCALE_REWARD_MODE", file=table.get("mode"), default="group"),
+        "group_scheme": resolve(cfg).reward_group_scheme,
     }
 
 
@@ -65,11 +62,13 @@ def reward_verifier(model: str | None = None, *, criteria: str | None = None, sc
 
 
 def build_rewarder(verifier: Verifier | None = None, *, model: str | None = None, mode: str | None = None,
-                   criteria: str | None = None) -> BatchRewarder:
-    """A BatchRewarder on ``verifier`` (else one built from the settings), in ``mode`` (else the settings')."""
+                   criteria: str | None = None, group_scheme: str | None = None) -> BatchRewarder:
+    """A BatchRewarder on ``verifier`` (else one built from the settings), in ``mode`` and ranking groups
+    by ``group_scheme`` (else the settings')."""
     if verifier is None:
         verifier = reward_verifier(model, criteria=criteria)
-    return BatchRewarder(verifier, mode=mode or reward_settings()["mode"])
+    base = reward_settings() if mode is None or group_scheme is None else {}
+    return BatchRewarder(verifier, mode=mode or base["mode"], scheme=check_scheme(group_scheme or base["group_scheme"]))
 
 
 def default_rewarder() -> BatchRewarder:

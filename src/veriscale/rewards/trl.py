@@ -13,9 +13,10 @@ verification failed (TRL turns None into NaN and leaves it out of the loss). The
 of identical prompts in one call are one GRPO group and are ranked against each other
 (``mode="group"``); ``mode="pointwise"`` scores each alone.
 
-Per-criterion scores go to ``log_extra`` (columns ``veriscale_<criterion>``) and the cost to
-``log_metric`` (``veriscale/model_calls``, ``veriscale/cache_hits``, ``veriscale/prompt_tokens``,
-``veriscale/failed``). :class:`AsyncTRLReward` is the same reward as an ``async`` callable:
+Per-criterion scores go to ``log_extra`` (columns ``veriscale_<criterion>``, with
+``veriscale_group_size`` and ``veriscale_group_scheme``) and the cost to ``log_metric``
+(``veriscale/model_calls``, ``veriscale/cache_hits``, ``veriscale/prompt_tokens``,
+``veriscale/failed``, ``veriscale/comparisons``). :class:`AsyncTRLReward` is the same reward as an ``async`` callable:
 TRL runs async reward functions concurrently with each other on its own event loop.
 """
 
@@ -91,6 +92,7 @@ def log(batch: RewardBatch, log_extra: Callable[[str, Sequence[Any]], None] | No
         for name, values in batch.criterion_columns().items():
             log_extra(f"veriscale_{name}", values)
         log_extra("veriscale_group_size", batch.group_sizes)
+        log_extra("veriscale_group_scheme", [batch.scheme] * len(batch.rewards))
     if log_metric is not None:
         for name, value in batch.metrics().items():
             log_metric(f"veriscale/{name}", value)

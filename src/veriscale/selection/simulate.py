@@ -9,6 +9,7 @@ returns the same answer, like a cached model::
     oracle = NoisyPreferenceOracle([0.0, 1.0, 2.0], temperature=0.5, noise=0.1, seed=3)
     ppt(3, oracle, k=1).winner    # 2 (almost always)
     oracle.calls                  # judge calls made so far
+    kendall_tau(result.strengths, oracle.qualities)   # 1.0: the order is the true one
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 from scipy.special import expit
+from scipy.stats import kendalltau
 
 from veriscale.errors import UserError
 from veriscale.verify.repeats import repeat as repeat_computation
@@ -69,3 +71,9 @@ class NoisyPreferenceOracle:
 def random_qualities(n: int, seed: int, spread: float = 1.0) -> np.ndarray:
     """``n`` qualities drawn i.i.d. from N(0, spread²) with a seeded generator."""
     return np.random.default_rng(seed).normal(0.0, spread, size=n)
+
+
+def kendall_tau(scores: Sequence[float], qualities: Sequence[float]) -> float:
+    """Kendall τ-b of an order (``scores``, higher = better) against the true ``qualities``: 1 = same order."""
+    tau = kendalltau(np.asarray(scores, dtype=float), np.asarray(qualities, dtype=float)).statistic
+    return 0.0 if not np.isfinite(tau) else float(tau)
