@@ -202,3 +202,21 @@ def test_a_real_llama_cpp_server_reports_no_cache_so_processed_stays_unknown(lla
     rows, _ = store.execute("SELECT prompt_tokens, processed_tokens, cached_tokens FROM calls")
     assert rows and all(sent > 0 and processed is None and cached is None for sent, processed, cached in rows)
     store.close()
+
+
+def test_a_bench_row_carries_the_same_cost_fields_and_money_only_with_a_table():
+    from veriscale.bench.configs import BenchConfig
+    from veriscale.bench.report import BenchRow
+    from veriscale.engine.usage import CallTokens, Usage
+
+    usage = Usage()
+    usage.add_call(CallTokens(sent=1000, processed=200, cached=800, completion=10), latency_s=1.0)
+    usage.add_call(CallTokens(sent=500, completion=5), latency_s=1.0)  # a server that said nothing
+    row = BenchRow(BenchConfig(), "ppt", {}, usage, wall_s=2.5)
+    cost = row.to_dict("http://h/v1#m1")["cost"]
+    assert cost == {"calls": 2, "cache_hits": 0, "prompt_tokens_sent": 1500, "prompt_tokens_processed": None,
+                    "cached_prompt_tokens": None, "completion_tokens": 15, "wall_s": 2.5}
+    money = row.to_dict("http://h/v1#m1", parse_prices("m1=2/0.5/8", "--prices"))["cost"]["money"]
+    # the silent call's 500 tokens are priced uncached: an upper bound, and said so
+    assert money == {"usd": pytest.approx(((200 + 500) * 2 + 800 * 0.5 + 15 * 8) / 1e6), "exact": False,
+                     "unpriced": []}

@@ -120,3 +120,11 @@ def money(by_model: Mapping[str, Mapping[str, Any]], table: PriceTable | None) -
         cached_price = price.prompt if price.cached is None else price.cached
         total += (uncached * price.prompt + cached * cached_price + (t.get("completion") or 0) * price.completion) / 1e6
     return {"usd": None if unpriced else round(total, 6), "exact": exact, "unpriced": unpriced}
+
+
+def usage_money(usage: Any, model: str, table: PriceTable) -> dict[str, Any]:
+    """:func:`money` for one job's :class:`~veriscale.engine.usage.Usage` on one ``model``."""
+    reported = usage.processed_prompt_tokens + usage.cached_prompt_tokens
+    return money({model: {"processed_reported": usage.processed_prompt_tokens, "cached_reported": usage.cached_prompt_tokens,
+                          "sent_unreported": max(0, usage.prompt_tokens - reported),
+                          "unreported_calls": usage.unreported_calls, "completion": usage.completion_tokens}}, table)
