@@ -15,7 +15,8 @@ started with ``--verbose`` so its log states the prompt tokens each request real
 ``agent`` criteria, given to llm-verifier as its criteria), k = 2; each tool at its defaults
 otherwise. llm-verifier reads the pool through its own Terminal-Bench trace formatter; the
 traces are cut (head and tail, ``--trace-chars``) so that its prompts fit the server's context,
-which veriscale's own render budget does by itself.
+which veriscale's own render budget does by itself once it knows the window (llama_cpp.server
+does not report it, so the model URI says ``?context=8192``).
 
 Reported per tool: HTTP calls, prompt tokens sent (the server's usage.prompt_tokens), prompt
 tokens the server processed (its verbose log), completion tokens, wall time, the pick and whether
@@ -103,7 +104,7 @@ def agent_criteria() -> list[dict]:
 
 
 def run_veriscale(url: str, store: Path, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "veriscale", "select", str(POOL), "--model", url + "#smollm2", "--scale", "letters:20",
+    cmd = [sys.executable, "-m", "veriscale", "select", str(POOL), "--model", url + "?context=8192#smollm2", "--scale", "letters:20",
            "--repeats", "1", "--criteria", "agent", "--pivots", "2", "--json", "--store", str(store), *extra]
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
