@@ -13,10 +13,11 @@ examples/terminal_bench/) on ONE ``python -m llama_cpp.server`` of the embedded 
 started with ``--verbose`` so its log states the prompt tokens each request really evaluated
 (llama_cpp.server reports no cache counts in its replies). G = 20, K = 1, C = 3 (veriscale's
 ``agent`` criteria, given to llm-verifier as its criteria), k = 2; each tool at its defaults
-otherwise. llm-verifier reads the pool through its own Terminal-Bench trace formatter; the
-traces are cut (head and tail, ``--trace-chars``) so that its prompts fit the server's context,
-which veriscale's own render budget does by itself once it knows the window (llama_cpp.server
-does not report it, so the model URI says ``?context=8192``).
+otherwise. Both read the same amount of each candidate (``--budget-tokens``, default 256, the
+embedded default of the README job): veriscale's render budget, and llm-verifier's own
+Terminal-Bench trace formatter cut to head and tail at 4 characters a token (llm-verifier has no
+budget of its own; uncut traces overflow the 8k window). llama_cpp.server does not report its
+window, so veriscale's model URI says ``?context=8192``.
 
 Reported per tool: HTTP calls, prompt tokens sent (the server's usage.prompt_tokens), prompt
 tokens the server processed (its verbose log), completion tokens, wall time, the pick and whether
@@ -133,7 +134,9 @@ def run_llm_verifier(python: Path, url: str, trace_chars: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--veriscale-args", default="", help='flags passed to veriscale select, e.g. "--joint"')
-    ap.add_argument("--trace-chars", type=int, default=6000, help="llm-verifier trace cut (head + tail), to fit n_ctx")
+    ap.add_argument("--budget-tokens", type=int, default=256,
+                    help="what each tool reads of a candidate: veriscale's --budget-tokens, and llm-verifier's trace "
+                         "cut to 4 characters a token (head + tail); 256 is veriscale's embedded default")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = ap.parse_args()
     python = ensure_venv()
@@ -144,16 +147,21 @@ def main() -> None:
         proc, url = start_verbose_server(log)
         try:
             _, _, offset = processed_since(log, 0)
-            vs = run_veriscale(url, Path(tmp) / "store.sqlite3", shlex.split(args.veriscale_args))
+            vs = run_veriscale(url, Path(tmp) / "store.sqlite3",
+                               ["--budget-tokens", str(args.budget_tokens), *shlex.split(args.veriscale_args)])
             vs["processed_tokens"], vs["evaluating_requests"], offset = processed_since(log, offset)
-            lv = run_llm_verifier(python, url, args.trace_chars)
+            lv = run_llm_verifier(python, url, 4 * args.budget_tokens)
             lv["processed_tokens"], lv["evaluating_requests"], offset = processed_since(log, offset)
         finally:
-            proc.terminate()
-            proc.wait(10)
+            proc.terminate()  # uvicorn finishes the requests in flight first: kill it if it takes long
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
     rows = {"veriscale" + (f" {args.veriscale_args}" if args.veriscale_args else ""): vs, "llm-verifier 0.3.0": lv}
     print(f"pool {POOL.name}: N = {len(rewards)}, rewards {rewards}; G = 20, K = 1, C = 3, k = 2; "
-          f"llm-verifier traces cut to {args.trace_chars} chars")
+          f"{args.budget_tokens} tokens a candidate (llm-verifier: {4 * args.budget_tokens} characters)")
     print(f"{'tool':<28}{'calls':>7}{'sent':>10}{'processed':>11}{'completion':>12}{'wall s':>9}  pick")
     for name, r in rows.items():
         pick = names[r["pick"]]
@@ -167,7 +175,7 @@ def main() -> None:
               f"{'met' if value <= TARGETS[key] else 'not met'})")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "ratios": ratios, "targets": TARGETS, "rewards": rewards,
-                                         "trials": names, "trace_chars": args.trace_chars}, indent=2))
+                                         "trials": names, "budget_tokens": args.budget_tokens}, indent=2))
 
 
 if __name__ == "__main__":
