@@ -50,7 +50,10 @@ TARGETS = {"calls": 1 / 3, "processed": 1 / 3, "wall": 1 / 5}
 # whose every HTTP request is counted. Reads a JSON job on stdin, writes one JSON line.
 DRIVER = r'''
 import json, sys, time
-import httpx
+try:  # the HTTP client the installed openai SDK is built on (recent ones: httpx2)
+    import httpx2 as httpx
+except ImportError:
+    import httpx
 from openai import OpenAI
 import llm_verifier
 from llm_verifier.loaders import _tb_extract_problem, _tb_format_trace
