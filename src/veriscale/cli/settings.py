@@ -124,7 +124,7 @@ SPECS: tuple[Spec, ...] = (
          str.strip, DEFAULT_MITIGATION, "a mitigation name", choices=MITIGATIONS,
          help="how judge prompts resist injected text: none, neutralise, warn or both"),
     # honest cost: money only where a price table is set (veriscale.engine.prices)
-    Spec("prices", "--prices", "VERISCALE_PRICES", "prices", str.strip, None,
+    Spec("prices", "--prices", "VERISCALE_PRICES", "prices", str.strip, "",
          "MODEL=PROMPT/CACHED/COMPLETION entries",
          help="US$ per million prompt/cached/completion tokens per model ([prices] table); unset: no money column"),
 )
@@ -151,7 +151,7 @@ class Settings:
     injection_detect: str = "on" if DETECT_BY_DEFAULT else "off"
     injection_policy: str = "none"
     injection_mitigation: str = DEFAULT_MITIGATION
-    prices: Any = None  # text or the file's [prices] table; veriscale.engine.prices.price_table reads it
+    prices: Any = ""  # text or the file's [prices] table; veriscale.engine.prices.price_table reads it
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:
