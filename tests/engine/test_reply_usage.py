@@ -32,6 +32,8 @@ SGLANG = {"id": "4", "object": "chat.completion", "model": "default", "choices":
 DEEPSEEK = {"id": "5", "object": "chat.completion", "model": "deepseek-chat", "choices": CHOICE,
             "usage": {"prompt_tokens": 1000, "completion_tokens": 3, "total_tokens": 1003,
                       "prompt_cache_hit_tokens": 640, "prompt_cache_miss_tokens": 360}}
+SGLANG_NATIVE = {"text": "A", "meta_info": {"id": "8", "prompt_tokens": 300, "completion_tokens": 1,
+                                            "cached_tokens": 288, "finish_reason": {"type": "length", "length": 1}}}
 LLAMA_SERVER = {"id": "chatcmpl-6", "object": "chat.completion", "model": "smollm2", "choices": CHOICE,
                 "usage": {"completion_tokens": 1, "prompt_tokens": 420, "total_tokens": 421},
                 "timings": {"cache_n": 400, "prompt_n": 20, "prompt_ms": 12.5, "predicted_n": 1, "predicted_ms": 3.1}}
@@ -44,10 +46,11 @@ LLAMA_CPP_PYTHON = {"id": "chatcmpl-7", "object": "chat.completion", "model": "s
     (VLLM_WITH_DETAILS, 812, 800, 12, 1),
     (VLLM_WITHOUT_DETAILS, 812, None, None, 1),
     (SGLANG, 300, 256, 44, 2),
+    (SGLANG_NATIVE, 300, 288, 12, 1),
     (DEEPSEEK, 1000, 640, 360, 3),
     (LLAMA_SERVER, 420, 400, 20, 1),
     (LLAMA_CPP_PYTHON, 420, None, None, 1),
-], ids=["openai", "vllm", "vllm-no-details", "sglang", "deepseek", "llama-server", "llama_cpp.server"])
+], ids=["openai", "vllm", "vllm-no-details", "sglang", "sglang-native", "deepseek", "llama-server", "llama_cpp.server"])
 def test_each_server_shape_reads_sent_cached_and_processed(body, sent, cached, processed, completion):
     usage = reply_usage(body)
     assert usage == ReplyUsage(prompt_tokens=sent, cached_prompt_tokens=cached, completion_tokens=completion)

@@ -9,7 +9,7 @@ Servers say different things, and some say nothing about their cache::
 Read, in this order: the C++ llama-server's ``timings`` (``prompt_n`` tokens evaluated,
 ``cache_n`` reused); ``usage.prompt_tokens_details.cached_tokens`` (OpenAI; vLLM with
 ``--enable-prompt-tokens-details``; SGLang with ``--enable-cache-report``); DeepSeek's
-``usage.prompt_cache_hit_tokens``. llama_cpp.server (the Python one) reports none of these:
+``usage.prompt_cache_hit_tokens``; SGLang's native ``meta_info.cached_tokens``. llama_cpp.server (the Python one) reports none of these:
 ``cached_prompt_tokens`` is then None, which means *unknown*, never 0.
 """
 
@@ -60,6 +60,11 @@ def reply_usage(data: Any) -> ReplyUsage:
             cached = _count(details.get("cached_tokens"))
         if cached is None:
             cached = _count(usage.get("prompt_cache_hit_tokens"))
+        meta = data.get("meta_info") if isinstance(data.get("meta_info"), dict) else {}
+        if cached is None and meta:  # SGLang's native reply: meta_info.{prompt_tokens, cached_tokens}
+            cached = _count(meta.get("cached_tokens"))
+            prompt = prompt if prompt is not None else _count(meta.get("prompt_tokens"))
+            completion = completion or _count(meta.get("completion_tokens")) or 0
     prompt = prompt or 0
     if cached is not None:
         cached = min(cached, prompt)
