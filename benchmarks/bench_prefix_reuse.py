@@ -29,7 +29,7 @@ def main() -> None:
         tokens, calls, start = 0, 0, time.perf_counter()
         for p in dev_pairs(args.pairs):
             res = v.compare(p["instruction"], p["output_1"], p["output_2"])
-            tokens += res.usage.prompt_tokens
+            tokens += res.usage.processed_prompt_tokens  # what the embedded model evaluated after KV reuse
             calls += res.usage.model_calls
         rows["reuse" if reuse else "no_reuse"] = {
             "prompt_tokens_per_verdict": tokens / args.pairs, "calls_per_verdict": calls / args.pairs,

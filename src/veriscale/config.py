@@ -158,6 +158,7 @@ def load_config(path: Path | str | None = None) -> Config:
                   raw={k: v for k, v in data.items() if k not in {"model", "store", "models", *TABLES}},
                   values={**({"model": model} if model is not None else {}),
                           **({"store": str(store)} if store is not None else {}),
+                          **({"prices": data["prices"]} if "prices" in data else {}),  # veriscale.engine.prices
                           **{f"{name}.{k}": v for name, table in tables.items() for k, v in table.items()}})
 
 

@@ -57,6 +57,10 @@ def test_bench_pairs_writes_json_png_and_table(two_pairs, tmp_path, embedded_mod
     assert continuous["label"].endswith("continuous") and discrete["label"].endswith("discrete")
     assert continuous["usage"]["model_calls"] == 4
     assert discrete["usage"]["model_calls"] == 0 and discrete["usage"]["cache_hits"] == 4
+    cost = continuous["cost"]  # honest cost: the embedded model says what it evaluated after KV reuse
+    assert cost["calls"] == 4 and cost["prompt_tokens_sent"] > 0 and cost["wall_s"] >= 0
+    assert cost["prompt_tokens_processed"] + cost["cached_prompt_tokens"] == cost["prompt_tokens_sent"]
+    assert "money" not in cost  # no price table, no money
     for row in data["rows"]:
         m = row["metrics"]
         assert m["n"] + m["failed"] == 2
@@ -67,6 +71,7 @@ def test_bench_pairs_writes_json_png_and_table(two_pairs, tmp_path, embedded_mod
     again = invoke(*common)
     assert again.exit_code == 0, again.output
     assert "accuracy" in again.stdout and "tie rate" in again.stdout and "SNR" in again.stdout
+    assert "processed" in again.stdout and "tokens sent" in again.stdout
     assert "discrete" in again.stdout
 
 

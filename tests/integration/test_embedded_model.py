@@ -30,12 +30,18 @@ def test_prefix_reuse_processes_only_the_differing_suffix(embedded_model, tmp_pa
     v = Verifier(embedded_model, store=None, criteria=crits, repeats=1)
     embedded_model.reuse_prefix = False
     try:
-        cold = v.compare(TASK, "144", "124").usage.prompt_tokens
+        cold_usage = v.compare(TASK, "144", "124").usage
     finally:
         embedded_model.reuse_prefix = True
     embedded_model._eval_prompt([embedded_model._llm.token_bos()])  # start from a foreign cache
-    warm = v.compare(TASK, "144", "124").usage.prompt_tokens
+    warm_usage = v.compare(TASK, "144", "124").usage
+    cold, warm = cold_usage.processed_prompt_tokens, warm_usage.processed_prompt_tokens
     assert warm * 2 <= cold, (warm, cold)
+    # the model's own KV reuse is counted: the same prompts are sent, the reused part is "cached"
+    assert warm_usage.prompt_tokens == cold_usage.prompt_tokens == cold
+    assert cold_usage.cached_prompt_tokens == 0 and warm_usage.unreported_calls == 0
+    assert warm_usage.cached_prompt_tokens == warm_usage.prompt_tokens - warm > 0
+    assert warm_usage.to_dict()["prompt_tokens_processed"] == warm
 
 
 def test_compare_then_rerun_makes_zero_model_calls(embedded_model, tmp_path):

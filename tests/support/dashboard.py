@@ -58,12 +58,13 @@ class Dashboard:
 
 @contextmanager
 def dashboard(store_path: Path, model: Any, *, roots: tuple[Path, ...] = (), token: str | None = None,
-              workers: int = 1) -> Iterator[Dashboard]:
+              workers: int = 1, prices: Any = None) -> Iterator[Dashboard]:
     store = Store.open(store_path)
     runner = JobRunner(store, model, roots=roots, workers=workers)
 
     def app_for(port: int):
-        return create_app(store, runner, AccessPolicy.for_bind("127.0.0.1", port, token=token), roots=roots)
+        return create_app(store, runner, AccessPolicy.for_bind("127.0.0.1", port, token=token), roots=roots,
+                          prices=prices)
 
     runner.start()
     try:

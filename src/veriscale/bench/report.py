@@ -11,6 +11,7 @@ from typing import Any
 
 from veriscale.bench.configs import BenchConfig
 from veriscale.engine.executor import Usage
+from veriscale.engine.prices import PriceTable, usage_money
 
 
 @dataclass
@@ -21,9 +22,20 @@ class BenchRow:
     usage: Usage
     wall_s: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def cost(self, model: str = "", prices: PriceTable | None = None) -> dict[str, Any]:
+        """Calls, prompt tokens sent / processed / cached (None: some server did not say), completion
+        tokens, wall time and, with a price table, money."""
+        u = self.usage.to_dict()
+        out = {"calls": u["model_calls"], "cache_hits": u["cache_hits"], "prompt_tokens_sent": u["prompt_tokens_sent"],
+               "prompt_tokens_processed": u["prompt_tokens_processed"], "cached_prompt_tokens": u["cached_prompt_tokens"],
+               "completion_tokens": u["completion_tokens"], "wall_s": round(self.wall_s, 3)}
+        if prices is not None:
+            out["money"] = usage_money(self.usage, model, prices)
+        return out
+
+    def to_dict(self, model: str = "", prices: PriceTable | None = None) -> dict[str, Any]:
         return {"config": asdict(self.config), "label": self.label, "metrics": self.metrics,
-                "usage": self.usage.to_dict(), "wall_s": round(self.wall_s, 3)}
+                "usage": self.usage.to_dict(), "cost": self.cost(model, prices), "wall_s": round(self.wall_s, 3)}
 
 
 @dataclass(frozen=True)
@@ -54,8 +66,10 @@ class BenchReport:
     estimate: BenchEstimate
     rows: list[BenchRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    prices: PriceTable | None = None  # money in each row's cost (veriscale.engine.prices); None: no money
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "data": self.data, "model": self.model, "criteria": self.criteria,
                 "limit": self.limit, "seed": self.seed, "n_items": len(self.items), "items": self.items,
-                "estimate": self.estimate.to_dict(), "rows": [r.to_dict() for r in self.rows], "notes": self.notes}
+                "estimate": self.estimate.to_dict(), "rows": [r.to_dict(self.model, self.prices) for r in self.rows],
+                "notes": self.notes}

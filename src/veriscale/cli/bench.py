@@ -82,11 +82,14 @@ def _render(report: BenchReport) -> None:
     for title, _ in cols:
         table.add_column(title, justify="right")
     table.add_column("calls", justify="right")
-    table.add_column("tokens", justify="right")
+    table.add_column("tokens sent", justify="right")
+    table.add_column("processed", justify="right")
     table.add_column("wall s", justify="right")
     for row in report.rows:
+        processed = row.usage.processed
         table.add_row(row.label, *[_fmt(row.metrics[key]) for _, key in cols], str(row.usage.model_calls),
-                      str(row.usage.prompt_tokens), f"{row.wall_s:.1f}")
+                      str(row.usage.prompt_tokens), "unknown" if processed is None else str(processed),
+                      f"{row.wall_s:.1f}")
     console.print(table)
     console.print("accuracy counts ties as half; strict accuracy, margins and per-task picks are in --json",
                   style="dim", highlight=False)
@@ -167,8 +170,11 @@ def register(app: typer.Typer) -> None:
             plan = bench.plan_pairs(items, configs) if kind == "pairs" else bench.plan_pools(items, configs)
             estimate = bench.estimate(plan)
             _print_estimate(estimate, len(items), len(configs), kind)
+            from veriscale.cli.settings import current as _current
+            from veriscale.engine.prices import price_table
+
             report = BenchReport(kind, data, bench.model.uri, crit_name, chosen_limit or None, seed, ids, estimate,
-                                 notes=notes)
+                                 notes=notes, prices=price_table(_current()))
             if dry_run:
                 if json_out:
                     emit_json({"dry_run": True, **report.to_dict()})

@@ -76,6 +76,7 @@ FLAG_FOR: dict[str, str] = {
     "injection_policy": "--injection-policy",
     "injection_mitigation": "--injection-mitigation",
     "group_scheme": "--group-scheme",
+    "prices": "--prices",  # honest cost (veriscale.engine.prices)
 }
 
 

@@ -1,4 +1,4 @@
-"""``veriscale runs list|show|export``: what earlier commands did, from the store."""
+"""``veriscale runs list|show|export|cost``: what earlier commands did and cost, from the store."""
 
 from __future__ import annotations
 
@@ -133,6 +133,67 @@ def export_runs(run_id: Annotated[Optional[str], typer.Argument(
             except OSError as exc:
                 raise UserError(f"cannot write '{out}' ({exc.strerror}): choose a writable path") from None
             console.print(f"wrote {what} to {out}")
+
+
+def _tokens(value) -> str:
+    return "unknown" if value is None else f"{value:,}"
+
+
+def run_cost_doc(st: Store, rec, prices=None) -> dict:
+    """What ``runs cost`` reports: the run's (and its tasks') calls, tokens sent / processed / cached,
+    completion tokens, model time, wall time and, with a price table, money."""
+    from veriscale.engine.run_cost import totals
+
+    ids = [rec.id] + [c.id for c in st.child_runs(rec.id)]
+    cost = totals([call for rid in ids for call in st.run_calls(rid)], prices)
+    wall = (rec.finished_at - rec.created_at) if rec.finished_at and rec.created_at else None
+    return {"id": rec.id, "command": rec.command, "status": rec.status,
+            "wall_s": None if wall is None else round(wall, 3), **cost}
+
+
+@runs_app.command("cost")
+def cost_run(run_id: Annotated[str, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None,
+             prices: Annotated[Optional[str], typer.Option(
+                 "--prices", help="US$ per million tokens: MODEL=PROMPT/CACHED/COMPLETION;... "
+                                  "(or $VERISCALE_PRICES, or the config file's [prices]); unset: no money.")] = None,
+             json_out: o.JsonOpt = False) -> None:
+    """What one run cost: model calls, cache hits, prompt tokens sent, processed and served from cache
+    (where the server said so; otherwise "unknown"), completion tokens, model time, wall time, and
+    money when a price table is set. Example: veriscale runs cost 3 --json"""
+    from veriscale.cli.settings import current
+    from veriscale.engine.prices import price_table
+
+    with user_errors():
+        table = price_table(current().with_flags(prices=prices))
+        st = _settled(o.open_store(store))
+        doc = run_cost_doc(st, _found(st, run_id), table)
+        if json_out:
+            emit_json(doc)
+            return
+        out = Table(title=f"run {doc['id']} ({doc['command']}, {doc['status']}): cost")
+        out.add_column("what")
+        out.add_column("value", justify="right")
+        processed_note = "" if doc["unreported_calls"] == 0 else \
+            f" ({doc['unreported_calls']} calls' server did not say; {doc['processed_reported']:,} from the rest)"
+        rows = [("model calls", f"{doc['calls']:,}"), ("cache hits (free)", f"{doc['cache_hits']:,}"),
+                ("failed / cancelled", f"{doc['failed']} / {doc['cancelled']}"),
+                ("prompt tokens sent", _tokens(doc["prompt_tokens"])),
+                ("prompt tokens processed", _tokens(doc["prompt_tokens_processed"]) + processed_note),
+                ("prompt tokens from cache", _tokens(doc["cached_prompt_tokens"])),
+                ("completion tokens", _tokens(doc["completion_tokens"])),
+                ("model time (summed)", f"{doc['latency_s']:.2f} s"),
+                ("wall time", "running" if doc["wall_s"] is None else f"{doc['wall_s']:.2f} s")]
+        money = doc.get("money")
+        if money is not None:
+            usd = "unknown" if money["usd"] is None else f"${money['usd']:.6f}"
+            if money["unpriced"]:
+                usd += f" (no price for {', '.join(money['unpriced'])})"
+            elif not money["exact"]:
+                usd += " (at most: some server did not say what it served from cache)"
+            rows.append(("money", usd))
+        for what, value in rows:
+            out.add_row(what, value)
+        console.print(out)
 
 
 def register(app: typer.Typer) -> None:

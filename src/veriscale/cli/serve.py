@@ -61,7 +61,10 @@ def register(app: typer.Typer) -> None:
             policy = AccessPolicy.for_bind(settings.host, settings.port, token=settings.token,
                                            max_body_bytes=settings.max_body_bytes)
             proxy = _proxy(current().config, runner.model, st, proxy_n)
-            app_ = create_app(st, runner, policy, roots=settings.allow_dirs, proxy=proxy, redactor=settings.redactor)
+            from veriscale.engine.prices import price_table
+
+            app_ = create_app(st, runner, policy, roots=settings.allow_dirs, proxy=proxy, redactor=settings.redactor,
+                              prices=price_table(current()))
             resumed = runner.start()
             shown = f"[{settings.host}]" if ":" in settings.host else settings.host
             err_console.print(f"veriscale dashboard on http://{shown}:{settings.port}/ (store {st.path})", highlight=False)

@@ -126,6 +126,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("reward_group_scheme", "--group-scheme", "VERISCALE_REWARD_GROUP_SCHEME", "rewards.group_scheme", str.strip,
          "sparse", "a group scheme name", choices=("round_robin", "sparse"),
          help="how RL rewards rank a group: round_robin (every pair) or sparse (at most 3n comparisons)"),
+    # honest cost: money only where a price table is set (veriscale.engine.prices)
+    Spec("prices", "--prices", "VERISCALE_PRICES", "prices", str.strip, "",
+         "MODEL=PROMPT/CACHED/COMPLETION entries",
+         help="US$ per million prompt/cached/completion tokens per model ([prices] table); unset: no money column"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -151,6 +155,7 @@ class Settings:
     injection_policy: str = "none"
     injection_mitigation: str = DEFAULT_MITIGATION
     reward_group_scheme: str = "sparse"
+    prices: Any = ""  # text or the file's [prices] table; veriscale.engine.prices.price_table reads it
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:

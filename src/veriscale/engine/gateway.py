@@ -54,7 +54,7 @@ from veriscale.engine.replies import cannot_grade, deterministic, score_reply_pr
 from veriscale.engine.routing import Endpoint, EndpointPool, endpoint_limits
 from veriscale.engine.run_scope import current_run_id
 from veriscale.engine.store import Store, call_key
-from veriscale.engine.usage import Estimate, Usage
+from veriscale.engine.usage import CallTokens, Estimate, Usage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting, worded
 from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 from veriscale.models import weights
@@ -258,18 +258,24 @@ class Gateway:
             again = await send(wider)
         except ModelCallError as exc:
             return resp, cannot_grade(problem, f"{how} (that call failed: {exc})")
+        both_cached = None if None in (again.cached_prompt_tokens, resp.cached_prompt_tokens) else \
+            again.cached_prompt_tokens + resp.cached_prompt_tokens  # type: ignore[operator]
         again = replace(again, prompt_tokens=again.prompt_tokens + resp.prompt_tokens,
+                        prompt_tokens_total=again.prompt_tokens_total + resp.prompt_tokens_total,
+                        cached_prompt_tokens=both_cached,
                         completion_tokens=again.completion_tokens + resp.completion_tokens)
         later = score_reply_problem(again)
         return again, (cannot_grade(later, how) if later else None)
 
     def _record(self, key: str, request: dict[str, Any], *, kind: str, response: dict[str, Any] | None,
-                error: str | None, latency_s: float | None, prompt_tokens: int = 0, cached_tokens: int = 0,
-                completion_tokens: int = 0, model: ModelBackend | None = None, counted: bool = True,
+                error: str | None, latency_s: float | None, tokens: CallTokens | None = None,
+                model: ModelBackend | None = None, counted: bool = True,
                 owner: str | None = None, fingerprint: str | None = None, cancelled: bool = False) -> Any:
         """Hand one outcome to the store's writer (and drop ``owner``'s claim); count it
-        (``counted=False``: a composite's own record, whose steps counted). Returns the write's future."""
+        (``counted=False``: a composite's own record, whose steps counted). Returns the write's future.
+        ``tokens``: what the reply cost (sent, processed, cached: None where the model did not say)."""
         written = None
+        tokens = tokens or CallTokens()
         if self.store is not None:
             who = model or self.model
             self.store.submit(weights.note_reply, self.store, who.uri, response)  # a reply naming new weights: a note
@@ -278,19 +284,15 @@ class Gateway:
                 fingerprint=fingerprint or (who.fingerprint() if model else self.fingerprint()),
                 prompt_version=self.prompt_version if kind == "score" else CHAT_KEY_VERSION,
                 request=request, status="cancelled" if cancelled else "failed" if error else "ok", response=response,
-                error=error, latency_s=latency_s, kind=kind, prompt_tokens=prompt_tokens,
-                cached_tokens=cached_tokens, completion_tokens=completion_tokens)
+                error=error, latency_s=latency_s, kind=kind, prompt_tokens=tokens.sent,
+                processed_tokens=tokens.processed, cached_tokens=tokens.cached, completion_tokens=tokens.completion)
         if counted:
             if cancelled:
                 self.usage.cancelled_calls += 1
             elif error:
                 self.usage.failed_calls += 1
             else:
-                self.usage.model_calls += 1
-                self.usage.prompt_tokens += prompt_tokens
-                self.usage.cached_prompt_tokens += cached_tokens
-                self.usage.completion_tokens += completion_tokens
-                self.usage.latency_s += latency_s or 0.0
+                self.usage.add_call(tokens, latency_s or 0.0)
         return written
 
     async def _committed(self, written: Any) -> None:
@@ -300,8 +302,7 @@ class Gateway:
     async def _claimed_call(self, key: str, request: dict[str, Any], *, kind: str, owner: str | None,
                             make: Callable[[], Awaitable[tuple[Any, str | None]]], model: ModelBackend | None,
                             fingerprint: str | None, label: str | None, run_id: int | None,
-                            counted: bool = True, cached_tokens: Callable[[Any], int] = lambda r: 0,
-                            link: bool = True) -> tuple[Any, str | None]:
+                            counted: bool = True, link: bool = True) -> tuple[Any, str | None]:
         """Send a claimed call (``make()`` gives the reply and its problem) and record its outcome,
         whatever it is: ok; failed with its reason; cancelled; or failed by an error that is raised."""
         try:
@@ -338,8 +339,9 @@ class Gateway:
             renewer.cancel()
         latency = getattr(reply, "latency_s", 0.0) or time.perf_counter() - started
         written = self._record(key, request, response=asdict(reply), error=problem, latency_s=latency,
-                               prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
-                               cached_tokens=cached_tokens(reply), **common)
+                               tokens=CallTokens.of(reply, embedded=bool(
+                                   getattr(model, "is_embedded", False) if model is not None else self.pool.is_embedded)),
+                               **common)
         self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
         await self._committed(written)
         return (None if problem else reply), problem
@@ -422,8 +424,7 @@ class Gateway:
                     resp, error = await self._claimed_call(
                         call.key, call.request.to_dict(), kind="score", owner=owner, make=make, model=None,
                         fingerprint=None, label=None, run_id=None, counted=composite is None,
-                        link=composite is None,  # a composite's steps are linked themselves
-                        cached_tokens=lambda r: max(0, r.prompt_tokens_total - r.prompt_tokens) if self.pool.is_embedded else 0)
+                        link=composite is None)  # a composite's steps are linked themselves
                     return resp, error, False
             fresh = True
             if state == "held":

@@ -146,6 +146,19 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "DROP TABLE calls",
         "ALTER TABLE calls_v6 RENAME TO calls",
     ]),
+    (7, [
+        # honest cost: prompt_tokens is what was sent, processed_tokens what the model evaluated and
+        # cached_tokens what it served from a cache; NULL in the last two means the model did not say.
+        # Before, an embedded score call's prompt_tokens held the processed count (its cached_tokens the
+        # rest), and an HTTP call's cached_tokens held 0 where the server said nothing
+        "ALTER TABLE calls ADD COLUMN processed_tokens INTEGER",
+        """UPDATE calls SET processed_tokens = prompt_tokens, prompt_tokens = prompt_tokens + COALESCE(cached_tokens, 0)
+           WHERE kind = 'score' AND model LIKE 'embedded%' AND prompt_tokens IS NOT NULL""",
+        """UPDATE calls SET cached_tokens = NULL
+           WHERE kind IN ('score', 'chat') AND processed_tokens IS NULL AND cached_tokens = 0""",
+        """UPDATE calls SET processed_tokens = prompt_tokens - cached_tokens
+           WHERE processed_tokens IS NULL AND cached_tokens IS NOT NULL AND prompt_tokens IS NOT NULL""",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -168,22 +168,26 @@ class Store(CallLeases, RunRecords):
                  request: dict[str, Any], status: str, response: dict[str, Any] | None = None,
                  error: str | None = None, latency_s: float | None = None, kind: str = "score",
                  prompt_tokens: int | None = None, cached_tokens: int | None = None,
-                 completion_tokens: int | None = None) -> None:
-        """Commit one call's outcome. A success is never overwritten by a later failure."""
+                 completion_tokens: int | None = None, processed_tokens: int | None = None) -> None:
+        """Commit one call's outcome. A success is never overwritten by a later failure.
+        ``prompt_tokens`` were sent; ``processed_tokens``/``cached_tokens`` None: the model did not say
+        (with only ``cached_tokens`` given, processed is the rest of the prompt)."""
+        if processed_tokens is None and cached_tokens is not None and prompt_tokens is not None:
+            processed_tokens = max(0, prompt_tokens - cached_tokens)
         with self._lock:
             self._conn.execute(
                 """INSERT INTO calls (key, model, fingerprint, prompt_version, request, status,
                                       response, error, latency_s, created_at, kind, prompt_tokens,
-                                      cached_tokens, completion_tokens)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                      cached_tokens, completion_tokens, processed_tokens)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT(key) DO UPDATE SET status=excluded.status, response=excluded.response,
                        error=excluded.error, latency_s=excluded.latency_s, created_at=excluded.created_at,
                        prompt_tokens=excluded.prompt_tokens, cached_tokens=excluded.cached_tokens,
-                       completion_tokens=excluded.completion_tokens
+                       completion_tokens=excluded.completion_tokens, processed_tokens=excluded.processed_tokens
                    WHERE calls.status != 'ok' OR excluded.status = 'ok'""",
                 (key, model, fingerprint, prompt_version, json.dumps(request, ensure_ascii=False),
                  status, json.dumps(response) if response is not None else None, error, latency_s,
-                 time.time(), kind, prompt_tokens, cached_tokens, completion_tokens),
+                 time.time(), kind, prompt_tokens, cached_tokens, completion_tokens, processed_tokens),
             )
 
     def link_call(self, run_id: int, key: str, *, cache_hit: bool, label: str | None = None) -> None:
@@ -198,26 +202,19 @@ class Store(CallLeases, RunRecords):
         with self._lock:
             rows = self._conn.execute(
                 """SELECT rc.call_key, rc.cache_hit, rc.label, c.kind, c.status, c.prompt_tokens,
-                          c.cached_tokens, c.completion_tokens, c.latency_s, c.error
+                          c.cached_tokens, c.completion_tokens, c.latency_s, c.error, c.processed_tokens, c.model
                    FROM run_calls rc LEFT JOIN calls c ON c.key = rc.call_key
                    WHERE rc.run_id = ? ORDER BY rc.id""", (run_id,)).fetchall()
         names = ("key", "cache_hit", "label", "kind", "status", "prompt_tokens", "cached_tokens",
-                 "completion_tokens", "latency_s", "error")
+                 "completion_tokens", "latency_s", "error", "processed_tokens", "model")
         return [dict(zip(names, (r[0], bool(r[1]), *r[2:]))) for r in rows]
 
     def run_cost(self, run_id: int) -> dict[str, Any]:
-        """Totals over a run's calls and those of its child runs (harness tasks)."""
+        """Totals over a run's calls and those of its child runs (harness tasks): :func:`veriscale.engine.run_cost.totals`."""
+        from veriscale.engine.run_cost import totals
+
         ids = [run_id] + [r.id for r in self.child_runs(run_id)]
-        total = {"calls": 0, "cache_hits": 0, "failed": 0, "cancelled": 0, "prompt_tokens": 0, "completion_tokens": 0}
-        for rid in ids:
-            for call in self.run_calls(rid):
-                total["cache_hits" if call["cache_hit"] else "calls"] += 1
-                total["failed"] += call["status"] == "failed"
-                total["cancelled"] += call["status"] == "cancelled"
-                if not call["cache_hit"]:
-                    total["prompt_tokens"] += call["prompt_tokens"] or 0
-                    total["completion_tokens"] += call["completion_tokens"] or 0
-        return total
+        return totals([call for rid in ids for call in self.run_calls(rid)])
 
     def count_calls(self, status: str | None = None) -> int:
         self._settle()
@@ -241,11 +238,12 @@ class Store(CallLeases, RunRecords):
         with self._lock:
             row = self._conn.execute(
                 """SELECT key, model, kind, status, request, response, error, latency_s, created_at, prompt_tokens,
-                          cached_tokens, completion_tokens FROM calls WHERE key = ?""", (key,)).fetchone()
+                          cached_tokens, completion_tokens, processed_tokens FROM calls WHERE key = ?""",
+                (key,)).fetchone()
         if row is None:
             return None
         names = ("key", "model", "kind", "status", "request", "response", "error", "latency_s", "created_at",
-                 "prompt_tokens", "cached_tokens", "completion_tokens")
+                 "prompt_tokens", "cached_tokens", "completion_tokens", "processed_tokens")
         record = dict(zip(names, row))
         record["request"] = json.loads(record["request"])
         record["response"] = json.loads(record["response"]) if record["response"] else None

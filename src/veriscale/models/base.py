@@ -47,10 +47,11 @@ class ScoreResponse:
     label_mass: float  # raw probability that fell on any label, in [0, 1]
     unseen_mass: float = 0.0  # probability the backend did not show (top-k cut); 0 when exact
     reasoning: str = ""  # text generated before the slot, if any
-    prompt_tokens: int = 0  # prompt tokens the model actually processed for this call
+    prompt_tokens: int = 0  # prompt tokens the model actually processed for this call (the sent count where unknown)
     prompt_tokens_total: int = 0  # length of the whole prompt in tokens
     completion_tokens: int = 0
     latency_s: float = 0.0
+    cached_prompt_tokens: int | None = None  # of the prompt, served from the server's cache; None: it did not say
     top_tokens: list[tuple[str, float]] = field(default_factory=list)  # what the model preferred
     system_fingerprint: str = ""  # the weights/backend identity the reply named, if any (veriscale.models.weights)
 
@@ -70,10 +71,11 @@ class ChatResponse:
 
     content: str
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # the prompt's length (sent)
     completion_tokens: int = 0
     finish_reason: str = ""
     system_fingerprint: str = ""
+    cached_prompt_tokens: int | None = None  # of the prompt, served from the server's cache; None: it did not say
 
 
 @runtime_checkable

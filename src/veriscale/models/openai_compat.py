@@ -53,6 +53,7 @@ from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, dri
 from veriscale.models.chat_template import TEMPLATES, render_chat
 from veriscale.models.context import estimate_tokens, overflow_error, read_overflow
 from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
+from veriscale.models.reply_usage import reply_usage
 from veriscale.models.server_info import ServerProbe
 
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
@@ -379,11 +380,12 @@ class OpenAICompatModel:
         except MalformedLogprobs as exc:
             raise ModelCallError(f"{self.display_name} returned malformed logprobs ({exc})") from None
         probs, mass, unseen = label_distribution(top, request.labels)
-        usage = data.get("usage") or {}
+        usage = reply_usage(data)
         return ScoreResponse(
             label_probs=probs, label_mass=mass, unseen_mass=unseen, reasoning=reasoning,
-            prompt_tokens=int(usage.get("prompt_tokens", 0)), prompt_tokens_total=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=completion + int(usage.get("completion_tokens", 0)),
+            prompt_tokens=usage.prompt_tokens if usage.processed is None else usage.processed,
+            prompt_tokens_total=usage.prompt_tokens, cached_prompt_tokens=usage.cached_prompt_tokens,
+            completion_tokens=completion + usage.completion_tokens,
             latency_s=time.perf_counter() - start, top_tokens=sorted(top, key=lambda t: -t[1])[:5],
             system_fingerprint=str(data.get("system_fingerprint") or ""),
         )
@@ -412,9 +414,9 @@ class OpenAICompatModel:
             msg = choice["message"]
         except (KeyError, IndexError, TypeError):
             raise ModelCallError(f"{self.display_name} returned a chat response without choices") from None
-        usage = data.get("usage") or {}
+        usage = reply_usage(data)
         return ChatResponse(content=msg.get("content") or "", tool_calls=list(msg.get("tool_calls") or []),
-                            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                            completion_tokens=int(usage.get("completion_tokens", 0)),
+                            prompt_tokens=usage.prompt_tokens, cached_prompt_tokens=usage.cached_prompt_tokens,
+                            completion_tokens=usage.completion_tokens,
                             finish_reason=str(choice.get("finish_reason") or ""),
                             system_fingerprint=str(data.get("system_fingerprint") or ""))

@@ -78,12 +78,13 @@ _HTTP_SENTENCES = {
 
 
 def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: tuple[Path, ...] = (),
-               proxy: Any = None, redactor: Redactor = Redactor()) -> FastAPI:
+               proxy: Any = None, redactor: Redactor = Redactor(), prices: Any = None) -> FastAPI:
     """The app; ``proxy`` (a ``veriscale.proxy.service.ProxyService``) adds the three proxy APIs.
 
     Every document a route returns, and every event of a run's stream, goes through ``redactor``
     (known secret shapes become ``[redacted:KIND]``; the store keeps the raw text). The proxy APIs
     answer with explicit responses and are not redacted: they return the chosen model reply itself.
+    ``prices`` (:mod:`veriscale.engine.prices`) adds money to the runs list's cost column.
     """
 
     class RedactedJSON(JSONResponse):
@@ -147,7 +148,7 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
     def list_runs(command: str | None = None, status: str | None = None, q: str | None = None,
                   offset: int = Query(0, ge=0, le=MAX_ID), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
         return views.runs_page(store, command=command, status=status, text=q, offset=offset, limit=limit,
-                               redactor=redactor)
+                               redactor=redactor, prices=prices)
 
     @app.get("/api/runs/{run_id}")
     def get_run(run_id: RowId) -> dict[str, Any]:

@@ -47,20 +47,44 @@ def _record(run: RunRecord) -> dict[str, Any]:
     return doc
 
 
+def _listed_cost(store: Store, run: RunRecord, prices: Any) -> dict[str, Any]:
+    """The runs list's cost column: calls, cache hits, prompt tokens sent / processed (None: some server
+    did not say), completion tokens and, with a price table, money (:mod:`veriscale.engine.run_cost`)."""
+    cost = store.run_cost(run.id) if prices is None else run_cost_with_prices(store, run.id, prices)
+    keep = ("calls", "cache_hits", "prompt_tokens", "prompt_tokens_processed", "completion_tokens", "money")
+    return {k: cost[k] for k in keep if k in cost}
+
+
+def run_cost_with_prices(store: Store, run_id: int, prices: Any) -> dict[str, Any]:
+    from veriscale.engine.run_cost import totals
+
+    ids = [run_id] + [c.id for c in store.child_runs(run_id)]
+    return totals([call for rid in ids for call in store.run_calls(rid)], prices)
+
+
 def runs_page(store: Store, *, command: str | None = None, status: str | None = None, text: str | None = None,
-              offset: int = 0, limit: int = 50, redactor: Any = None) -> dict[str, Any]:
-    """A page of runs; with an enabled ``redactor`` a ``text`` search matches only what the page may
-    show (the redacted text), so it cannot be used to guess a stored secret piece by piece."""
+              offset: int = 0, limit: int = 50, redactor: Any = None, prices: Any = None) -> dict[str, Any]:
+    """A page of runs, each with its cost (money too with a ``prices`` table); with an enabled
+    ``redactor`` a ``text`` search matches only what the page may show (the redacted text), so it
+    cannot be used to guess a stored secret piece by piece."""
+    page = _runs_page(store, command=command, status=status, text=text, offset=offset, limit=limit, redactor=redactor)
+    for listed, run in zip(page["runs"], page.pop("records")):
+        listed["cost"] = _listed_cost(store, run, prices)
+    return page
+
+
+def _runs_page(store: Store, *, command: str | None, status: str | None, text: str | None,
+               offset: int, limit: int, redactor: Any) -> dict[str, Any]:
     settle_dead_runs(store)
     if not text or redactor is None or not getattr(redactor, "enabled", False):
         total, runs = store.query_runs(command=command, status=status, text=text, offset=offset, limit=limit)
-        return {"total": total, "offset": offset, "limit": limit, "runs": [_record(r) for r in runs]}
+        return {"total": total, "offset": offset, "limit": limit, "runs": [_record(r) for r in runs], "records": runs}
     _, found = store.query_runs(command=command, status=status, text=text, offset=0, limit=-1)
     needle = text.lower()
     shown = [r for r in found if str(r.id) == text or needle in json.dumps(
         redactor([r.command, r.model, r.args, r.result]), ensure_ascii=False, default=str).lower()]
     return {"total": len(shown), "offset": offset, "limit": limit,
-            "runs": [_record(r) for r in shown[offset:offset + limit]]}
+            "runs": [_record(r) for r in shown[offset:offset + limit]], "records": shown[offset:offset + limit]}
 
 
 def _run(store: Store, run_id: int) -> RunRecord:

@@ -31,7 +31,7 @@ export async function runsPage(ctx) {
   ctx.onCleanup(onSearch.cancel);
 
   const table = h("table", { class: "table runs", "data-testid": "runs-table" },
-    h("thead", {}, h("tr", {}, ["#", "command", "status", "model", "started", "took", "summary"].map((c) => h("th", {}, c)))),
+    h("thead", {}, h("tr", {}, ["#", "command", "status", "model", "started", "took", "cost", "summary"].map((c) => h("th", {}, c)))),
     body);
 
   fill(ctx.root, h("section", { class: "page", "data-testid": "runs-page" },
@@ -58,7 +58,7 @@ export async function runsPage(ctx) {
     fill(total, `${page.total.toLocaleString("en-US")} run${page.total === 1 ? "" : "s"}`);
     fill(body, ...page.runs.map(row));
     if (!page.runs.length) {
-      fill(body, h("tr", {}, h("td", { colspan: 7, class: "empty" },
+      fill(body, h("tr", {}, h("td", { colspan: 8, class: "empty" },
         state.q || state.command || state.status ? "No run matches these filters." : "No runs yet: submit a job on the Jobs page.")));
     }
     const first = page.total ? page.offset + 1 : 0;
@@ -82,5 +82,17 @@ function row(run) {
     h("td", { class: "muted" }, run.model ?? "—"),
     h("td", { class: "muted nowrap" }, fmtTime(run.created_at)),
     h("td", { class: "muted nowrap" }, run.status === "running" ? "…" : fmtDuration(run.created_at, run.finished_at)),
+    h("td", { class: "muted nowrap", "data-testid": "run-cost" }, costText(run.cost)),
     h("td", { class: "summary" }, run.summary ?? ""));
+}
+
+/** "12 calls · 9,800 sent / 2,100 processed tok · $0.0012": processed reads "?" where a server did not say. */
+function costText(cost) {
+  if (!cost) return "—";
+  const n = (v) => (v === null || v === undefined ? "?" : Number(v).toLocaleString("en-US"));
+  let text = `${n(cost.calls)} call${cost.calls === 1 ? "" : "s"}`;
+  if (cost.cache_hits) text += ` (+${n(cost.cache_hits)} cached)`;
+  if (cost.calls) text += ` · ${n(cost.prompt_tokens)} sent / ${n(cost.prompt_tokens_processed)} processed tok`;
+  if (cost.money) text += cost.money.usd === null ? " · $?" : ` · $${cost.money.usd.toFixed(4)}${cost.money.exact ? "" : " (at most)"}`;
+  return text;
 }
