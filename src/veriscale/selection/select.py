@@ -34,6 +34,8 @@ from veriscale.data.model import Candidate, Task
 from veriscale.engine.executor import Usage
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.context import ContextOverflow, learned_context, refit_note
+from veriscale.selection.budget import BudgetController
+from veriscale.selection.budget_judge import VerifierBudgetJudge
 from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_refusal
 from veriscale.selection.reason import Reason, explain
@@ -86,6 +88,8 @@ class Selection:
     injection: list[dict[str, Any] | None] = field(default_factory=list)
     injection_detect: bool = False
     injection_policy: str = "none"
+    #: the cost controller's account (``BudgetOutcome.to_dict()``: budget, spent, steps), None without a budget
+    budget: dict[str, Any] | None = None
 
     @property
     def injection_suspected(self) -> bool | None:
@@ -134,6 +138,7 @@ class Selection:
             "notes": list(self.notes),
             "plan": self.plan.to_dict(),
             "tournament": None if self.tournament is None else self.tournament.to_dict(),
+            "budget": self.budget,
             "injection_suspected": self.injection_suspected,
             "injection": {"detector": "on" if self.injection_detect else "off", "policy": self.injection_policy,
                           "suspects": [i for i, h in enumerate(self.injection) if h is not None]},
@@ -206,9 +211,20 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
     too_many = round_robin_refusal(plan.method, plan.n_distinct)
     if too_many:
         raise UserError(getattr(too_many, "template", too_many))
-    judge = VerifierJudge(verifier, pool, _call_counter(on_progress, plan.judgements_planned * plan.calls_per_judgement))
+    counter = _call_counter(on_progress, plan.judgements_planned * plan.calls_per_judgement)
     before = verifier.usage.copy()
-    result = _run_tournament(plan, judge)
+    budget = None
+    if plan.budget is not None:
+        judge: Any = VerifierBudgetJudge(verifier, pool, counter)
+        controlled = BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
+                                      n_criteria=len(names)).run(plan.n_candidates, judge, groups=list(pool.groups),
+                                                                 names=[c.id for c in candidates])
+        result, budget = controlled.result, controlled.to_dict()
+        notes.append(f"budget {settings.budget}: spent {controlled.spent} in {len(controlled.steps)} step(s), "
+                     f"stopped with '{controlled.stop_reason}'")
+    else:
+        judge = VerifierJudge(verifier, pool, counter)
+        result = _run_tournament(plan, judge)
 
     usage = verifier.usage.since(before)
     criteria_scores = criteria_means(result, names, pool.groups)
@@ -218,7 +234,7 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
             f"{judge.low_label_mass} of {judge.verdicts} verdicts had low label mass (the model mostly "
             f"answered off the score format): treat this pick with caution, or use a stronger {setting('model')}"
         ))
-    if result.adaptive:
+    if result.adaptive and budget is None:
         notes.append(
             f"adaptive: stopped with '{result.stop_reason}' after {result.n_judgements} of "
             f"{result.judgements_planned} planned judgements ({calls_saved:+d} model calls saved)"
@@ -239,7 +255,7 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
         n_comparisons=result.n_comparisons, n_judgements=result.n_judgements, usage=usage,
         criteria_scores=criteria_scores, min_confidence=settings.min_confidence, plan=plan,
         adaptive=result.adaptive, judgements_saved=result.judgements_saved if result.adaptive else 0,
-        calls_saved=calls_saved, stop_reason=result.stop_reason, notes=notes, tournament=result, **inj,
+        calls_saved=calls_saved, stop_reason=result.stop_reason, notes=notes, tournament=result, budget=budget, **inj,
     )
 
 
