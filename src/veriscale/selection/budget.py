@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Protocol, Sequence
+from typing import Any, Callable, Hashable, Protocol, Sequence
 
 import numpy as np
 
@@ -233,8 +233,9 @@ class BudgetController:
         return smallest
 
     def run(self, n_candidates: int, judge: CostedJudge, *, groups: Sequence[Hashable] | None = None,
-            names: Sequence[str] | None = None) -> BudgetOutcome:
-        """Judge inside the budget and return the result with its steps (``names``: candidate ids for the log)."""
+            names: Sequence[str] | None = None, on_step: Callable[[BudgetStep], None] | None = None) -> BudgetOutcome:
+        """Judge inside the budget and return the result with its steps (``names``: candidate ids for the
+        log; ``on_step(step)`` after each step, e.g. to record it on the run)."""
         grouped = group_candidates(n_candidates, groups)
         reps = grouped.representatives
         n = len(reps)
@@ -258,6 +259,8 @@ class BudgetController:
         steps = [BudgetStep("ring", f"{done} ring comparisons on {judge.level_names[level]}",
                             "a first pass: every candidate meets its neighbour in a seeded ring; " + why,
                             done, state.spent, state.left, fit.confidence)]
+        if on_step is not None:
+            on_step(steps[0])
         pivots: list[int] = []
         stop = "nothing left to judge"
         while True:
@@ -285,6 +288,8 @@ class BudgetController:
             fit = self._fit(n, ledger)
             steps.append(BudgetStep(step_kind, added.format(done=done), why, done, state.spent, state.left,
                                     fit.confidence))
+            if on_step is not None:
+                on_step(steps[-1])
         result = bradley_terry_result("budget", grouped, ledger, fit, n_comparisons=len(ledger.judgements),
                                       planned=len(ledger.judgements), stop=stop, tie_tolerance=self.tie_tolerance,
                                       pivots=tuple(pivots))

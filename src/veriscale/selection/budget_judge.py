@@ -6,7 +6,8 @@
 
 A judgement's price is ``verifier.plan_compare`` of that one repeat, less what the store already
 holds (``executor.estimate``): calls per comparison follow the verifier's criteria, repeats and
-layout (a joint verifier plans one call per slot order), and cache hits cost nothing.
+layout (a joint verifier plans one call per slot order), and cache hits cost nothing (a call this
+decision made before is one, also under ``refresh``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class VerifierBudgetJudge:
     def __init__(self, verifier: Any, pool: RenderedPool, progress: Any = None) -> None:
         items = verifier.criteria.items
         self.pool = pool
+        self._made: set[str] = set()  # store keys of the calls this decision has made
         self.full = VerifierJudge(verifier, pool, progress)
         self.judges = [self.full]
         if len(items) > 1:
@@ -42,11 +44,15 @@ class VerifierBudgetJudge:
     def cost(self, i: int, j: int, repeat: int, level: int) -> Cost:
         verifier, pool = self._judge(level).verifier, self.pool
         calls, _ = verifier.plan_compare(pool.task_text, pool.texts[i], pool.texts[j], only_repeat=repeat)
+        # a call this decision already made is answered from the store, under --refresh too
+        calls = [c for c in verifier.executor.gateway.keyed(calls) if c.key not in self._made]
         estimate = verifier.executor.estimate(calls)
         return Cost(estimate.calls, estimate.prompt_tokens)
 
     def __call__(self, i: int, j: int, repeat: int, level: int) -> PairVerdict:
-        return self._judge(level)(i, j, repeat)
+        verdict = self._judge(level)(i, j, repeat)
+        self._made.update(verdict.calls)
+        return verdict
 
     @property
     def verdicts(self) -> int:

@@ -10,6 +10,8 @@
 
     plan = plan_selection(None, candidates, verifier=verifier, settings=settings)   # --dry-run
     sel = run_selection(plan, verifier=verifier)                                     # the same plan, run
+    sel = select(None, candidates, verifier=verifier, budget="calls=40")              # the cost controller
+    sel.budget["spent"], sel.budget["steps"]
 
 ``select`` is ``run_selection(plan_selection(...))``. Planning (``veriscale.selection.plan``)
 renders every candidate once; the tournaments (``veriscale.selection.tournament``) choose the
@@ -17,6 +19,10 @@ pairs and ``VerifierJudge`` (``veriscale.selection.judge``) judges them; Bradley
 every judgement gives the win mass, ranking and confidence. Each judgement carries its
 per-criterion rewards: a candidate's criteria scores are their means over the comparisons it
 took part in, and the reason compares the winner's with the runner-up's.
+
+With ``budget`` (``SelectionSettings.budget``: ``"calls=N"`` or ``"tokens=N"``), the cost controller
+(``veriscale.selection.budget``) plays PPT's steps inside it instead of the fixed schedule; cache
+hits do not count against it, and ``max_calls`` stays the verifier's hard refusal.
 
 A server that does not report its context may refuse the first prompts as too long, naming its
 context (``veriscale.models.context.ContextOverflow``): ``run_selection`` then plans once more
@@ -171,21 +177,24 @@ def select(
     return run_selection(plan, verifier=verifier, on_progress=on_progress)
 
 
-def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress | None = None) -> Selection:
+def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress | None = None,
+                  on_step: Callable[[dict[str, Any]], None] | None = None) -> Selection:
     """Run ``plan`` (from ``plan_selection`` with a verifier for the same model) and explain the pick;
-    replanned once for the context a too-long prompt's reply names."""
+    replanned once for the context a too-long prompt's reply names. ``on_step(step)``: each cost
+    controller step as a dict, as it is taken (a plan with a budget; e.g. to record it on the run)."""
     try:
-        return _run_plan(plan, verifier, on_progress)
+        return _run_plan(plan, verifier, on_progress, on_step)
     except ContextOverflow as overflow:
         context = learned_context(overflow, verifier.model)
         if context is None:
             raise
         refit = plan_selection(plan.pool.task, plan.pool.candidates, verifier=verifier, settings=plan.settings)
     note = refit_note(context, f"the render budget ({refit.budget_tokens} tokens per candidate)")
-    return _run_plan(replace(refit, notes=(*refit.notes, note)), verifier, on_progress)
+    return _run_plan(replace(refit, notes=(*refit.notes, note)), verifier, on_progress, on_step)
 
 
-def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) -> Selection:
+def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
+              on_step: Callable[[dict[str, Any]], None] | None = None) -> Selection:
     settings, pool = plan.settings, plan.pool
     candidates = list(pool.candidates)
     names = [c.name for c in verifier.criteria.items]
@@ -218,7 +227,8 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
         judge: Any = VerifierBudgetJudge(verifier, pool, counter)
         controlled = BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
                                       n_criteria=len(names)).run(plan.n_candidates, judge, groups=list(pool.groups),
-                                                                 names=[c.id for c in candidates])
+                                                                 names=[c.id for c in candidates],
+                                                                 on_step=on_step and (lambda s: on_step(s.to_dict())))
         result, budget = controlled.result, controlled.to_dict()
         notes.append(f"budget {settings.budget}: spent {controlled.spent} in {len(controlled.steps)} step(s), "
                      f"stopped with '{controlled.stop_reason}'")
