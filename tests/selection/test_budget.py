@@ -245,3 +245,20 @@ def test_bad_budget_input_is_one_sentence_and_exit_2(cli_files, tmp_path):
     config.write_text('[budget]\nper_decision = "calls:9"\n')
     filed = run_select(cli_files, config=str(config))
     assert filed.exit_code == 2 and "budget.per_decision = 'calls:9' is not a budget" in filed.output
+
+
+# -- the server's select jobs and the dashboard's run view --------------------------------------
+def test_a_select_job_with_a_budget_records_its_steps_for_the_run_page(tmp_path, cli_files):
+    from tests.support.dashboard import dashboard
+
+    paths = [cli_files["task"], *(cli_files[f"run-{i}"] for i in range(5))]
+    with dashboard(tmp_path / "s.sqlite3", ScriptedScoreModel(), roots=(tmp_path,)) as d, d.client() as c:
+        refused = d.wait(d.submit("select", {"paths": paths, "criteria": "general", "budget": "calls=1"})["id"])
+        assert refused["status"] != "done" and "smallest budget that works" in json.dumps(refused)
+        done = d.wait(d.submit("select", {"paths": paths, "criteria": "general", "budget": "calls=10"})["id"])
+        assert done["status"] == "done", done
+        view = c.get(f"/api/runs/{done['run_id']}/selection").json()
+        assert view["budget"]["budget"] == "calls=10" and view["usage"]["model_calls"] <= 10
+        assert view["budget"]["steps"][0]["step"] == "ring"
+        events = [e for e in RunLog(d.store).since(done["run_id"]) if e.kind == "budget"]
+        assert [e.data for e in events] == view["budget"]["steps"]
