@@ -77,7 +77,7 @@ def _row(n, fraction, budget, full, pools, hits, calls, schedule) -> dict:
             "met": top1["controller"] >= top1["fixed"]}
 
 
-def dev_rows(model_uri: str, n_pools: int, seed: int) -> dict:
+def dev_rows(model_uri: str, n_pools: int, seed: int, render_tokens: int | None) -> dict:
     from veriscale.bench.datasets import load_labelled_pools, sample
     from veriscale.engine.store import Store
     from veriscale.models.uri import load_backend
@@ -100,8 +100,10 @@ def dev_rows(model_uri: str, n_pools: int, seed: int) -> dict:
             k, c = fixed_schedule(n, budget, lambda c: 2 * c, k_max=K_FULL, n_criteria=C_FULL) or (1, 1)
             schedules.append({"task": p.task_id, "n": n, "budget_calls": budget, "k": k, "criteria": c})
             for method, settings in (
-                    ("controller", SelectionSettings(criteria="agent", seed=seed, budget=f"calls={budget}")),
-                    ("fixed", SelectionSettings(criteria="agent", seed=seed, k=k, adaptive=False))):
+                    ("controller", SelectionSettings(criteria="agent", seed=seed, budget=f"calls={budget}",
+                                                     budget_tokens=render_tokens)),
+                    ("fixed", SelectionSettings(criteria="agent", seed=seed, k=k, adaptive=False,
+                                                budget_tokens=render_tokens))):
                 crits = settings.criteria_set()
                 if method == "fixed":
                     crits = crits.only([i.name for i in crits.items[:c]])
@@ -113,6 +115,8 @@ def dev_rows(model_uri: str, n_pools: int, seed: int) -> dict:
                     store.close()
                 hits[method] += p.labels[sel.index] > 0
                 calls[method] += sel.usage.model_calls
+                print(f"dev {p.task_id} x{fraction} {method}: picked {'a passing' if p.labels[sel.index] > 0 else 'a failing'}"
+                      f" run, {sel.usage.model_calls} calls, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
         rows.append({"fraction": fraction, "pools": len(chosen), "schedules": schedules,
                      "top1_controller": round(hits["controller"] / len(chosen), 3),
                      "top1_fixed": round(hits["fixed"] / len(chosen), 3),
@@ -131,6 +135,8 @@ def main() -> None:
     parser.add_argument("--joint", action="store_true", help="price the oracle as joint scoring (1 call a slot order)")
     parser.add_argument("--dev-pools", type=int, default=1, help="Terminal-Bench pools with disagreement (0: skip)")
     parser.add_argument("--model", default="embedded")
+    parser.add_argument("--render-tokens", type=int, default=None,
+                        help="render budget per candidate on the dev pools (default: select's own)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     out: dict = {"command": " ".join(["python", "benchmarks/bench_budget.py", *sys.argv[1:]]),
@@ -140,7 +146,7 @@ def main() -> None:
                                                                                          args.joint)]
     out["oracle_wall_s"] = round(time.perf_counter() - started, 1)
     if args.dev_pools:
-        out["dev"] = dev_rows(args.model, args.dev_pools, args.seed)
+        out["dev"] = dev_rows(args.model, args.dev_pools, args.seed, args.render_tokens)
     out["all_met"] = all(r["met"] for r in out["oracle"]) and all(r["met"] for r in out.get("dev", {}).get("rows", []))
     print(json.dumps(out, indent=1))
 

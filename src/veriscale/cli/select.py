@@ -189,7 +189,8 @@ def register(app: typer.Typer) -> None:
                     "budget_tokens": plan.budget_tokens, "adaptive": adaptive, "seed": seed,
                     **({"budget": plan.budget} if plan.budget else {})}) as run:
                 RunLog(run.store).record_candidates(run.id, candidates)  # for the dashboard's trajectory viewer
-                with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as advance:
+                with o.call_progress(plan.model_calls_planned if plan.budget else plan.judgements_planned * plan.calls_per_judgement,
+                                     "selecting", not json_out) as advance:
                     sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance(),
                                         on_step=lambda step: RunLog(run.store).emit(run.id, "budget", step))
                 payload = sel.to_dict()

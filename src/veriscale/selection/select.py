@@ -220,7 +220,8 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
     too_many = round_robin_refusal(plan.method, plan.n_distinct)
     if too_many:
         raise UserError(getattr(too_many, "template", too_many))
-    counter = _call_counter(on_progress, plan.judgements_planned * plan.calls_per_judgement)
+    counter = _call_counter(on_progress, plan.model_calls_planned if plan.budget is not None
+                            else plan.judgements_planned * plan.calls_per_judgement)
     before = verifier.usage.copy()
     budget = None
     if plan.budget is not None:
