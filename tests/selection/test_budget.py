@@ -262,3 +262,14 @@ def test_a_select_job_with_a_budget_records_its_steps_for_the_run_page(tmp_path,
         assert view["budget"]["steps"][0]["step"] == "ring"
         events = [e for e in RunLog(d.store).since(done["run_id"]) if e.kind == "budget"]
         assert [e.data for e in events] == view["budget"]["steps"]
+
+
+def test_dry_run_shows_the_budget_capped_plan_and_refuses_a_too_small_one(cli_files):
+    plan = run_select(cli_files, "--budget", "calls=20", "--dry-run")
+    assert plan.exit_code == 0, plan.output
+    out = json.loads(plan.stdout)
+    assert out["budget"] == "calls=20" and out["model_calls_planned"] <= 20 and out["smallest_budget"] == 2
+    assert any("cache hits do not count" in n for n in out["notes"])
+    small = run_select(cli_files, "--budget", "calls=1", "--dry-run")
+    assert small.exit_code == 2 and "smallest budget that works here is --budget calls=2" in small.output
+    assert Store.open(cli_files["store"]).count_calls() == 0
