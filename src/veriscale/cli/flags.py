@@ -31,6 +31,7 @@ FLAG_FOR: dict[str, str] = {
     "scale": "--scale",
     "reasoning": "--reasoning",
     "budget_tokens": "--budget-tokens",
+    "budget": "--budget",
     "threads": "--threads",
     "task": "--task",
     "limit": "--limit",

@@ -39,6 +39,7 @@ TaskOpt = Annotated[Optional[str], typer.Option("--task", "-t", help="Task file 
 MethodOpt = Annotated[str, typer.Option("--method", help=f"Selection method: {', '.join(METHODS)}.")]
 PivotsOpt = Annotated[int, typer.Option("--pivots", "-k", help="PPT pivots k (comparisons: N + k(N-k) + k(k-1)/2).")]
 BudgetOpt = Annotated[Optional[int], typer.Option("--budget-tokens", help="Render budget per candidate in tokens (default: fits the model's context, capped for speed).")]
+DecisionBudgetOpt = Annotated[Optional[str], typer.Option("--budget", help="What this decision may spend: calls=N or tokens=N (prompt tokens). The cost controller plans PPT's pivots, repeats and criteria inside it; cache hits do not count against it; --max-calls still refuses. Also $VERISCALE_BUDGET, [budget] per_decision.")]
 MinConfOpt = Annotated[Optional[float], typer.Option("--min-confidence", help="Adaptive target; exit 4 when the pick's confidence stays below it.")]
 AdaptiveOpt = Annotated[bool, typer.Option("--adaptive/--no-adaptive", help="Stop early once the leader is decided (PPT, round robin).")]
 SelectRepeatsOpt = Annotated[Optional[int], typer.Option("--repeats", help="Judgements per comparison (default: 1 for PPT, 2 otherwise).")]
@@ -130,6 +131,11 @@ def _render(sel: Selection) -> None:
         f"{u.cache_hits} cache hits, {u.prompt_tokens} prompt tokens processed"
         + (f", {sel.calls_saved:+d} calls saved by adaptive stopping" if sel.adaptive else ""),
         style="dim", highlight=False)
+    if sel.budget:
+        b = sel.budget
+        steps = "; ".join(f"{s['step']}: {s['added']} ({s['left']} left)" for s in b["steps"])
+        console.print(f"budget {b['budget']}: spent {b['spent']}, stopped with '{b['stop_reason']}'; {steps}",
+                      style="dim", highlight=False, soft_wrap=True)
     where = f" ({sel.best.source})" if sel.best.source else ""
     console.print(f"picked: [bold]{sel.best.id}[/]{where}", highlight=False, soft_wrap=True)
 
@@ -139,7 +145,7 @@ def register(app: typer.Typer) -> None:
     def select_command(
         paths: PathsArg,
         task: TaskOpt = None, method: MethodOpt = "ppt", pivots: PivotsOpt = 2,
-        budget_tokens: BudgetOpt = None, min_confidence: MinConfOpt = None, adaptive: AdaptiveOpt = True,
+        budget_tokens: BudgetOpt = None, budget: DecisionBudgetOpt = None, min_confidence: MinConfOpt = None, adaptive: AdaptiveOpt = True,
         model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
         criteria: SelectCriteriaOpt = None, criterion: o.OnlyOpt = None, repeats: SelectRepeatsOpt = None,
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: SelectSeedOpt = 0,
@@ -164,8 +170,9 @@ def register(app: typer.Typer) -> None:
             crits = load_criteria(criteria or default_criteria(candidates))
             if criterion:
                 crits = crits.only(criterion)
+            decision_budget = o.command_settings().with_flags(budget=budget).budget
             settings = SelectionSettings(
-                method=method, k=pivots, repeats=repeats, adaptive=adaptive,
+                budget=decision_budget, method=method, k=pivots, repeats=repeats, adaptive=adaptive,
                 min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
                 budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits, reasoning=reasoning,
                 discrete=discrete, injection_policy=o.command_settings().injection_policy,
@@ -179,10 +186,13 @@ def register(app: typer.Typer) -> None:
                 return
             with recorded_run(verifier.executor.store, "select", verifier.model.uri, {
                     "paths": paths, "task": task, "method": method, "k": pivots, "criteria": crits.name,
-                    "budget_tokens": plan.budget_tokens, "adaptive": adaptive, "seed": seed}) as run:
+                    "budget_tokens": plan.budget_tokens, "adaptive": adaptive, "seed": seed,
+                    **({"budget": plan.budget} if plan.budget else {})}) as run:
                 RunLog(run.store).record_candidates(run.id, candidates)  # for the dashboard's trajectory viewer
-                with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as advance:
-                    sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance())
+                with o.call_progress(plan.model_calls_planned if plan.budget else plan.judgements_planned * plan.calls_per_judgement,
+                                     "selecting", not json_out) as advance:
+                    sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance(),
+                                        on_step=lambda step: RunLog(run.store).emit(run.id, "budget", step))
                 payload = sel.to_dict()
                 if took is not None:
                     payload["task_taken_from"] = took

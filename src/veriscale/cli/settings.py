@@ -88,6 +88,16 @@ def _no_env(text: str) -> Any:  # settings without an environment variable
     raise ValueError(text)
 
 
+@dataclass(frozen=True)
+class _BudgetSpec(Spec):
+    """The budget setting: "calls=N" or "tokens=N", kept in that canonical form, refused in one sentence."""
+
+    def check(self, value: Any, where: str) -> Any:
+        from veriscale.selection.budget import parse_budget
+
+        return None if value is None else str(parse_budget(str(value), where=where))
+
+
 SPECS: tuple[Spec, ...] = (
     Spec("model", "--model", "VERISCALE_MODEL", "model", _model_list, ("embedded",), "a model URI or [models.NAME]",
          help="the model URIs (or config model names) every verdict uses"),
@@ -130,6 +140,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("prices", "--prices", "VERISCALE_PRICES", "prices", str.strip, "",
          "MODEL=PROMPT/CACHED/COMPLETION entries",
          help="US$ per million prompt/cached/completion tokens per model ([prices] table); unset: no money column"),
+    _BudgetSpec("budget", "--budget", "VERISCALE_BUDGET", "budget.per_decision", str.strip, None,
+                "a budget such as calls=60 or tokens=40000",
+                help="what one decision may spend, calls=N or tokens=N (cache hits do not count); the cost "
+                     "controller plans PPT's pivots, repeats and criteria inside it"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -156,6 +170,7 @@ class Settings:
     injection_mitigation: str = DEFAULT_MITIGATION
     reward_group_scheme: str = "sparse"
     prices: Any = ""  # text or the file's [prices] table; veriscale.engine.prices.price_table reads it
+    budget: str | None = None
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:

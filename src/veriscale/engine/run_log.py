@@ -25,7 +25,7 @@ from veriscale.engine.store import Store
 
 #: The event kinds commands emit: a progress point, a progress event (stall, regression, likely
 #: done), calls done of planned, a status change, and a trajectory's new steps.
-EVENT_KINDS = ("point", "event", "calls", "status", "steps")
+EVENT_KINDS = ("point", "event", "calls", "status", "steps", "budget")
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,10 @@ class SelectionPlan:
     prompt_tokens_upper_bound: int
     notes: tuple[str, ...] = ()
     max_repeats: int = ADAPTIVE_MAX_REPEATS_SAMPLED
+    #: the cost controller's budget ("calls=60"), None for the fixed schedule; then the call
+    #: figures above are capped by it in calls mode, and ``smallest_budget`` is the least that works
+    budget: str | None = None
+    smallest_budget: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The plan's figures (what ``--dry-run --json`` prints)."""
@@ -137,11 +141,34 @@ def plan_selection(
     text_tokens = sorted((renderer.count(t) for t in set(texts)), reverse=True)
     figures = _cost(method, n_distinct, k, repeats, settings.adaptive_applies, max_repeats, verifier, text_tokens,
                     fit.overhead_tokens)
-    return SelectionPlan(
+    plan = SelectionPlan(
         settings=settings, pool=pool, method=method, n_candidates=len(candidates), n_distinct=n_distinct, k=k,
         repeats=repeats, adaptive=settings.adaptive_applies, budget_tokens=fit.budget_tokens,
         task_tokens=fit.task_tokens, notes=tuple(notes), max_repeats=max_repeats, **figures,
     )
+    return _within_budget(plan, verifier) if settings.budget is not None else plan
+
+
+def _within_budget(plan: SelectionPlan, verifier: Any) -> SelectionPlan:
+    """The plan under the cost controller: refused when the budget cannot pay for one comparison
+    (before any call), its call figures capped in calls mode."""
+    from veriscale.selection.budget import BudgetController
+    from veriscale.selection.budget_judge import VerifierBudgetJudge
+
+    budget = plan.settings.budget
+    controller = BudgetController(budget, seed=plan.settings.seed)
+    smallest = controller.refuse_if_too_small(plan.n_candidates, VerifierBudgetJudge(verifier, plan.pool),
+                                              list(plan.pool.groups))
+    capped = {}
+    if budget.kind == "calls":
+        capped = dict(model_calls_planned=min(plan.model_calls_planned, budget.amount),
+                      model_calls_upper_bound=min(plan.model_calls_upper_bound, budget.amount))
+    else:
+        capped = dict(prompt_tokens_upper_bound=min(plan.prompt_tokens_upper_bound, budget.amount))
+    note = (f"budget {budget} per decision: the cost controller plans pivots, repeats and criteria inside it "
+            "(cache hits do not count against it)")
+    return replace(plan, budget=str(budget), smallest_budget=smallest, adaptive=True,
+                   notes=(*plan.notes, note), **capped)
 
 
 def round_robin_refusal(method: str, n_distinct: int) -> str | None:

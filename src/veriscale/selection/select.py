@@ -10,6 +10,8 @@
 
     plan = plan_selection(None, candidates, verifier=verifier, settings=settings)   # --dry-run
     sel = run_selection(plan, verifier=verifier)                                     # the same plan, run
+    sel = select(None, candidates, verifier=verifier, budget="calls=40")              # the cost controller
+    sel.budget["spent"], sel.budget["steps"]
 
 ``select`` is ``run_selection(plan_selection(...))``. Planning (``veriscale.selection.plan``)
 renders every candidate once; the tournaments (``veriscale.selection.tournament``) choose the
@@ -17,6 +19,10 @@ pairs and ``VerifierJudge`` (``veriscale.selection.judge``) judges them; Bradley
 every judgement gives the win mass, ranking and confidence. Each judgement carries its
 per-criterion rewards: a candidate's criteria scores are their means over the comparisons it
 took part in, and the reason compares the winner's with the runner-up's.
+
+With ``budget`` (``SelectionSettings.budget``: ``"calls=N"`` or ``"tokens=N"``), the cost controller
+(``veriscale.selection.budget``) plays PPT's steps inside it instead of the fixed schedule; cache
+hits do not count against it, and ``max_calls`` stays the verifier's hard refusal.
 
 A server that does not report its context may refuse the first prompts as too long, naming its
 context (``veriscale.models.context.ContextOverflow``): ``run_selection`` then plans once more
@@ -34,6 +40,8 @@ from veriscale.data.model import Candidate, Task
 from veriscale.engine.executor import Usage
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.context import ContextOverflow, learned_context, refit_note
+from veriscale.selection.budget import BudgetController
+from veriscale.selection.budget_judge import VerifierBudgetJudge
 from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_refusal
 from veriscale.selection.reason import Reason, explain
@@ -86,6 +94,8 @@ class Selection:
     injection: list[dict[str, Any] | None] = field(default_factory=list)
     injection_detect: bool = False
     injection_policy: str = "none"
+    #: the cost controller's account (``BudgetOutcome.to_dict()``: budget, spent, steps), None without a budget
+    budget: dict[str, Any] | None = None
 
     @property
     def injection_suspected(self) -> bool | None:
@@ -134,6 +144,7 @@ class Selection:
             "notes": list(self.notes),
             "plan": self.plan.to_dict(),
             "tournament": None if self.tournament is None else self.tournament.to_dict(),
+            "budget": self.budget,
             "injection_suspected": self.injection_suspected,
             "injection": {"detector": "on" if self.injection_detect else "off", "policy": self.injection_policy,
                           "suspects": [i for i, h in enumerate(self.injection) if h is not None]},
@@ -166,21 +177,24 @@ def select(
     return run_selection(plan, verifier=verifier, on_progress=on_progress)
 
 
-def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress | None = None) -> Selection:
+def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress | None = None,
+                  on_step: Callable[[dict[str, Any]], None] | None = None) -> Selection:
     """Run ``plan`` (from ``plan_selection`` with a verifier for the same model) and explain the pick;
-    replanned once for the context a too-long prompt's reply names."""
+    replanned once for the context a too-long prompt's reply names. ``on_step(step)``: each cost
+    controller step as a dict, as it is taken (a plan with a budget; e.g. to record it on the run)."""
     try:
-        return _run_plan(plan, verifier, on_progress)
+        return _run_plan(plan, verifier, on_progress, on_step)
     except ContextOverflow as overflow:
         context = learned_context(overflow, verifier.model)
         if context is None:
             raise
         refit = plan_selection(plan.pool.task, plan.pool.candidates, verifier=verifier, settings=plan.settings)
     note = refit_note(context, f"the render budget ({refit.budget_tokens} tokens per candidate)")
-    return _run_plan(replace(refit, notes=(*refit.notes, note)), verifier, on_progress)
+    return _run_plan(replace(refit, notes=(*refit.notes, note)), verifier, on_progress, on_step)
 
 
-def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) -> Selection:
+def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
+              on_step: Callable[[dict[str, Any]], None] | None = None) -> Selection:
     settings, pool = plan.settings, plan.pool
     candidates = list(pool.candidates)
     names = [c.name for c in verifier.criteria.items]
@@ -206,9 +220,22 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
     too_many = round_robin_refusal(plan.method, plan.n_distinct)
     if too_many:
         raise UserError(getattr(too_many, "template", too_many))
-    judge = VerifierJudge(verifier, pool, _call_counter(on_progress, plan.judgements_planned * plan.calls_per_judgement))
+    counter = _call_counter(on_progress, plan.model_calls_planned if plan.budget is not None
+                            else plan.judgements_planned * plan.calls_per_judgement)
     before = verifier.usage.copy()
-    result = _run_tournament(plan, judge)
+    budget = None
+    if plan.budget is not None:
+        judge: Any = VerifierBudgetJudge(verifier, pool, counter)
+        controlled = BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
+                                      n_criteria=len(names)).run(plan.n_candidates, judge, groups=list(pool.groups),
+                                                                 names=[c.id for c in candidates],
+                                                                 on_step=on_step and (lambda s: on_step(s.to_dict())))
+        result, budget = controlled.result, controlled.to_dict()
+        notes.append(f"budget {settings.budget}: spent {controlled.spent} in {len(controlled.steps)} step(s), "
+                     f"stopped with '{controlled.stop_reason}'")
+    else:
+        judge = VerifierJudge(verifier, pool, counter)
+        result = _run_tournament(plan, judge)
 
     usage = verifier.usage.since(before)
     criteria_scores = criteria_means(result, names, pool.groups)
@@ -218,7 +245,7 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
             f"{judge.low_label_mass} of {judge.verdicts} verdicts had low label mass (the model mostly "
             f"answered off the score format): treat this pick with caution, or use a stronger {setting('model')}"
         ))
-    if result.adaptive:
+    if result.adaptive and budget is None:
         notes.append(
             f"adaptive: stopped with '{result.stop_reason}' after {result.n_judgements} of "
             f"{result.judgements_planned} planned judgements ({calls_saved:+d} model calls saved)"
@@ -239,7 +266,7 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None) 
         n_comparisons=result.n_comparisons, n_judgements=result.n_judgements, usage=usage,
         criteria_scores=criteria_scores, min_confidence=settings.min_confidence, plan=plan,
         adaptive=result.adaptive, judgements_saved=result.judgements_saved if result.adaptive else 0,
-        calls_saved=calls_saved, stop_reason=result.stop_reason, notes=notes, tournament=result, **inj,
+        calls_saved=calls_saved, stop_reason=result.stop_reason, notes=notes, tournament=result, budget=budget, **inj,
     )
 
 

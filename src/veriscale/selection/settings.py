@@ -9,6 +9,9 @@ Tournament fields: ``method`` (ppt, round_robin, knockout, pointwise), ``k`` PPT
 ``repeats`` judgements per comparison (None: 1 for PPT, 2 otherwise), ``adaptive`` (stop
 once the leader's confidence reaches ``min_confidence``), ``budget_tokens`` per rendered
 candidate (None: fits the context, capped for speed), ``seed`` (ring, bracket, sampling).
+``budget`` (``"calls=60"``, ``"tokens=40000"`` or a ``Budget``): what one decision may spend; the
+cost controller (``veriscale.selection.budget``) then plans PPT's pivots, repeats and criteria
+inside it (cache hits are free). None: the fixed schedule above.
 Injection fields: ``injection_detect`` and ``injection_mitigation`` configure the verifier,
 ``injection_policy`` what the pick does with suspects (``veriscale.selection.suspects``).
 Judge fields (``scale``, ``criteria``, ``reasoning``, ``discrete``) configure the Verifier that
@@ -20,8 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from veriscale.engine.store import Store
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.models.base import ModelBackend
+from veriscale.selection.budget import Budget, parse_budget
 from veriscale.verify.criteria import CriteriaSet, load_criteria
 from veriscale.verify.injection import check_policy
 from veriscale.verify.reward import Verifier
@@ -48,9 +52,15 @@ class SelectionSettings:
     injection_detect: bool | None = None  # None: veriscale.verify.injection.DETECT_BY_DEFAULT
     injection_mitigation: str | None = None  # None: veriscale.verify.resist.DEFAULT_MITIGATION
     injection_policy: str = "none"  # none, lose_ties, exclude (veriscale.selection.suspects)
+    budget: Budget | str | None = None  # per decision: "calls=60" or "tokens=40000" (the cost controller)
 
     def __post_init__(self) -> None:
         check_policy(self.injection_policy)
+        if self.budget is not None:
+            object.__setattr__(self, "budget", parse_budget(self.budget))
+            if self.method != "ppt":
+                raise UserError(f"{setting('budget', str(self.budget))} plans its own PPT steps, so it does not run "
+                                f"with {setting('method', self.method)}: drop one of them")
         if self.method not in METHODS:
             raise UserError(f"selection method '{self.method}' is unknown: use one of {', '.join(METHODS)}")
         if self.method == "ppt" and (not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 1):

@@ -59,6 +59,7 @@ class SelectParams(_Params):
     min_confidence: float = Field(0.9, gt=0, le=1)
     seed: int = Field(0, ge=0, lt=2 ** 63)
     scale: str = "letters"
+    budget: str | None = Field(None, max_length=64, description="What the decision may spend: calls=N or tokens=N (cache hits are free).")
 
 
 class TrackParams(_Params):
@@ -146,14 +147,15 @@ def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
     crits = _criteria(params.criteria or default_criteria(candidates), ctx)
     settings = SelectionSettings(method=params.method, k=params.k, repeats=params.repeats, adaptive=params.adaptive,
                                  min_confidence=params.min_confidence, seed=params.seed, scale=params.scale,
-                                 criteria=crits)
+                                 criteria=crits, budget=params.budget)
     verifier = settings.verifier(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
     plan = plan_selection(task, candidates, verifier=verifier, settings=settings)
     run_id = ctx.start_run("select", verifier.model.uri, {"paths": paths, "task": params.task, "method": params.method,
                                                           "k": params.k, "criteria": crits.name})
     ctx.log.record_candidates(run_id, candidates)
     count = ctx.call_counter(plan.judgements_planned * plan.calls_per_judgement)
-    result = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: count(None)).to_dict()
+    result = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: count(None),
+                           on_step=lambda step: ctx.log.emit(run_id, "budget", step)).to_dict()
     took = task_taken_from(task, params.task)
     return {**result, "task_taken_from": took} if took else result
 

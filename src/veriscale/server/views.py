@@ -133,6 +133,7 @@ def selection_view(store: Store, run_id: int) -> dict[str, Any]:
         "matrix": matrix, "counts": counts, "judgements": judgements,
         "usage": result.get("usage"), "notes": result.get("notes") or [],
         "injection": result.get("injection"),
+        "budget": result.get("budget"),
     }
 
 

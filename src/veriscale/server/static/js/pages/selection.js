@@ -35,6 +35,7 @@ export async function selectionSection(ctx, run, body) {
 
   fill(body, h("div", { class: "selection", "data-testid": "selection-page" },
     pickCard(sel, best, name),
+    sel.budget ? budgetCard(sel.budget) : null,
     candidatesTable(sel, byIndex, withSteps, run.id),
     h("div", { class: "evidence" },
       h("div", { class: "charts" },
@@ -63,6 +64,19 @@ function pickCard(sel, best, name) {
     notes.length ? h("ul", { class: "notes" }, notes.map((n) => h("li", {}, String(n)))) : null,
     sel.task && sel.task.text ? h("details", { class: "task" }, h("summary", {}, `Task ${sel.task.id ?? ""}`),
       h("pre", { class: "wrap" }, sel.task.text)) : null);
+}
+
+// The cost controller's steps: what each added, why, and the budget spent and left after it.
+function budgetCard(budget) {
+  const steps = budget.steps || [];
+  return h("div", { class: "card budget", "data-testid": "budget-steps" },
+    h("h2", {}, `Budget ${budget.budget}: spent ${fmtNum(budget.spent)}, ${fmtNum(budget.left)} left`),
+    h("p", { class: "muted small" }, `stop: ${budget.stop_reason ?? "—"} · cache hits do not count against the budget`),
+    h("div", { class: "table-wrap" }, h("table", { class: "table" },
+      h("thead", {}, h("tr", {}, ["step", "added", "why", "spent", "left", "confidence"].map((c) => h("th", {}, c)))),
+      h("tbody", {}, steps.map((s) => h("tr", { "data-testid": "budget-step" },
+        h("td", {}, s.step), h("td", {}, s.added), h("td", { class: "muted small" }, s.why),
+        h("td", {}, fmtNum(s.spent)), h("td", {}, fmtNum(s.left)), h("td", {}, fmtPct(s.confidence, 0))))))));
 }
 
 function kpi(value, label, title, testid, tone) {
