@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from veriscale.config import ROUTINGS, Config, load_config
 from veriscale.errors import UserError
+from veriscale.harness.host_caps import CAPS as HOST_CAPS
 from veriscale.verify.injection import DETECT_BY_DEFAULT, POLICIES
 from veriscale.verify.resist import DEFAULT_MITIGATION, MITIGATIONS
 
@@ -123,6 +124,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("injection_mitigation", "--injection-mitigation", "VERISCALE_INJECTION_MITIGATION", "injection.mitigation",
          str.strip, DEFAULT_MITIGATION, "a mitigation name", choices=MITIGATIONS,
          help="how judge prompts resist injected text: none, neutralise, warn or both"),
+    # the host's caps on what it inflates from rollouts and takes back from sessions (veriscale.harness.host_caps)
+    *(Spec(name, "--" + name.replace("_", "-"), cap.env, cap.file, cap.parse, cap.default, cap.kind,
+           minimum=1 if cap.whole else None, above=None if cap.whole else 0, help=cap.help)
+      for name, cap in HOST_CAPS.items()),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -147,6 +152,13 @@ class Settings:
     injection_detect: str = "on" if DETECT_BY_DEFAULT else "off"
     injection_policy: str = "none"
     injection_mitigation: str = DEFAULT_MITIGATION
+    zip_member_mb: float = 32.0  # these seven: veriscale.harness.host_caps
+    zip_file_mb: float = 128.0
+    zip_members: int = 10_000
+    view_timeout_s: float = 60.0
+    view_memory_mb: float = 2048.0
+    handback_max_files: int = 20_000
+    handback_max_depth: int = 64
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:
