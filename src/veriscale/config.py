@@ -113,6 +113,9 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "redact": {"patterns": list, "enabled": bool},
     "injection": {"detect": str, "policy": str, "mitigation": str},
     "budget": {"per_decision": str},
+    "zip": {"member_mb": (int, float), "file_mb": (int, float), "members": int},  # veriscale.harness.host_caps
+    "view": {"timeout_s": (int, float), "memory_mb": (int, float)},
+    "handback": {"max_files": int, "max_depth": int},
 }
 
 

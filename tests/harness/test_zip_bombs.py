@@ -224,7 +224,7 @@ def test_caps_are_settings_with_defaults_and_bad_values_are_one_sentence(monkeyp
     monkeypatch.setenv("VERISCALE_VIEW_TIMEOUT_S", "2.5")
     assert ZipLimits.from_env().member_bytes == 8 * MIB and ZipLimits.from_env().view_seconds == 2.5
     monkeypatch.setenv("VERISCALE_ZIP_FILE_MB", "lots")
-    with pytest.raises(UserError, match=r"^VERISCALE_ZIP_FILE_MB='lots' is not a positive number: give one"):
+    with pytest.raises(UserError, match=r"^\$VERISCALE_ZIP_FILE_MB = 'lots' is not a positive number of MiB: fix it"):
         ZipLimits.from_env()
 
 

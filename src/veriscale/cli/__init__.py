@@ -30,6 +30,13 @@ def main(
     injection_detect: Optional[str] = typer.Option(None, "--injection-detect", help="on or off: flag candidates whose text reads as an injection (injection_suspected with its span; config injection.detect)."),
     injection_policy: Optional[str] = typer.Option(None, "--injection-policy", help="What select does with a suspected candidate: none (default), lose_ties or exclude (config injection.policy)."),
     injection_mitigation: Optional[str] = typer.Option(None, "--injection-mitigation", help="How judge prompts resist injected text: none, neutralise, warn or both (config injection.mitigation)."),
+    zip_member_mb: Optional[float] = typer.Option(None, "--zip-member-mb", help="MiB the host inflates from one zip member or pdf stream of a rollout (config zip.member_mb; default 32)."),
+    zip_file_mb: Optional[float] = typer.Option(None, "--zip-file-mb", help="MiB the host inflates from one rollout file, all members together (config zip.file_mb; default 128)."),
+    zip_members: Optional[int] = typer.Option(None, "--zip-members", help="Entries one zip (xlsx, docx, pptx, rollout zip) may hold (config zip.members; default 10000)."),
+    view_timeout_s: Optional[float] = typer.Option(None, "--view-timeout-s", help="Seconds one text view of an office or pdf file may take (config view.timeout_s; default 60)."),
+    view_memory_mb: Optional[float] = typer.Option(None, "--view-memory-mb", help="MiB of address space the text-view worker may add (config view.memory_mb; default 2048)."),
+    handback_max_files: Optional[int] = typer.Option(None, "--handback-max-files", help="Files and folders a session's hand-back may carry (config handback.max_files; default 20000)."),
+    handback_max_depth: Optional[int] = typer.Option(None, "--handback-max-depth", help="Folder depth a session's hand-back keeps (config handback.max_depth; default 64)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
@@ -37,6 +44,11 @@ def main(
     from veriscale.data.reader import set_max_input_mb
     from veriscale.engine.run_liveness import set_stale_after_s
     from veriscale.engine.run_scope import install_sigterm_handler
+    from veriscale.harness import host_caps
+
+    caps = {"zip_member_mb": zip_member_mb, "zip_file_mb": zip_file_mb, "zip_members": zip_members,
+            "view_timeout_s": view_timeout_s, "view_memory_mb": view_memory_mb,
+            "handback_max_files": handback_max_files, "handback_max_depth": handback_max_depth}
 
     install_sigterm_handler()  # SIGTERM ends the command's run (cancelled) like Ctrl-C, not silently
     with user_errors():
@@ -44,9 +56,11 @@ def main(
                                                "threads": threads, "max_input_mb": max_input_mb,
                                                "run_stale_s": run_stale_s, "injection_detect": injection_detect,
                                                "injection_policy": injection_policy,
-                                               "injection_mitigation": injection_mitigation})
+                                               "injection_mitigation": injection_mitigation,
+                                               **caps})
         set_max_input_mb(resolved.chosen("max_input_mb"))  # the library reads the environment itself
         set_stale_after_s(resolved.chosen("run_stale_s"))
+        host_caps.choose({name: resolved.chosen(name) for name in host_caps.CAPS})  # the library reads $VERISCALE_*
         if resolved.threads or "veriscale.models.embedded" in sys.modules:  # numpy only when needed
             from veriscale.models.embedded import set_default_threads
 

@@ -78,6 +78,13 @@ FLAG_FOR: dict[str, str] = {
     "injection_mitigation": "--injection-mitigation",
     "group_scheme": "--group-scheme",
     "prices": "--prices",  # honest cost (veriscale.engine.prices)
+    "zip_member_mb": "--zip-member-mb",
+    "zip_file_mb": "--zip-file-mb",
+    "zip_members": "--zip-members",
+    "view_timeout_s": "--view-timeout-s",
+    "view_memory_mb": "--view-memory-mb",
+    "handback_max_files": "--handback-max-files",
+    "handback_max_depth": "--handback-max-depth",
 }
 
 

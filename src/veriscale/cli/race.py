@@ -100,11 +100,11 @@ def register(app: typer.Typer) -> None:
             crits = load_criteria(criteria or "agent")
             if criterion:
                 crits = crits.only(criterion)
+            cs = o.command_settings(model, store, concurrency)
             settings = SelectionSettings(
                 method=method, k=pivots, repeats=repeats, adaptive=adaptive, min_confidence=DEFAULT_MIN_CONFIDENCE,
                 budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits, reasoning=reasoning,
-                discrete=discrete)
-            cs = o.command_settings(model, store, concurrency)
+                discrete=discrete, injection_policy=cs.injection_policy, **cs.injection())  # as select's
             verifier = settings.verifier(o.open_model(cs), store=o.open_store(cs), refresh=refresh,
                                          max_calls=max_calls, concurrency=cs.concurrency)
             try:

@@ -56,11 +56,12 @@ def register(app: typer.Typer) -> None:
             cs = o.command_settings(model, store, concurrency)
             st = o.open_store(cs)
             c = cs.concurrency
+            injection = {**cs.injection(), "injection_policy": cs.injection_policy}  # as select's
             runner = JobRunner(st, o.open_model(cs), roots=settings.allow_dirs,
-                               workers=settings.workers, concurrency=c)
+                               workers=settings.workers, concurrency=c, injection=injection)
             policy = AccessPolicy.for_bind(settings.host, settings.port, token=settings.token,
                                            max_body_bytes=settings.max_body_bytes)
-            proxy = _proxy(current().config, runner.model, st, proxy_n)
+            proxy = _proxy(current().config, runner.model, st, proxy_n, injection)
             from veriscale.engine.prices import price_table
 
             app_ = create_app(st, runner, policy, roots=settings.allow_dirs, proxy=proxy, redactor=settings.redactor,
@@ -92,11 +93,11 @@ def register(app: typer.Typer) -> None:
             runner.stop()
 
 
-def _proxy(config, server_model, store, proxy_n: Optional[int]):
+def _proxy(config, server_model, store, proxy_n: Optional[int], injection=None):
     """The proxy service when ``[proxy]`` or ``--proxy-n`` asks for one, checked at start."""
     from veriscale.proxy.settings import proxy_settings
 
-    settings = proxy_settings(config, fallback_model=server_model.uri, n=proxy_n)
+    settings = proxy_settings(config, fallback_model=server_model.uri, n=proxy_n, injection=injection)
     if settings is None:
         return None
     from veriscale.models.uri import load_backend

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from veriscale.config import ROUTINGS, Config, load_config
 from veriscale.errors import UserError
+from veriscale.harness.host_caps import CAPS as HOST_CAPS
 from veriscale.verify.injection import DETECT_BY_DEFAULT, POLICIES
 from veriscale.verify.resist import DEFAULT_MITIGATION, MITIGATIONS
 
@@ -144,6 +145,10 @@ SPECS: tuple[Spec, ...] = (
                 "a budget such as calls=60 or tokens=40000",
                 help="what one decision may spend, calls=N or tokens=N (cache hits do not count); the cost "
                      "controller plans PPT's pivots, repeats and criteria inside it"),
+    # the host's caps on what it inflates from rollouts and takes back from sessions (veriscale.harness.host_caps)
+    *(Spec(name, "--" + name.replace("_", "-"), cap.env, cap.file, cap.parse, cap.default, cap.kind,
+           minimum=1 if cap.whole else None, above=None if cap.whole else 0, help=cap.help)
+      for name, cap in HOST_CAPS.items()),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -171,6 +176,13 @@ class Settings:
     reward_group_scheme: str = "sparse"
     prices: Any = ""  # text or the file's [prices] table; veriscale.engine.prices.price_table reads it
     budget: str | None = None
+    zip_member_mb: float = 32.0  # these seven: veriscale.harness.host_caps
+    zip_file_mb: float = 128.0
+    zip_members: int = 10_000
+    view_timeout_s: float = 60.0
+    view_memory_mb: float = 2048.0
+    handback_max_files: int = 20_000
+    handback_max_depth: int = 64
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:

@@ -107,7 +107,8 @@ class ProxyService:
                       verify_s=round(total - sampled_s, 4), reason=_reason(how, selection, error))
         if selection is not None:
             record.update({k: selection[k] for k in ("ranking", "confidence", "reason", "tournament", "method",
-                                                     "usage", "best", "decided") if k in selection})
+                                                     "usage", "best", "decided", "notes", "injection",
+                                                     "injection_suspected") if k in selection})
             record["index"] = next(i for i, r in enumerate(valid) if r is winner)
             record["reason"] = _reason(how, selection, error)
         run.finish("ok", record)
@@ -120,7 +121,7 @@ class ProxyService:
         few = len(valid) <= 3  # every pair once is cheaper than PPT's ring plus pivots, which repeat pairs
         settings = SelectionSettings(method="round_robin" if few else "ppt", repeats=1 if few else None,
                                      k=min(self.settings.k, len(valid) - 1) or 1, criteria=self.settings.criteria,
-                                     adaptive=True)
+                                     adaptive=True, **self.settings.injection)
         verifier = settings.verifier(self.verifier_model, store=self.store)  # links to the current run
         candidates = [Candidate(id=f"candidate-{r.index}", text=reply_text(r.reply), metadata={"model": r.model})
                       for r in valid]

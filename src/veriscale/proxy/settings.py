@@ -15,6 +15,10 @@
     settings = proxy_settings(load_config(None))
     settings.candidates     # (("http://127.0.0.1:8001/v1#qwen", 3),)
 
+The pick's injection settings (``injection_detect``, ``injection_mitigation``,
+``injection_policy``) are the server's, resolved like every setting (flag, environment,
+``[injection]``): ``proxy_settings(cfg, injection={"injection_policy": "lose_ties"})``.
+
 Upstream keys come from the model URI's own environment variable (``OPENAI_API_KEY`` for
 ``openai:`` models, ``VERISCALE_API_KEY`` for HTTP URLs): the client's token authenticates
 to the proxy only and is never forwarded.
@@ -22,11 +26,12 @@ to the proxy only and is never forwarded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from veriscale.config import Config
 from veriscale.errors import UserError, setting
+from veriscale.verify.injection import check_policy
 
 _KNOWN = {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
           "progress": bool, "candidates": list, "max_tokens": int}
@@ -43,13 +48,19 @@ class ProxySettings:
     progress: bool = True
     max_tokens: int = 1024  # when the client gives none
     models: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the file's [models.NAME] endpoints, for candidate names
+    #: SelectionSettings keywords for the pick: injection_detect, injection_mitigation, injection_policy
+    injection: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_policy(self.injection.get("injection_policy", "none"))
 
     @property
     def n_total(self) -> int:
         return sum(n for _, n in self.candidates)
 
 
-def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | None = None) -> ProxySettings | None:
+def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | None = None,
+                   injection: Mapping[str, Any] | None = None) -> ProxySettings | None:
     """The ``[proxy]`` table, checked; None when there is none and no ``n`` is given.
 
     ``n`` (``veriscale serve --proxy-n N``) fans out N candidates of ``fallback_model`` when the
@@ -85,7 +96,8 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
                              criteria=table.get("criteria", "agent"), k=table.get("k", 2),
                              temperature=float(table.get("temperature", 0.8)),
                              timeout_s=float(table.get("timeout_s", 120.0)), progress=table.get("progress", True),
-                             max_tokens=table.get("max_tokens", 1024), models=tuple(cfg.models.items()))
+                             max_tokens=table.get("max_tokens", 1024), models=tuple(cfg.models.items()),
+                             injection=dict(injection or {}))
     if settings.k < 1 or settings.timeout_s <= 0 or not 0 <= settings.temperature <= 2:
         raise UserError(f"{where}: proxy.k must be >= 1, proxy.timeout_s > 0 and proxy.temperature in [0, 2]")
     return settings

@@ -5,7 +5,8 @@ and how it runs on the gateway, recording a store run like the CLI command of th
     result = run_job(job.kind, job.params, ctx)      # ctx: a jobs.JobContext
 
 Paths in params must lie under the server's ``--allow-dir`` roots (``ctx.path``); a job reads
-nothing else but the store.
+nothing else but the store. The injection settings (``injection_detect``, ``injection_mitigation``,
+``injection_policy``) are the server's, resolved like every setting (``ctx.injection``).
 """
 
 from __future__ import annotations
@@ -119,8 +120,9 @@ def _criteria(name: str, ctx: Any):
 def _verifier(params: ScoreParams | CompareParams, ctx: Any):
     from veriscale.verify.reward import Verifier
 
+    detect_and_mitigation = {k: v for k, v in ctx.injection.items() if k != "injection_policy"}
     return Verifier(ctx.model, store=ctx.store, scale=params.scale, criteria=_criteria(params.criteria, ctx),
-                    repeats=params.repeats, concurrency=ctx.concurrency)
+                    repeats=params.repeats, concurrency=ctx.concurrency, **detect_and_mitigation)
 
 
 def run_score(params: ScoreParams, ctx: Any) -> dict[str, Any]:
@@ -147,7 +149,8 @@ def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
     crits = _criteria(params.criteria or default_criteria(candidates), ctx)
     settings = SelectionSettings(method=params.method, k=params.k, repeats=params.repeats, adaptive=params.adaptive,
                                  min_confidence=params.min_confidence, seed=params.seed, scale=params.scale,
-                                 criteria=crits, budget=params.budget)
+                                 criteria=crits, budget=params.budget,
+                                 **ctx.injection)  # the server's injection settings
     verifier = settings.verifier(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
     plan = plan_selection(task, candidates, verifier=verifier, settings=settings)
     run_id = ctx.start_run("select", verifier.model.uri, {"paths": paths, "task": params.task, "method": params.method,

@@ -1,6 +1,7 @@
 """Jobs: submitted over REST, kept in the store's ``jobs`` table, run by worker threads.
 
-    runner = JobRunner(store, model, roots=(Path("/data"),), workers=1)
+    runner = JobRunner(store, model, roots=(Path("/data"),), workers=1,
+                       injection={"injection_policy": "exclude"})   # serve: the resolved injection settings
     runner.start()                       # unfinished jobs of an earlier server run are queued again
     job = runner.submit("select", {"paths": ["/data/pool.jsonl"]})
     runner.get(job["id"])["status"]      # queued | running | done | failed | cancelled
@@ -23,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from veriscale.cli.flags import cli_text
 from veriscale.engine.run_liveness import settle_dead_runs
@@ -34,6 +35,7 @@ from veriscale.errors import UserError, VeriscaleError, one_line
 from veriscale.harness.safe_fs import is_within
 from veriscale.server import job_kinds
 from veriscale.server.views import NotFound
+from veriscale.verify.injection import check_policy
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 UNFINISHED = ("queued", "running")
@@ -120,6 +122,8 @@ class JobContext:
     roots: tuple[Path, ...]
     cancelled: threading.Event
     concurrency: int = 4
+    #: SelectionSettings keywords: injection_detect, injection_mitigation, injection_policy (empty: defaults)
+    injection: Mapping[str, Any] = field(default_factory=dict)
     run: RunHandle | None = None
     runs: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # the job's run ends with it
     log: RunLog = field(init=False)
@@ -169,13 +173,15 @@ class JobRunner:
     """A queue of job ids and ``workers`` threads that run them one at a time each."""
 
     def __init__(self, store: Store, model: Any, *, roots: tuple[Path, ...] = (), workers: int = 1,
-                 concurrency: int = 4) -> None:
+                 concurrency: int = 4, injection: Mapping[str, Any] | None = None) -> None:
         self.store = store
         self.table = JobTable(store)
         self.model = model
         self.roots = tuple(Path(r).resolve() for r in roots)
         self.workers = workers
         self.concurrency = concurrency
+        self.injection = dict(injection or {})
+        check_policy(self.injection.get("injection_policy", "none"))
         self._queue: queue.Queue[int | None] = queue.Queue()
         self._cancel: dict[int, threading.Event] = {}
         self._threads: list[threading.Thread] = []
@@ -240,7 +246,8 @@ class JobRunner:
         job_id = job["id"]
         self.table.update(job_id, status="running", started_at=time.time(), attempts=job["attempts"] + 1,
                           error=None, run_id=None)
-        ctx = JobContext(job_id, self.store, self.model, self.roots, self._cancel[job_id], self.concurrency)
+        ctx = JobContext(job_id, self.store, self.model, self.roots, self._cancel[job_id], self.concurrency,
+                         self.injection)
         status, error, result = "done", None, None
         with ctx.runs:  # whatever escapes below still ends the job's run
             try:

@@ -28,16 +28,20 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from veriscale.harness.host_caps import CAPS
+from veriscale.harness.host_caps import current as current_caps
 from veriscale.harness.safe_fs import UnsafePath
 from veriscale.harness.safe_names import name_problem, shown_name
 from veriscale.harness.safe_write import make_dirs_beneath, make_plain_dir, remove_tree, write_beneath
 
 #: tar headers cost 512 bytes a member (+ PAX records): this much on top of the output cap.
 STREAM_SLACK_BYTES = 16 << 20
-#: The most files and folders a hand-back may carry; a folder with more is not kept at all.
-MAX_ENTRIES = 20_000
-#: The deepest folder a hand-back carries; what lies below it is left out (and reported).
-MAX_DEPTH = 64
+#: The most files and folders a hand-back may carry by default; a folder with more is not kept at all
+#: (the ``handback_max_files`` setting, ``$VERISCALE_HANDBACK_MAX_FILES``: veriscale.harness.host_caps).
+MAX_ENTRIES = CAPS["handback_max_files"].default
+#: The deepest folder a hand-back carries by default; what lies below it is left out (and reported)
+#: (the ``handback_max_depth`` setting, ``$VERISCALE_HANDBACK_MAX_DEPTH``).
+MAX_DEPTH = CAPS["handback_max_depth"].default
 _END_MARKER = b"\0" * (2 * tarfile.BLOCKSIZE)
 _SHOWN_CHARS = 160
 
@@ -88,11 +92,13 @@ def _shown(name: str) -> str:
 class HarvestReader:
     """Drains the harvest pipe in a thread into a spool file, stopping at the cap."""
 
-    def __init__(self, read_fd: int, cap_bytes: int, *, max_entries: int = MAX_ENTRIES,
-                 max_depth: int = MAX_DEPTH) -> None:
+    def __init__(self, read_fd: int, cap_bytes: int, *, max_entries: int | None = None,
+                 max_depth: int | None = None) -> None:
+        """``max_entries`` / ``max_depth`` None: the ``handback_max_files`` / ``handback_max_depth`` settings."""
+        caps = current_caps() if max_entries is None or max_depth is None else None
         self.cap_bytes = cap_bytes
-        self.max_entries = max_entries
-        self.max_depth = max_depth
+        self.max_entries = caps.handback_max_files if max_entries is None else max_entries
+        self.max_depth = caps.handback_max_depth if max_depth is None else max_depth
         self.limit = cap_bytes + STREAM_SLACK_BYTES
         self.received = 0
         self.over_cap = False
@@ -161,7 +167,8 @@ class HarvestReader:
                 members.append(member)
                 if len(members) > self.max_entries:
                     raise _Refused(f"the session's output folder holds more than {self.max_entries} files and "
-                                   "folders: nothing of it was kept; keep fewer files there")
+                                   "folders: nothing of it was kept; keep fewer files there (the cap is "
+                                   f"${CAPS['handback_max_files'].env})")
             self._spool.seek(tar.offset)
             if self._spool.read(len(_END_MARKER)) != _END_MARKER:
                 raise _Refused("the session's output stream was cut before its end: nothing of it was kept")

@@ -9,17 +9,13 @@ Every byte is counted as it is inflated; the sizes a zip's headers declare are n
     for chunk in Inflation("run.zip", limits).chunks(archive, info): ...
 
 A file over a cap raises :class:`ArchiveRefused`, a ``UserError`` whose one sentence names the
-file, the cap and the setting that raises it. Settings (environment, all optional):
-
-====================================  =======  ==================================================
-setting                               default  caps
-====================================  =======  ==================================================
-``VERISCALE_ZIP_MEMBER_MB``           32       bytes inflated from one zip member or pdf stream
-``VERISCALE_ZIP_FILE_MB``             128      bytes inflated from one file, all members together
-``VERISCALE_ZIP_MEMBERS``             10000    entries of one zip
-``VERISCALE_VIEW_TIMEOUT_S``          60       seconds one text view may take (see view_worker)
-``VERISCALE_VIEW_MEMORY_MB``          2048     address space a view may add (see view_worker)
-====================================  =======  ==================================================
+file, the cap and the setting that raises it. The caps are settings (a flag, an environment
+variable and a config-file key each; the table is in :mod:`veriscale.harness.host_caps`):
+``zip_member_mb`` (``VERISCALE_ZIP_MEMBER_MB``, 32: bytes inflated from one zip member or pdf
+stream), ``zip_file_mb`` (``VERISCALE_ZIP_FILE_MB``, 128: from one file, all members together),
+``zip_members`` (``VERISCALE_ZIP_MEMBERS``, 10000: entries of one zip), ``view_timeout_s``
+(``VERISCALE_VIEW_TIMEOUT_S``, 60: seconds one text view may take) and ``view_memory_mb``
+(``VERISCALE_VIEW_MEMORY_MB``, 2048: address space a view may add; both in view_worker).
 """
 
 from __future__ import annotations
@@ -36,20 +32,21 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from veriscale.errors import UserError
+from veriscale.harness import host_caps
 
 CHUNK = 1 << 16
 RAISE_IT = "raise that setting if the file is trusted"
 _MIB = 1 << 20
 
-#: setting name -> (ZipLimits field, multiplier from the setting's unit to the field's)
-ENV_SETTINGS = {
-    "VERISCALE_ZIP_MEMBER_MB": ("member_bytes", _MIB),
-    "VERISCALE_ZIP_FILE_MB": ("file_bytes", _MIB),
-    "VERISCALE_ZIP_MEMBERS": ("members", 1),
-    "VERISCALE_VIEW_TIMEOUT_S": ("view_seconds", 1),
-    "VERISCALE_VIEW_MEMORY_MB": ("view_memory_bytes", _MIB),
+#: ZipLimits field -> (its host cap, multiplier from the cap's unit to the field's)
+_CAP_OF = {
+    "member_bytes": ("zip_member_mb", _MIB),
+    "file_bytes": ("zip_file_mb", _MIB),
+    "members": ("zip_members", 1),
+    "view_seconds": ("view_timeout_s", 1),
+    "view_memory_bytes": ("view_memory_mb", _MIB),
 }
-_SETTING_OF = {field: name for name, (field, _unit) in ENV_SETTINGS.items()}
+_SETTING_OF = {field: host_caps.CAPS[cap].env for field, (cap, _unit) in _CAP_OF.items()}
 # Errors a damaged, encrypted or oddly compressed zip raises while it is read.
 ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError,
               ValueError, KeyError)
@@ -77,18 +74,12 @@ class ZipLimits:
 
     @classmethod
     def from_env(cls) -> "ZipLimits":
-        """The defaults with every ``VERISCALE_ZIP_*``/``VERISCALE_VIEW_*`` setting that is set."""
+        """The caps as set: the CLI's choice (flag or config file), else each ``VERISCALE_ZIP_*`` /
+        ``VERISCALE_VIEW_*`` environment variable, else the defaults (:func:`veriscale.harness.host_caps.current`)."""
+        caps = host_caps.current()
         values: dict[str, float | int] = {}
-        for name, (field, unit) in ENV_SETTINGS.items():
-            raw = os.environ.get(name, "").strip()
-            if not raw:
-                continue
-            try:
-                number = float(raw)
-            except ValueError:
-                number = -1.0
-            if not 0 < number < 1 << 40:
-                raise UserError(f"{name}={raw!r} is not a positive number: give one such as 64, or unset it")
+        for field, (cap, unit) in _CAP_OF.items():
+            number = getattr(caps, cap)
             values[field] = number * unit if field == "view_seconds" else max(1, round(number * unit))
         return cls(**values)  # type: ignore[arg-type]
 
