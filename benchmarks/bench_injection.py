@@ -255,7 +255,9 @@ def main() -> None:
         from tests.support.llama_server import MODEL_ID, start_llama_server, stop_llama_server
 
         proc, url = start_llama_server("--logits_all", "true", n_ctx=4096)
-        args.model = f"{url}#{MODEL_ID}"
+        # the completions endpoint with the GGUF's template prefills "Grade:" as the embedded path does;
+        # the chat endpoint cannot, and reads the label one position early (docs/RELIABILITY.md)
+        args.model = f"{url}?template=chatml#{MODEL_ID}"
     try:
         out = run(args)
     finally:
