@@ -75,6 +75,7 @@ FLAG_FOR: dict[str, str] = {
     "injection_detect": "--injection-detect",
     "injection_policy": "--injection-policy",
     "injection_mitigation": "--injection-mitigation",
+    "joint": "--joint",
 }
 
 
