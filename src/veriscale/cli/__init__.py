@@ -30,6 +30,7 @@ def main(
     injection_detect: Optional[str] = typer.Option(None, "--injection-detect", help="on or off: flag candidates whose text reads as an injection (injection_suspected with its span; config injection.detect)."),
     injection_policy: Optional[str] = typer.Option(None, "--injection-policy", help="What select does with a suspected candidate: none (default), lose_ties or exclude (config injection.policy)."),
     injection_mitigation: Optional[str] = typer.Option(None, "--injection-mitigation", help="How judge prompts resist injected text: none, neutralise, warn or both (config injection.mitigation)."),
+    joint: Optional[bool] = typer.Option(None, "--joint/--no-joint", help="Joint scoring: one model call reads every criterion's grade (and both responses of a pair), each at its own slot (config scoring.joint; $VERISCALE_JOINT)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
@@ -44,9 +45,13 @@ def main(
                                                "threads": threads, "max_input_mb": max_input_mb,
                                                "run_stale_s": run_stale_s, "injection_detect": injection_detect,
                                                "injection_policy": injection_policy,
-                                               "injection_mitigation": injection_mitigation})
+                                               "injection_mitigation": injection_mitigation,
+                                               "joint": joint})
         set_max_input_mb(resolved.chosen("max_input_mb"))  # the library reads the environment itself
         set_stale_after_s(resolved.chosen("run_stale_s"))
+        from veriscale.verify.joint import set_default_joint
+
+        set_default_joint(resolved.joint == "on")  # every Verifier this command builds (server, proxy too)
         if resolved.threads or "veriscale.models.embedded" in sys.modules:  # numpy only when needed
             from veriscale.models.embedded import set_default_threads
 

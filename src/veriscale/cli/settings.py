@@ -123,6 +123,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("injection_mitigation", "--injection-mitigation", "VERISCALE_INJECTION_MITIGATION", "injection.mitigation",
          str.strip, DEFAULT_MITIGATION, "a mitigation name", choices=MITIGATIONS,
          help="how judge prompts resist injected text: none, neutralise, warn or both"),
+    Spec("joint", "--joint", "VERISCALE_JOINT", "scoring.joint", _switch, "off", "on or off", choices=("on", "off"),
+         help="one model call reads every criterion's grade (and both responses of a pair), each at its own slot"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -147,6 +149,7 @@ class Settings:
     injection_detect: str = "on" if DETECT_BY_DEFAULT else "off"
     injection_policy: str = "none"
     injection_mitigation: str = DEFAULT_MITIGATION
+    joint: str = "off"
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:

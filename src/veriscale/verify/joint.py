@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from veriscale.engine.executor import CallOutcome, PlannedCall
 from veriscale.errors import UserError, setting
-from veriscale.verify.joint_prompts import joint_pairwise_request, joint_pointwise_request, joint_slots
-from veriscale.verify.results import ReadingTag
+
+if TYPE_CHECKING:  # the CLI's callback imports this module for set_default_joint: keep it light
+    from veriscale.engine.executor import CallOutcome, PlannedCall
+    from veriscale.verify.results import ReadingTag
 
 JOINT_ENV = "VERISCALE_JOINT"
 _default: bool | None = None
@@ -50,8 +51,12 @@ def supports(model: Any) -> bool:
     return bool(getattr(model, "supports_joint", False))
 
 
-def plan_score(v: Any, task: str, candidate: str, repeats: list) -> list[PlannedCall]:
+def plan_score(v: Any, task: str, candidate: str, repeats: list) -> list["PlannedCall"]:
     """One joint call per repeat reading every criterion of ``candidate``."""
+    from veriscale.engine.executor import PlannedCall
+    from veriscale.verify.joint_prompts import joint_pointwise_request, joint_slots
+    from veriscale.verify.results import ReadingTag
+
     crits = v.criteria.items
     calls = []
     for rep in repeats:
@@ -61,8 +66,12 @@ def plan_score(v: Any, task: str, candidate: str, repeats: list) -> list[Planned
     return calls
 
 
-def plan_compare(v: Any, task: str, a: str, b: str, repeats: list) -> list[PlannedCall]:
+def plan_compare(v: Any, task: str, a: str, b: str, repeats: list) -> list["PlannedCall"]:
     """One joint call per slot order reading every criterion of both responses."""
+    from veriscale.engine.executor import PlannedCall
+    from veriscale.verify.joint_prompts import joint_pairwise_request, joint_slots
+    from veriscale.verify.results import ReadingTag
+
     crits = v.criteria.items
     calls = []
     for rep in repeats:
@@ -80,13 +89,13 @@ def plan_compare(v: Any, task: str, a: str, b: str, repeats: list) -> list[Plann
 class JointTag:
     """A joint call's bookkeeping: the reading tag of each slot, and the texts to re-ask a slot alone."""
 
-    def __init__(self, slots: list[ReadingTag], texts: dict[str, str]) -> None:
+    def __init__(self, slots: list["ReadingTag"], texts: dict[str, str]) -> None:
         self.slots = slots
         self.texts = texts
 
 
-def split(outcomes: list[CallOutcome], read: Callable[[ReadingTag, dict | None, CallOutcome, bool], Any],
-          alone: Callable[[ReadingTag, dict[str, str]], PlannedCall]) -> tuple[list, list[PlannedCall], list[str]]:
+def split(outcomes: list["CallOutcome"], read: Callable[["ReadingTag", dict | None, "CallOutcome", bool], Any],
+          alone: Callable[["ReadingTag", dict[str, str]], "PlannedCall"]) -> tuple[list, list["PlannedCall"], list[str]]:
     """Readings of every joint slot that could be read, the separate calls for the rest, and notes.
 
     ``read(tag, slot_entry, outcome, first)`` makes a Reading (``slot_entry`` None: the call failed);
