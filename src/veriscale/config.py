@@ -111,7 +111,7 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "runs": {"stale_s": (int, float)},
     "redact": {"patterns": list, "enabled": bool},
     "injection": {"detect": str, "policy": str, "mitigation": str},
-    "scoring": {"joint": (bool, str)},
+    "scoring": {"joint": bool},
 }
 
 

@@ -13,6 +13,7 @@ default. Trainers that load a reward function by module path (veRL) get their ve
     model = "http://127.0.0.1:8000/v1#judge"     # or the name of a [models.NAME] table
     criteria = "general"
     mode = "group"                               # or "pointwise"
+    joint = true                                 # one call reads every criterion (default: off)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from veriscale.verify.reward import Verifier
 _lock = threading.Lock()
 _default: BatchRewarder | None = None
 
-_KNOWN = {"model": str, "criteria": str, "scale": str, "mode": str}
+_KNOWN = {"model": str, "criteria": str, "scale": str, "mode": str, "joint": bool}
 
 
 def reward_settings(cfg: Config | None = None) -> dict[str, Any]:
@@ -43,12 +44,14 @@ def reward_settings(cfg: Config | None = None) -> dict[str, Any]:
         if key not in _KNOWN:
             raise UserError(f"config file '{cfg.path}': [rewards] has no setting '{key}': use {', '.join(_KNOWN)}")
         if not isinstance(value, _KNOWN[key]):
-            raise UserError(f"config file '{cfg.path}': rewards.{key} must be text, not {value!r}: fix that line")
+            kind = "true or false" if _KNOWN[key] is bool else "text"
+            raise UserError(f"config file '{cfg.path}': rewards.{key} must be {kind}, not {value!r}: fix that line")
     return {
         "model": pick(env="VERISCALE_REWARD_MODEL", file=table.get("model"), default=cfg.model or "embedded"),
         "criteria": pick(env="VERISCALE_REWARD_CRITERIA", file=table.get("criteria"), default="general"),
         "scale": table.get("scale", "letters"),
         "mode": pick(env="VERISCALE_REWARD_MODE", file=table.get("mode"), default="group"),
+        "joint": table.get("joint"),  # None: the process default (veriscale.verify.joint.joint_default)
     }
 
 
@@ -61,6 +64,7 @@ def reward_verifier(model: str | None = None, *, criteria: str | None = None, sc
     backends = [load_backend(uri) for uri in uris]
     backend = backends[0] if len(backends) == 1 else EndpointPool(backends, concurrency=cfg.gateway.concurrency)
     settings.setdefault("concurrency", cfg.gateway.concurrency)
+    settings.setdefault("joint", base["joint"])
     return Verifier(backend, criteria=criteria or base["criteria"], scale=scale or base["scale"], **settings)
 
 
