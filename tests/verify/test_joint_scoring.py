@@ -141,3 +141,12 @@ def test_joint_default_reads_the_environment(monkeypatch):
     monkeypatch.setenv(joint_scoring.JOINT_ENV, "maybe")
     with pytest.raises(UserError, match="VERISCALE_JOINT='maybe' is not on or off"):
         joint_scoring.joint_default()
+
+
+def test_a_single_criterion_joint_score_is_read_from_the_one_slot_reply(tmp_path):
+    model = ScriptedScoreModel()
+    v = Verifier(model, store=Store.open(tmp_path / "s.sqlite3"), criteria="general", joint=True)
+    v.criteria = v.criteria.only(["Correctness"])
+    res = v.score(TASK, "GOOD answer")
+    assert res.usage.model_calls == 1 and not res.notes
+    assert "Reply in exactly this format" in model.calls[0].messages[-1].content

@@ -107,6 +107,9 @@ def split(outcomes: list["CallOutcome"], read: Callable[["ReadingTag", dict | No
             readings += [read(t, None, o, i == 0) for i, t in enumerate(tag.slots)]
             continue
         got = o.response.slots
+        if not got and len(tag.slots) == 1:  # one criterion, pointwise: an ordinary one-slot reply
+            resp = o.response
+            got = [{"label_probs": resp.label_probs, "label_mass": resp.label_mass, "unseen_mass": resp.unseen_mass}]
         for i, t in enumerate(tag.slots):
             entry = got[i] if i < len(got) else None
             problem = _problem(entry)
