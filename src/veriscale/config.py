@@ -108,7 +108,8 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "gateway": {"concurrency": int, "rpm": int, "tpm": int, "deadline_s": (int, float), "routing": str},
     "embedded": {"threads": int},
     "inputs": {"max_mb": (int, float)},
-    "rewards": {"model": str, "criteria": str, "scale": str, "mode": str, "group_scheme": str},
+    "rewards": {"model": str, "criteria": str, "scale": str, "mode": str, "group_scheme": str,
+                "joint": bool},
     "runs": {"stale_s": (int, float)},
     "redact": {"patterns": list, "enabled": bool},
     "injection": {"detect": str, "policy": str, "mitigation": str},
@@ -116,6 +117,7 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "zip": {"member_mb": (int, float), "file_mb": (int, float), "members": int},  # veriscale.harness.host_caps
     "view": {"timeout_s": (int, float), "memory_mb": (int, float)},
     "handback": {"max_files": int, "max_depth": int},
+    "scoring": {"joint": bool},
 }
 
 

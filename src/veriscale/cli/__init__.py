@@ -37,6 +37,7 @@ def main(
     view_memory_mb: Optional[float] = typer.Option(None, "--view-memory-mb", help="MiB of address space the text-view worker may add (config view.memory_mb; default 2048)."),
     handback_max_files: Optional[int] = typer.Option(None, "--handback-max-files", help="Files and folders a session's hand-back may carry (config handback.max_files; default 20000)."),
     handback_max_depth: Optional[int] = typer.Option(None, "--handback-max-depth", help="Folder depth a session's hand-back keeps (config handback.max_depth; default 64)."),
+    joint: Optional[bool] = typer.Option(None, "--joint/--no-joint", help="Joint scoring: one model call reads every criterion's grade (and both responses of a pair), each at its own slot (config scoring.joint; $VERISCALE_JOINT)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
@@ -57,10 +58,13 @@ def main(
                                                "run_stale_s": run_stale_s, "injection_detect": injection_detect,
                                                "injection_policy": injection_policy,
                                                "injection_mitigation": injection_mitigation,
-                                               **caps})
+                                               "joint": joint, **caps})
         set_max_input_mb(resolved.chosen("max_input_mb"))  # the library reads the environment itself
         set_stale_after_s(resolved.chosen("run_stale_s"))
         host_caps.choose({name: resolved.chosen(name) for name in host_caps.CAPS})  # the library reads $VERISCALE_*
+        from veriscale.verify.joint import set_default_joint
+
+        set_default_joint(resolved.joint == "on")  # every Verifier this command builds (server, proxy too)
         if resolved.threads or "veriscale.models.embedded" in sys.modules:  # numpy only when needed
             from veriscale.models.embedded import set_default_threads
 

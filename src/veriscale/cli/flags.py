@@ -85,6 +85,7 @@ FLAG_FOR: dict[str, str] = {
     "view_memory_mb": "--view-memory-mb",
     "handback_max_files": "--handback-max-files",
     "handback_max_depth": "--handback-max-depth",
+    "joint": "--joint",
 }
 
 

@@ -149,6 +149,8 @@ SPECS: tuple[Spec, ...] = (
     *(Spec(name, "--" + name.replace("_", "-"), cap.env, cap.file, cap.parse, cap.default, cap.kind,
            minimum=1 if cap.whole else None, above=None if cap.whole else 0, help=cap.help)
       for name, cap in HOST_CAPS.items()),
+    Spec("joint", "--joint", "VERISCALE_JOINT", "scoring.joint", _switch, "off", "on or off", choices=("on", "off"),
+         help="one model call reads every criterion's grade (and both responses of a pair), each at its own slot"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -183,6 +185,7 @@ class Settings:
     view_memory_mb: float = 2048.0
     handback_max_files: int = 20_000
     handback_max_depth: int = 64
+    joint: str = "off"
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:

@@ -8,6 +8,14 @@ slot, the labels) and answers with the probability of every label at that slot::
                                       prefill="Grade:", labels=("A", "B")))
     resp.label_probs   # {"A": 0.7, "B": 0.3}, renormalised over the labels
     resp.label_mass    # how much of the raw next-token probability fell on the labels
+
+A joint request reads several slots in one call: ``joint`` holds the header text of each further
+slot (the prefill ends at the first slot's header), and the reply's ``slots`` has one entry per
+slot, in order (``slots[0]`` mirrors the top-level fields)::
+
+    req = ScoreRequest(messages=msgs, prefill="Correctness:", labels=("A", "B"), joint=("\nOutput:",))
+    backend.score(req).slots   # [{"label_probs": ..., "label_mass": ..., "unseen_mass": ...,
+                               #   "written": "A", "problem": None}, {...}]
 """
 
 from __future__ import annotations
@@ -34,9 +42,19 @@ class ScoreRequest:
     max_reasoning_tokens: int = 256
     temperature: float = 0.0
     seed: int | None = None
+    #: header text of each further slot of a joint request (empty: one slot, the ordinary request)
+    joint: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The request as its cache key sees it (``joint`` only when set, so a one-slot request keeps
+        the key it always had)."""
+        d = asdict(self)
+        if not self.joint:
+            del d["joint"]
+        return d
+
+    def slot_count(self) -> int:
+        return 1 + len(self.joint)
 
 
 @dataclass
@@ -54,6 +72,9 @@ class ScoreResponse:
     cached_prompt_tokens: int | None = None  # of the prompt, served from the server's cache; None: it did not say
     top_tokens: list[tuple[str, float]] = field(default_factory=list)  # what the model preferred
     system_fingerprint: str = ""  # the weights/backend identity the reply named, if any (veriscale.models.weights)
+    #: a joint request's slots in order: label_probs, label_mass, unseen_mass, written (the grade text
+    #: the model wrote or was given before the next header) and problem (why it is unreadable, or None)
+    slots: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,7 +83,15 @@ class ScoreResponse:
     def from_dict(cls, d: dict[str, Any]) -> "ScoreResponse":
         d = dict(d)
         d["top_tokens"] = [tuple(t) for t in d.get("top_tokens", [])]
+        d["slots"] = [dict(x) for x in d.get("slots") or []]
         return cls(**d)
+
+
+def slot_entry(label_probs: dict[str, float], label_mass: float, unseen_mass: float = 0.0,
+               written: str = "", problem: str | None = None) -> dict[str, Any]:
+    """One entry of ``ScoreResponse.slots``."""
+    return {"label_probs": dict(label_probs), "label_mass": float(label_mass), "unseen_mass": float(unseen_mass),
+            "written": written, "problem": problem}
 
 
 @dataclass

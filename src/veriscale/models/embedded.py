@@ -3,7 +3,10 @@
 Exact label probabilities come from the full next-token distribution at the score slot (a
 softmax over every logit, no top-k cut). The chat template is applied here and the assistant
 turn is prefilled up to the slot. The KV cache keeps the longest shared token prefix between
-calls, so C criteria and both slots of a pair re-process only their differing suffix::
+calls, so C criteria and both slots of a pair re-process only their differing suffix. A joint
+request (``ScoreRequest.joint``) is read slot by slot, teacher-forced: after each slot's full
+distribution is read, its most likely label and the next header are appended and only those
+few tokens are evaluated (the KV cache holds the rest), so every slot is exact::
 
     model = EmbeddedModel.default()
     resp = model.score(request)        # ScoreResponse with label_probs, label_mass, tokens
@@ -33,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from veriscale.errors import UserError, setting, worded
-from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse
+from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse, slot_entry
 from veriscale.models.cancel import in_worker, stopped
 from veriscale.models.chat_template import detect_template, render_chat
 
@@ -120,10 +123,18 @@ def file_sha256(path: str, size: int, mtime_ns: int) -> str:
     return known[entry]
 
 
+def _slot(raw: dict[str, float], written: str) -> dict[str, Any]:
+    """A slot entry from raw label probabilities (renormalised over the labels)."""
+    mass = sum(raw.values())
+    return slot_entry({lab: (p / mass if mass > 0 else 0.0) for lab, p in raw.items()}, mass, 0.0, written,
+                      None if mass > 0 else "no probability on any score label")
+
+
 class EmbeddedModel:
     """A GGUF chat model run with llama-cpp-python; one instance per file per process."""
 
     is_embedded = True
+    supports_joint = True  # reads a joint request slot by slot (teacher-forced)
 
     def __init__(self, gguf: Path, n_ctx: int = DEFAULT_N_CTX, template: str | None = None,
                  threads: int | None = None) -> None:
@@ -148,6 +159,7 @@ class EmbeddedModel:
         self._vocab_text: list[str] | None = None
         self.tokens_processed = 0  # prompt tokens actually evaluated (for benchmarks)
         self.reuse_prefix = True
+        self.joint_written_rank = 0  # which label a joint request writes before its next header (0: argmax)
 
     @classmethod
     def load(cls, gguf: Path | None = None, *, threads: int | None = None, n_ctx: int | None = None) -> "EmbeddedModel":
@@ -359,21 +371,41 @@ class EmbeddedModel:
                 prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}"
             else:
                 prefill = request.prefill
-            prompt = render_chat(self.template, request.messages, prefill)
-            tokens = self._tokenize_prompt(prompt)
-            evaluated += self._eval_prompt(tokens, stop)
-            probs = self._softmax(self._last_logits())
-            raw = self._label_probs(probs, request.labels)
-            evaluated += self._add_after_whitespace(tokens, probs, raw, request.labels, stop)
+            raw, probs, tokens, done = self._read_slot(request, prefill, stop)
+            evaluated += done
             top_ids = np.argsort(probs)[::-1][:5]
             top = [(self._vocab()[i], float(probs[i])) for i in top_ids]
-        mass = sum(raw.values())
-        dist = {lab: (p / mass if mass > 0 else 0.0) for lab, p in raw.items()}
+            slots = []
+            for header in request.joint:  # teacher-forced: the written grade, the next header, read again
+                written = self._written(raw)
+                slots.append(_slot(raw, written))
+                prefill += f" {written}{header}"
+                raw, _, tokens, done = self._read_slot(request, prefill, stop)
+                evaluated += done
+            if request.joint:
+                slots.append(_slot(raw, self._written(raw)))
+        first = slots[0] if slots else _slot(raw, "")
         return ScoreResponse(
-            label_probs=dist, label_mass=mass, unseen_mass=0.0, reasoning=reasoning,
+            label_probs=first["label_probs"], label_mass=first["label_mass"], unseen_mass=0.0, reasoning=reasoning,
             prompt_tokens=evaluated, prompt_tokens_total=len(tokens), completion_tokens=completion,
-            latency_s=time.perf_counter() - start, top_tokens=top,
+            latency_s=time.perf_counter() - start, top_tokens=top, slots=slots,
         )
+
+    def _read_slot(self, request: ScoreRequest, prefill: str, stop: Any) -> tuple[dict[str, float], np.ndarray, list[int], int]:
+        """The raw label probabilities at the end of ``prefill`` (KV prefix reused), the full next-token
+        distribution, the prompt's tokens and how many were evaluated."""
+        tokens = self._tokenize_prompt(render_chat(self.template, request.messages, prefill))
+        evaluated = self._eval_prompt(tokens, stop)
+        probs = self._softmax(self._last_logits())
+        raw = self._label_probs(probs, request.labels)
+        evaluated += self._add_after_whitespace(tokens, probs, raw, request.labels, stop)
+        return raw, probs, tokens, evaluated
+
+    def _written(self, raw: dict[str, float]) -> str:
+        """The grade written before a joint request's next header: the most likely label
+        (``joint_written_rank`` 1: the runner-up, to measure how much later slots depend on it)."""
+        ranked = sorted(raw, key=lambda lab: -raw[lab])
+        return ranked[min(self.joint_written_rank, len(ranked) - 1)]
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:

@@ -1,4 +1,4 @@
-"""Parse the first generated position's top logprobs from OpenAI-style responses.
+"""Parse top logprobs from OpenAI-style responses: the first generated position, or every one.
 
 Two shapes exist and both are accepted:
 
@@ -7,6 +7,12 @@ Two shapes exist and both are accepted:
 
     top = first_position_top(response_json)      # [("A", 0.61), (" B", 0.2), ...]
     label_distribution(top, ("A", "B"))          # (probs, label_mass, unseen_mass)
+
+A joint reply is one generation with logprobs at every position: ``generated_positions`` reads
+both shapes, ``joint_slot_tops`` finds each slot header in the generated text and returns the
+top logprobs of the token right after it::
+
+    joint_slot_tops(generated_positions(payload), ["Correctness:", "\nOutput:"], first_at_start=True)
 """
 
 from __future__ import annotations
@@ -84,3 +90,66 @@ def label_distribution(top: list[tuple[str, float]], labels: tuple[str, ...]
     mass = sum(raw.values())
     probs = {lab: (p / mass if mass > 0 else 0.0) for lab, p in raw.items()}
     return probs, min(mass, 1.0), max(0.0, 1.0 - seen)
+
+
+def generated_positions(payload: dict[str, Any]) -> list[tuple[str, list[tuple[str, float]]]]:
+    """Every generated position as ``(token text, top (token, probability) pairs)``, in order.
+
+    Chat shape: ``logprobs.content[i] = {token, logprob, top_logprobs}``; legacy completions:
+    ``logprobs.tokens[i]`` with ``logprobs.top_logprobs[i] = {token: logprob}``."""
+    try:
+        choice = payload["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        raise MalformedLogprobs("response has no choices") from None
+    lp = choice.get("logprobs") if isinstance(choice, dict) else None
+    if lp is None:
+        raise NoLogprobs()
+    if not isinstance(lp, dict):
+        raise MalformedLogprobs("logprobs is not an object")
+    if isinstance(lp.get("content"), list):
+        return [(str(item.get("token", "")) if isinstance(item, dict) else "",
+                 _entries_from_content([item]) if isinstance(item, dict) else []) for item in lp["content"]]
+    tops, tokens = lp.get("top_logprobs"), lp.get("tokens")
+    if not isinstance(tops, list):
+        raise NoLogprobs()
+    if not isinstance(tokens, list) or len(tokens) != len(tops):
+        raise MalformedLogprobs("logprobs.tokens does not match logprobs.top_logprobs")
+    return [(str(tok), [(str(t), _prob(v)) for t, v in (top or {}).items()] if isinstance(top, dict) else [])
+            for tok, top in zip(tokens, tops)]
+
+
+def joint_slot_tops(positions: list[tuple[str, list[tuple[str, float]]]], headers: list[str], *,
+                    first_at_start: bool) -> list[tuple[list[tuple[str, float]] | None, str, str | None]]:
+    """For each slot header (in order) the top pairs of the token right after it in the generated
+    text, the token written there, and why it cannot be read (None when it can).
+
+    ``first_at_start``: the prompt already ended at the first header (a prefilled completion), so
+    the first slot is the first generated position; otherwise every header is searched for. A
+    header the text never reaches, or that runs into the next token (no token starts right after
+    it), is unreadable."""
+    starts, text = [], ""
+    for tok, _ in positions:
+        starts.append(len(text))
+        text += tok
+    at = {start: i for i, start in reversed(list(enumerate(starts)))}
+    out: list[tuple[list[tuple[str, float]] | None, str, str | None]] = []
+    cursor = 0
+    for n, header in enumerate(headers):
+        if n == 0 and first_at_start:
+            end = 0
+        else:
+            key = header.strip().split("\n")[-1].strip()
+            found = text.find(key, cursor)
+            if found < 0:
+                out.append((None, "", "the joint reply never wrote its header"))
+                continue
+            end = found + len(key)
+        i = at.get(end)
+        cursor = end
+        if i is None:
+            problem = ("the joint reply ended at its header" if end >= len(text)
+                       else "the joint reply ran its header into the grade (no token starts after it)")
+            out.append((None, "", problem))
+            continue
+        out.append((positions[i][1], positions[i][0].strip(), None))
+    return out

@@ -13,6 +13,11 @@ slot: it is that call's failure, not the run's. ``ascore``/``achat``/``amodel_id
 ``afingerprint``/``asingle_token_labels`` are the same calls over an ``httpx.AsyncClient`` for
 the gateway's event loop (cancelling one cancels its request); one implementation serves both.
 
+A joint request (``ScoreRequest.joint``) is one generation with logprobs at every position; the
+generated text is searched for each slot header and the token right after it is read (a slot
+the reply never reaches or writes off format comes back with its ``problem``; the Verifier asks
+it alone).
+
 What the server says about itself (the ids it serves, its context, its weights, its tokenizer) is
 asked once, by ``veriscale.models.server_info``; a model id it does not list is a UserError. A
 prompt the server refuses as too long teaches the backend its context (``context_size()``) and
@@ -49,10 +54,17 @@ from tenacity import (
 )
 
 from veriscale.errors import ModelCallError, UserError, setting
-from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync
+from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync, slot_entry
 from veriscale.models.chat_template import TEMPLATES, render_chat
 from veriscale.models.context import estimate_tokens, overflow_error, read_overflow
-from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
+from veriscale.models.logprobs import (
+    MalformedLogprobs,
+    NoLogprobs,
+    first_position_top,
+    generated_positions,
+    joint_slot_tops,
+    label_distribution,
+)
 from veriscale.models.reply_usage import reply_usage
 from veriscale.models.server_info import ServerProbe
 
@@ -61,6 +73,8 @@ API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
 MAX_RETRY_AFTER_S = 60.0
 #: The most top_logprobs an off-format retry asks for (api.openai.com allows at most 20).
 MAX_TOP_LOGPROBS = 100
+#: generated tokens a joint reply may spend per slot beyond its header (the grade, a newline, slack)
+JOINT_TOKENS_PER_SLOT = 4
 Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 Get = Callable[[str, float], Awaitable[httpx.Response]]
 
@@ -97,6 +111,7 @@ class OpenAICompatModel:
     """One model on one OpenAI-compatible server."""
 
     is_embedded = False
+    supports_joint = True  # one generation with logprobs at every position (``_score_joint``)
 
     def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                  template: str | None = None, endpoint: str = "auto", top_logprobs: int = 20,
@@ -353,6 +368,8 @@ class OpenAICompatModel:
         return await self._score(request, self._apost)
 
     async def _score(self, request: ScoreRequest, post: Post) -> ScoreResponse:
+        if request.joint and not request.reasoning:
+            return await self._score_joint(request, post)
         start = time.perf_counter()
         reasoning, completion = ("", 0)
         if request.reasoning:
@@ -389,6 +406,46 @@ class OpenAICompatModel:
             latency_s=time.perf_counter() - start, top_tokens=sorted(top, key=lambda t: -t[1])[:5],
             system_fingerprint=str(data.get("system_fingerprint") or ""),
         )
+
+    async def _score_joint(self, request: ScoreRequest, post: Post) -> ScoreResponse:
+        """One generation with logprobs at every position; each slot read right after its header."""
+        start = time.perf_counter()
+        headers = [request.prefill, *request.joint]
+        budget = JOINT_TOKENS_PER_SLOT * len(headers) + sum(len(h) for h in headers) // 2
+        if self.endpoint == "completions":
+            body = {"model": await self._ident(post), "prompt": render_chat(self.template, request.messages, request.prefill),
+                    "max_tokens": budget, "temperature": 0.0, "logprobs": self.top_logprobs}
+            data = await post("/completions", body)
+        else:
+            msgs = [{"role": m.role, "content": m.content} for m in request.messages]
+            body = {"model": await self._ident(post), "messages": msgs, "max_tokens": budget + len(request.prefill) // 2,
+                    "temperature": 0.0, "logprobs": True, "top_logprobs": self.top_logprobs}
+            data = await post("/chat/completions", body)
+        try:
+            positions = generated_positions(data)
+        except NoLogprobs:
+            raise ModelCallError(
+                f"{self.display_name} returned no logprobs in its joint reply: use a server started with logprobs "
+                f"enabled, or score without {setting('joint')}") from None
+        except MalformedLogprobs as exc:  # unreadable as a whole: every slot is re-asked alone
+            positions, why = [], f"the joint reply's logprobs are malformed ({exc})"
+        else:
+            why = None
+        slots = []
+        for top, written, problem in (joint_slot_tops(positions, headers, first_at_start=self.endpoint == "completions")
+                                      if positions else [(None, "", why or "the joint reply is empty")] * len(headers)):
+            if top is None:
+                slots.append(slot_entry({lab: 0.0 for lab in request.labels}, 0.0, 1.0, "", problem))
+                continue
+            probs, mass, unseen = label_distribution(top, request.labels)
+            slots.append(slot_entry(probs, mass, unseen, written,
+                                    None if mass > 0 else f"the joint reply wrote {written!r} there, not a score label"))
+        usage = data.get("usage") or {}
+        return ScoreResponse(
+            label_probs=slots[0]["label_probs"], label_mass=slots[0]["label_mass"], unseen_mass=slots[0]["unseen_mass"],
+            prompt_tokens=int(usage.get("prompt_tokens", 0)), prompt_tokens_total=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)), latency_s=time.perf_counter() - start,
+            system_fingerprint=str(data.get("system_fingerprint") or ""), slots=slots)
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:

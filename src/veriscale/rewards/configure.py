@@ -15,6 +15,7 @@ then the file's ``model`` and the defaults (embedded; ``group_scheme`` is the
     criteria = "general"
     mode = "group"                               # or "pointwise"
     group_scheme = "sparse"                      # or "round_robin" (every pair)
+    joint = true                                 # one call reads every criterion (default: off)
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def reward_settings(cfg: Config | None = None) -> dict[str, Any]:
         "scale": table.get("scale", "letters"),
         "mode": pick(env="VERISCALE_REWARD_MODE", file=table.get("mode"), default="group"),
         "group_scheme": resolve(cfg).reward_group_scheme,
+        "joint": table.get("joint"),  # None: the process default (veriscale.verify.joint.joint_default)
     }
 
 
@@ -58,6 +60,7 @@ def reward_verifier(model: str | None = None, *, criteria: str | None = None, sc
     backends = [load_backend(uri) for uri in uris]
     backend = backends[0] if len(backends) == 1 else EndpointPool(backends, concurrency=cfg.gateway.concurrency)
     settings.setdefault("concurrency", cfg.gateway.concurrency)
+    settings.setdefault("joint", base["joint"])
     return Verifier(backend, criteria=criteria or base["criteria"], scale=scale or base["scale"], **settings)
 
 

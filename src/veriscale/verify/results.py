@@ -16,6 +16,18 @@ from veriscale.engine.executor import Usage
 LOW_LABEL_MASS = 0.5  # below this the model mostly did not answer in the scale's format
 
 
+@dataclass(frozen=True)
+class ReadingTag:
+    """What a planned call's slot reads: criterion, repeat, candidate, slot, slot order, seed."""
+
+    criterion: str
+    repeat: int
+    candidate: str
+    slot: str | None
+    order: str | None
+    seed: int | None
+
+
 @dataclass
 class Reading:
     """One score slot read once: one criterion, one repeat, one candidate."""

@@ -15,7 +15,6 @@ collapses (pointwise to 1, pairwise to 2, without sampled reasoning) is the one 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Callable
 
 from scipy.special import expit
@@ -28,22 +27,13 @@ from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ModelBackend
 from veriscale.verify import calibration
 from veriscale.verify import injection as injection_signal
+from veriscale.verify import joint as joint_scoring
 from veriscale.verify.criteria import CriteriaSet, load_criteria
 from veriscale.verify.prompts import PROMPT_VERSION, pairwise_request, pointwise_request
 from veriscale.verify.repeats import Repeat, distinct_repeats, repeat
 from veriscale.verify.resist import DEFAULT_MITIGATION, check_mitigation
-from veriscale.verify.results import CompareResult, Reading, ScoreResult, VerdictBase, mean, summarise_criterion
+from veriscale.verify.results import CompareResult, Reading, ReadingTag as _Tag, ScoreResult, VerdictBase, mean, summarise_criterion
 from veriscale.verify.scale import Scale, parse_scale
-
-
-@dataclass(frozen=True)
-class _Tag:
-    criterion: str
-    repeat: int
-    candidate: str
-    slot: str | None
-    order: str | None
-    seed: int | None
 
 
 def sigmoid(x: float) -> float:
@@ -63,7 +53,8 @@ class Verifier:
                  seed: int = 0, tau: float | None = None, refresh: bool = False,
                  max_calls: int | None = None, concurrency: int = 4,
                  on_call: Callable[[CallOutcome], None] | None = None,
-                 injection_detect: bool | None = None, injection_mitigation: str | None = None) -> None:
+                 injection_detect: bool | None = None, injection_mitigation: str | None = None,
+                 joint: bool | None = None) -> None:
         if repeats is not None and repeats < 1:
             raise UserError(f"{setting('repeats')} {repeats} is not allowed: use 1 or more")
         self.model = model
@@ -77,6 +68,8 @@ class Verifier:
         self.injection_detect = injection_signal.DETECT_BY_DEFAULT if injection_detect is None else bool(injection_detect)
         self.injection_mitigation = check_mitigation(injection_mitigation or DEFAULT_MITIGATION)
         self._tau = tau
+        #: one call reads every criterion (``verify.joint``; None: ``joint_default()``, off unless set)
+        self.joint = joint_scoring.joint_default() if joint is None else bool(joint)
         self.executor = CallExecutor(model, store, prompt_version=PROMPT_VERSION, refresh=refresh,
                                      max_calls=max_calls, concurrency=concurrency, on_done=on_call)
         self._labels_checked = False
@@ -149,18 +142,44 @@ class Verifier:
                 f"{self.model.display_name}'s {context:,}-token context (no token holds more than "
                 f"{MAX_CHARS_PER_TOKEN} characters); shorten it to its answer, or use a model with a larger context")
 
+    def _joint_now(self, notes: list[str]) -> bool:
+        """Whether this verdict is scored jointly (a note says why not when joint was asked for)."""
+        if not self.joint:
+            return False
+        if self.reasoning:
+            notes.append(worded(f"{setting('joint')} scoring is not used with {setting('reasoning')}: "
+                                "each criterion was scored separately"))
+            return False
+        if not joint_scoring.supports(self.model):
+            notes.append(f"{self.model.display_name} does not read joint replies: each criterion was scored separately")
+            return False
+        return True
+
     def plan_score(self, task: str, candidate: str) -> tuple[list[PlannedCall], list[str]]:
         _require_text(task, "task")
         _require_text(candidate, "candidate")
         self._require_fits({"task": task, "candidate": candidate})
         repeats, notes = self._repeats(pairwise=False)
+        if self._joint_now(notes):
+            return joint_scoring.plan_score(self, task, candidate, repeats), notes
         calls = []
         for rep in repeats:
             for crit in self.criteria.items:
-                req = pointwise_request(task, candidate, crit, self.criteria.note, self.scale,
-                                        reasoning=self.reasoning, seed=rep.seed, mitigation=self.injection_mitigation)
-                calls.append(PlannedCall(req, _Tag(crit.name, rep.index, "candidate", None, None, rep.seed)))
+                calls.append(self._alone(_Tag(crit.name, rep.index, "candidate", None, None, rep.seed),
+                                         {"task": task, "candidate": candidate}))
         return calls, notes
+
+    def _alone(self, tag: _Tag, texts: dict[str, str]) -> PlannedCall:
+        """The ordinary one-slot call for ``tag`` (``texts``: task and candidate, or task, first and second)."""
+        crit = next(c for c in self.criteria.items if c.name == tag.criterion)
+        if tag.slot is None:
+            req = pointwise_request(texts["task"], texts["candidate"], crit, self.criteria.note, self.scale,
+                                    reasoning=self.reasoning, seed=tag.seed, mitigation=self.injection_mitigation)
+        else:
+            req = pairwise_request(texts["task"], texts["first"], texts["second"], crit, self.criteria.note,
+                                   self.scale, target=tag.slot, reasoning=self.reasoning, seed=tag.seed,
+                                   mitigation=self.injection_mitigation)
+        return PlannedCall(req, tag)
 
     def plan_compare(self, task: str, a: str, b: str, only_repeat: int | None = None
                      ) -> tuple[list[PlannedCall], list[str]]:
@@ -172,16 +191,16 @@ class Verifier:
             repeats, notes = self._repeats(pairwise=True)
         else:  # one repeat of a tournament
             repeats, notes = [repeat(only_repeat, pairwise=True, reasoning=self.reasoning, seed=self.seed)], []
+        if self._joint_now(notes):
+            return joint_scoring.plan_compare(self, task, a, b, repeats), notes
         calls = []
         for rep in repeats:
             first, second = (a, b) if rep.order == "AB" else (b, a)
             for crit in self.criteria.items:  # criteria share the prefix up to the criterion
                 for slot in ("A", "B"):
                     who = ("a" if slot == "A" else "b") if rep.order == "AB" else ("b" if slot == "A" else "a")
-                    req = pairwise_request(task, first, second, crit, self.criteria.note, self.scale,
-                                           target=slot, reasoning=self.reasoning, seed=rep.seed,
-                                           mitigation=self.injection_mitigation)
-                    calls.append(PlannedCall(req, _Tag(crit.name, rep.index, who, slot, rep.order, rep.seed)))
+                    calls.append(self._alone(_Tag(crit.name, rep.index, who, slot, rep.order, rep.seed),
+                                             {"task": task, "first": first, "second": second}))
         return calls, notes
 
     def estimate_score(self, task: str, candidate: str) -> Estimate:
@@ -192,33 +211,41 @@ class Verifier:
 
     # -- running -------------------------------------------------------------------------
     def _readings(self, outcomes: list[CallOutcome]) -> list[Reading]:
-        readings = []
-        for o in outcomes:
-            t: _Tag = o.call.tag
-            resp = o.response
-            if resp is None:
-                readings.append(Reading(t.criterion, t.repeat, t.candidate, t.slot, t.order, {}, 0.0, 0.0,
-                                        None, seed=t.seed, error=o.error, call_key=o.call.key))
-                continue
-            error = None
-            value = None
-            if resp.label_mass > 0:
-                value = (self.scale.argmax_value(resp.label_probs) if self.discrete
-                         else self.scale.expectation(resp.label_probs))
-            else:
-                error = "no probability on any score label (the model answered off-format)"
-            readings.append(Reading(
-                t.criterion, t.repeat, t.candidate, t.slot, t.order, resp.label_probs, resp.label_mass,
-                resp.unseen_mass, value, resp.prompt_tokens, resp.prompt_tokens_total,
-                resp.completion_tokens, resp.latency_s, o.cache_hit, t.seed, resp.reasoning, error, o.call.key,
-            ))
-        return readings
+        """One Reading per slot of one-slot calls (joint calls: :meth:`_joint_readings`)."""
+        return [self._reading(o.call.tag, None if o.response is None else vars(o.response), o, True)
+                for o in outcomes]
+
+    def _reading(self, t: _Tag, slot: dict | None, o: CallOutcome, first: bool) -> Reading:
+        """A Reading of one slot (``slot``: label_probs, label_mass, unseen_mass; None when the call
+        failed); the call's tokens, time and reasoning go on its ``first`` slot only, so sums stay true."""
+        if slot is None:
+            return Reading(t.criterion, t.repeat, t.candidate, t.slot, t.order, {}, 0.0, 0.0,
+                           None, seed=t.seed, error=o.error, call_key=o.call.key)
+        resp = o.response
+        error = None
+        value = None
+        if slot["label_mass"] > 0:
+            value = (self.scale.argmax_value(slot["label_probs"]) if self.discrete
+                     else self.scale.expectation(slot["label_probs"]))
+        else:
+            error = "no probability on any score label (the model answered off-format)"
+        cost = (resp.prompt_tokens, resp.prompt_tokens_total, resp.completion_tokens, resp.latency_s) if first else (0, 0, 0, 0.0)
+        return Reading(t.criterion, t.repeat, t.candidate, t.slot, t.order, slot["label_probs"], slot["label_mass"],
+                       slot["unseen_mass"], value, *cost, o.cache_hit, t.seed, resp.reasoning if first else "",
+                       error, o.call.key)
 
     async def _start(self, calls: list[PlannedCall], notes: list[str],
                      progress: Callable[[CallOutcome], None] | None = None) -> tuple[list[Reading], list[str], object]:
         await self.acheck_labels()
         before = self.executor.usage.copy()
-        readings = self._readings(await self.executor.arun(calls, progress=progress))
+        outcomes = await self.executor.arun(calls, progress=progress)
+        if calls and isinstance(calls[0].tag, joint_scoring.JointTag):
+            readings, again, said = joint_scoring.split(outcomes, self._reading, self._alone)
+            notes.extend(said)
+            if again:
+                readings += self._readings(await self.executor.arun(again, progress=progress))
+        else:
+            readings = self._readings(outcomes)
         errors = sorted({f"{r.criterion}: {r.error}" for r in readings if r.error})
         return readings, errors, before
 

@@ -1,0 +1,54 @@
+"""Reading a joint reply's slots from both logprob shapes (chat ``content[]`` and legacy completions)."""
+
+import math
+
+import pytest
+
+from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, generated_positions, joint_slot_tops
+
+LN = math.log
+
+
+def chat_payload(tokens):
+    return {"choices": [{"logprobs": {"content": [
+        {"token": t, "logprob": LN(0.9), "top_logprobs": [{"token": t, "logprob": LN(0.9)},
+                                                          {"token": " Z", "logprob": LN(0.05)}]} for t in tokens]}}]}
+
+
+def legacy_payload(tokens):
+    return {"choices": [{"text": "".join(tokens), "logprobs": {
+        "tokens": tokens, "text_offset": list(range(len(tokens))), "token_logprobs": [LN(0.9)] * len(tokens),
+        "top_logprobs": [{t: LN(0.9), " Z": LN(0.05)} for t in tokens]}}]}
+
+
+@pytest.mark.parametrize("shape", [chat_payload, legacy_payload])
+def test_each_slot_is_read_at_the_token_right_after_its_header(shape):
+    generated = [" A", "\n", "Output", ":", " C", "\n", "Second", " response", "\n", "Output", ":", " B"]
+    tops = joint_slot_tops(generated_positions(shape(generated)), ["First response\nOutput:", "\nOutput:",
+                                                                   "\nSecond response\nOutput:"], first_at_start=True)
+    assert [(w, p) for _, w, p in tops] == [("A", None), ("C", None), ("B", None)]
+    assert tops[1][0][0] == (" C", pytest.approx(0.9))
+
+
+def test_chat_replies_search_the_first_header_too_and_name_what_they_never_reached():
+    generated = ["Spec", ":", " A", "\n", "Out", "put", ":", " D"]
+    tops = joint_slot_tops(generated_positions(chat_payload(generated)), ["Spec:", "\nOutput:", "\nErrors:"],
+                           first_at_start=False)
+    assert [w for _, w, _ in tops] == ["A", "D", ""]
+    assert tops[2][2] == "the joint reply never wrote its header"
+
+
+def test_a_header_run_into_its_grade_or_left_at_the_end_is_unreadable():
+    tops = joint_slot_tops(generated_positions(chat_payload([" A", "\nOutput:B"])), ["X:", "\nOutput:"],
+                           first_at_start=True)
+    assert "no token starts after it" in tops[1][2]
+    tops = joint_slot_tops(generated_positions(chat_payload([" A", "\nOutput:"])), ["X:", "\nOutput:"],
+                           first_at_start=True)
+    assert tops[1][2] == "the joint reply ended at its header"
+
+
+def test_replies_without_or_with_broken_logprobs():
+    with pytest.raises(NoLogprobs):
+        generated_positions({"choices": [{"text": "A"}]})
+    with pytest.raises(MalformedLogprobs):
+        generated_positions({"choices": [{"logprobs": {"tokens": ["A"], "top_logprobs": [{}, {}]}}]})
