@@ -55,7 +55,7 @@ def test_precedence_is_flag_then_env_then_file_then_default(monkeypatch: pytest.
 
 
 @pytest.mark.parametrize("text, fragment", [
-    ("model = 3\n", "model must be str"),
+    ("model = 3\n", "model must be text"),
     ("[gateway]\nspeed = 1\n", "has no setting 'speed'"),
     ("[gateway]\nconcurrency = 0\n", "below 1"),
     ("[gateway]\nrouting = 'random'\n", "routing 'random' is unknown"),

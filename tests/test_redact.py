@@ -181,7 +181,7 @@ def test_the_config_file_opt_out_and_patterns_reach_runs_export(tmp_path):
 @pytest.mark.parametrize("config,flag,needle", [
     (None, ["--redact", "(unclosed"], "--redact (unclosed is not a valid regular expression"),
     ('[redact]\npatterns = ["[z-a]"]\n', [], "--redact pattern '[z-a]' in config file redact.patterns is not a valid"),
-    ("[redact]\nenabled = 1\n", [], "redact.enabled must be bool"),
+    ("[redact]\nenabled = 1\n", [], "redact.enabled must be true or false"),
 ])
 def test_bad_redact_settings_are_one_line_on_the_command_line(tmp_path, config, flag, needle):
     _st, rid, _key = planted_store(tmp_path / "s.sqlite3")

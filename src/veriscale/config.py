@@ -96,9 +96,12 @@ class Config:
         return uris
 
 
+_KIND_WORDS = {bool: "true or false", str: "text", int: "a whole number", float: "a number"}
+
+
 def _expect(value: Any, kind: type | tuple[type, ...], where: str, path: Path) -> Any:
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        names = " or ".join(_KIND_WORDS.get(k, k.__name__) for k in (kind if isinstance(kind, tuple) else (kind,)))
         raise UserError(f"config file '{path}': {where} must be {names}, not {value!r}: fix that line")
     return value
 
