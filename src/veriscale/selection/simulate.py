@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from scipy.special import expit
 
 from veriscale.errors import UserError
+from veriscale.verify.reward import sigmoid
 from veriscale.verify.repeats import repeat as repeat_computation
 
 
@@ -54,7 +54,7 @@ class NoisyPreferenceOracle:
 
     def true_preference(self, i: int, j: int) -> float:
         """Noise-free ``P(i ≻ j)``."""
-        return float(expit((self.qualities[i] - self.qualities[j]) / self.temperature))
+        return sigmoid((self.qualities[i] - self.qualities[j]) / self.temperature)
 
     def __call__(self, i: int, j: int, repeat: int) -> float:
         """Noisy ``P(i ≻ j)`` for this judgement; ``i`` is in slot A when ``repeat`` is even."""
