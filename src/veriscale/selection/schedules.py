@@ -9,7 +9,8 @@
     ppt_comparison_count(20, 4)                      # 90 = 20 + 4·16 + 4·3/2
 
 A pair ``(a, b)`` puts ``a`` in slot A the first time the pair is judged; the schedules
-alternate that orientation so every candidate takes slot A about half the time.
+alternate that orientation so every candidate takes slot A about half the time, except
+``pivot_first_rounds``, which shows each pivot first so its text is a shared KV prefix.
 """
 
 from __future__ import annotations
