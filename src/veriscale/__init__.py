@@ -12,7 +12,8 @@
 are the same, awaited); ``Verifier`` keeps one model,
 scale, criteria set and store across many verdicts. ``select`` and ``Selection`` come from
 ``veriscale.selection.select``, ``track`` and ``ProgressTracker`` (progress curves of a run's
-prefixes) from ``veriscale.progress``; each is imported on first use::
+prefixes) from ``veriscale.progress``. Every name is imported on first use, so ``import
+veriscale`` loads neither numpy nor scipy::
 
     from veriscale import track
     track(task, trajectory).voc                      # Value-Order Correlation of the curve
@@ -22,14 +23,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from veriscale.api import acompare, ascore, aselect, compare, score
-from veriscale.models.uri import load_backend
-from veriscale.verify.results import CompareResult, Reading, ScoreResult
-from veriscale.verify.reward import Verifier
-
 if TYPE_CHECKING:
+    from veriscale.api import acompare, ascore, aselect, compare, score
+    from veriscale.models.uri import load_backend
     from veriscale.progress import ProgressTracker, track
     from veriscale.selection.select import Selection, select
+    from veriscale.verify.results import CompareResult, Reading, ScoreResult
+    from veriscale.verify.reward import Verifier
 
 __all__ = [
     "CompareResult",
@@ -49,12 +49,16 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_LAZY = {"select": "veriscale.selection.select", "Selection": "veriscale.selection.select",
+# every public name is imported on first use, so ``import veriscale`` (and each CLI process) stays cheap
+_LAZY = {**dict.fromkeys(("acompare", "ascore", "aselect", "compare", "score"), "veriscale.api"),
+         "load_backend": "veriscale.models.uri", "Verifier": "veriscale.verify.reward",
+         **dict.fromkeys(("CompareResult", "Reading", "ScoreResult"), "veriscale.verify.results"),
+         "select": "veriscale.selection.select", "Selection": "veriscale.selection.select",
          "track": "veriscale.progress", "ProgressTracker": "veriscale.progress"}
 
 
 def __getattr__(name: str) -> Any:
-    """``select`` and ``Selection``, imported when first asked for."""
+    """A public name, imported when first asked for (``from veriscale import score`` works as usual)."""
     if name in _LAZY:
         import importlib
 

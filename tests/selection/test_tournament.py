@@ -326,3 +326,52 @@ def test_result_serialises_to_plain_json():
     assert data["method"] == "ppt"
     assert len(data["comparisons"]) == result.n_judgements
     assert set(data["comparisons"][0]) == {"i", "j", "repeat", "p"}
+
+
+# ------------------------------------------------------------------ pivot-first order (KV prefix reuse)
+
+
+def _first_response_switches(calls) -> int:
+    """How often the candidate shown first changes between consecutive judgements: each change
+    makes a KV cache evaluate the new first response (the prompt shows it before the second)."""
+    firsts = [slot_a(c) for c in calls]
+    return sum(a != b for a, b in zip(firsts, firsts[1:]))
+
+
+@pytest.mark.parametrize("n, k, seed", [(5, 2, 0), (10, 3, 3), (20, 4, 1)])
+def test_a_pivot_is_shown_first_in_its_round_except_where_the_ring_already_showed_it_first(n, k, seed):
+    judge = RecordingJudge(spaced_pool(n, seed=seed))
+    result = ppt(n, judge, k=k, seed=seed)
+    ring, rest = judge.calls[:n], judge.calls[n:]
+    ring_first = {frozenset(c[:2]): slot_a(c) for c in ring}
+    at = 0
+    for s, pivot in enumerate(result.pivots):
+        meetings = rest[at:at + n - k + s]  # every non-pivot, then the earlier pivots
+        at += len(meetings)
+        assert all(pivot in c[:2] for c in meetings)
+        shown = [slot_a(c) == pivot for c in meetings]
+        assert shown == sorted(shown, reverse=True), "the pivot-first meetings come first, in a row"
+        for c in meetings:
+            pair = frozenset(c[:2])
+            assert (slot_a(c) == pivot) == (ring_first.get(pair) != pivot), "a ring pair is rejudged in its other order"
+
+
+@pytest.mark.parametrize("n, k, seed", [(5, 2, 0), (10, 3, 3), (20, 4, 1)])
+def test_pivot_first_order_changes_the_first_response_less_often_than_the_alternating_one(n, k, seed):
+    pivot_first, alternating = RecordingJudge(spaced_pool(n, seed=seed)), RecordingJudge(spaced_pool(n, seed=seed))
+    ppt(n, pivot_first, k=k, seed=seed)
+    ppt(n, alternating, k=k, seed=seed, pivot_first=False)
+    assert len(pivot_first.calls) == len(alternating.calls) == ppt_comparison_count(n, k)
+    assert _first_response_switches(pivot_first.calls) < _first_response_switches(alternating.calls)
+    assert len(set(pivot_first.calls)) == len(pivot_first.calls), "no judgement asked twice"
+
+
+def test_ledger_says_who_takes_slot_a_at_a_pairs_next_judgement():
+    from veriscale.selection.judging import JudgeLedger
+
+    ledger = JudgeLedger(lambda i, j, r: 0.5)
+    assert ledger.slot_a_next(2, 5) is None
+    ledger.judge_pair(2, 5)
+    assert ledger.slot_a_next(5, 2) == 5  # judged 2-first: next time 5 is first
+    ledger.judge_pair(5, 2)
+    assert ledger.slot_a_next(2, 5) == 2

@@ -15,13 +15,11 @@ Calls are cached in the store: an interrupted bench resumes where it stopped.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from veriscale.bench.datasets import detect_kind, load_labelled_pools, load_pairs, sample
-from veriscale.bench.runner import Bench, BenchConfig, BenchEstimate, BenchReport, expand_configs, parse_sweeps
 from veriscale.cli import options as o
 from veriscale.cli.common import confirm_cost, console, emit_json, err_console, finish_with, user_errors
 from veriscale.cli.flags import cli_text
@@ -29,6 +27,9 @@ from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
+
+if TYPE_CHECKING:  # the bench machinery (numpy) is imported when the command runs
+    from veriscale.bench.runner import BenchEstimate, BenchReport
 
 DEFAULT_LIMITS = {"pairs": 10, "pools": 2}
 
@@ -126,6 +127,9 @@ def register(app: typer.Typer) -> None:
                 return
             if checkpoints is not None:
                 raise UserError("--checkpoints applies to a progress bench: add --progress FILE")
+            from veriscale.bench.datasets import detect_kind, load_labelled_pools, load_pairs, sample
+            from veriscale.bench.runner import Bench, BenchConfig, BenchReport, expand_configs, parse_sweeps
+
             scale = scale or "letters"
             kind = kind or detect_kind(data)
             if kind not in DEFAULT_LIMITS:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -38,9 +38,11 @@ from veriscale.race.candidates import to_candidates
 from veriscale.race.runner import RunResult, run_race
 from veriscale.race.worktrees import Repo, find_repo, git
 from veriscale.selection.inputs import task_from_file
-from veriscale.selection.select import Selection, plan_selection, run_selection
 from veriscale.selection.settings import SelectionSettings
 from veriscale.verify.criteria import load_criteria
+
+if TYPE_CHECKING:  # the selection machinery (numpy) is imported when a race picks
+    from veriscale.selection.select import Selection
 
 ALL_FAILED_EXIT = 3
 NOT_APPLIED_EXIT = 4
@@ -142,6 +144,8 @@ def _race(repo: Repo, command: list[str], n: int, task: Path, trajectory: str | 
         _report(None, results, json_out, {**outcome, "run_id": run.id})
         note(outcome["apply"]["message"])
         return 0
+
+    from veriscale.selection.select import plan_selection, run_selection
 
     candidates, notes = to_candidates(results, trajectory)
     RunLog(run.store).record_candidates(run.id, candidates)  # for the dashboard's trajectory viewer

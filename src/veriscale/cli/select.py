@@ -14,7 +14,7 @@ was given and the pick's confidence is below it.
 from __future__ import annotations
 
 import os
-from typing import Annotated, Optional, Sequence
+from typing import TYPE_CHECKING, Annotated, Optional, Sequence
 
 import typer
 from rich.markup import escape
@@ -26,9 +26,11 @@ from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError, setting
 from veriscale.selection.inputs import default_criteria, resolve_inputs, task_taken_from
-from veriscale.selection.select import Selection, SelectionPlan, plan_selection, run_selection
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
+
+if TYPE_CHECKING:  # the selection machinery (numpy) is imported when a command runs
+    from veriscale.selection.select import Selection, SelectionPlan
 
 UNDECIDED_EXIT = 4
 
@@ -180,6 +182,8 @@ def register(app: typer.Typer) -> None:
             cs = o.command_settings(model, store, concurrency)
             verifier = settings.verifier(o.open_model(cs, notice=not dry_run), store=o.open_store(cs),
                                          refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency)
+            from veriscale.selection.select import plan_selection, run_selection
+
             plan = plan_selection(task_obj, candidates, verifier=verifier, settings=settings)
             if dry_run:
                 _print_plan(plan, json_out, took)

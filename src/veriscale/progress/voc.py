@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from scipy.stats import spearmanr
 
 MIN_POINTS = 3
 
@@ -34,6 +33,8 @@ def value_order_correlation(values: Sequence[float | None], steps: Sequence[int]
     pairs = [(s, v) for s, v in zip(steps, values) if v is not None]
     if voc_note([v for _, v in pairs]):
         return None
+    from scipy.stats import spearmanr  # scipy only where a curve is summarised
+
     rho = spearmanr([s for s, _ in pairs], [v for _, v in pairs]).statistic
     return None if math.isnan(rho) else float(rho)
 

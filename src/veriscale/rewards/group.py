@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import expit
 
 from veriscale.data.model import Candidate, Task
 from veriscale.engine.usage import Usage
@@ -89,6 +88,8 @@ def bradley_terry_rewards(strengths: Sequence[float]) -> list[float]:
     theta = np.asarray(strengths, dtype=float)
     if len(theta) == 1:
         return [0.5]
+    from scipy.special import expit  # scipy only where a group is ranked
+
     wins = expit(theta[:, None] - theta[None, :])
     np.fill_diagonal(wins, 0.0)
     return [float(x) for x in wins.sum(axis=1) / (len(theta) - 1)]

@@ -17,21 +17,16 @@ context), ``plan`` (``plan_selection``: schedule and cost before any call), ``ju
 Verifier as a judge), ``select`` (``select`` / ``run_selection``: the pick and its reason).
 """
 
-from veriscale.selection.bradley_terry import (
-    BradleyTerryFit,
-    fit_bradley_terry,
-    normalised_win_mass,
-)
-from veriscale.selection.judging import Judge, Judgement, PairVerdict, ScoreVerdict
-from veriscale.selection.tournament import (
-    Score,
-    TournamentResult,
-    knockout,
-    pointwise,
-    ppt,
-    ppt_comparison_count,
-    round_robin,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from veriscale.selection.bradley_terry import BradleyTerryFit, fit_bradley_terry, normalised_win_mass
+    from veriscale.selection.judging import Judge, Judgement, PairVerdict, ScoreVerdict
+    from veriscale.selection.tournament import (Score, TournamentResult, knockout, pointwise, ppt,
+                                                ppt_comparison_count, round_robin)
 
 __all__ = [
     "BradleyTerryFit",
@@ -49,3 +44,15 @@ __all__ = [
     "ppt_comparison_count",
     "round_robin",
 ]
+
+_HOME = {**dict.fromkeys(("BradleyTerryFit", "fit_bradley_terry", "normalised_win_mass"), "bradley_terry"),
+         **dict.fromkeys(("Judge", "Judgement", "PairVerdict", "ScoreVerdict"), "judging")}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported on first use (so ``veriscale.selection.inputs`` loads no numpy)."""
+    if name not in __all__:
+        raise AttributeError(f"module 'veriscale.selection' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"veriscale.selection.{_HOME.get(name, 'tournament')}"), name)
+    globals()[name] = value
+    return value

@@ -24,10 +24,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
-from scipy.special import expit
 
 from veriscale.errors import UserError
 
@@ -67,6 +63,8 @@ class BradleyTerryFit:
 
 def normalised_win_mass(strengths: Sequence[float] | np.ndarray) -> np.ndarray:
     """For each item, mean over the others of ``σ(θ_i − θ_j)``, scaled so the masses sum to 1."""
+    from scipy.special import expit  # scipy is imported where a fit runs, not with the package
+
     theta = np.asarray(strengths, dtype=float)
     n = theta.size
     if n == 1:
@@ -105,6 +103,9 @@ def fit_bradley_terry(
         raise UserError(f"dispersion={dispersion!r} must be a positive number, or None to estimate it")
     if n_samples < 1:
         raise UserError(f"n_samples={n_samples!r} must be at least 1: pass e.g. {DEFAULT_SAMPLES}")
+    from scipy.optimize import minimize
+    from scipy.special import expit
+
     first, second, prob, weight = _validated_arrays(n_items, outcomes, weights)
 
     def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
@@ -192,6 +193,10 @@ def _dispersion(
     """Quasi-binomial dispersion: Pearson χ² per residual degree of freedom, shrunk toward 1."""
     if first.size == 0:
         return 1.0
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.special import expit
+
     fitted = expit(theta[first] - theta[second])
     pearson = float(np.sum(weight * (prob - fitted) ** 2 / (fitted * (1.0 - fitted))))
     graph = coo_matrix((np.ones(first.size), (first, second)), shape=(n_items, n_items))

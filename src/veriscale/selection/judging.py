@@ -105,6 +105,14 @@ class JudgeLedger:
         self.judgements.append(Judgement(first, second, repeat, p, rewards, calls))
         return p if first == a else 1.0 - p
 
+    def slot_a_next(self, a: int, b: int) -> int | None:
+        """Who sits in slot A when the pair {a, b} is judged next; None if it was never judged."""
+        key = frozenset((a, b))
+        if key not in self._orientation:
+            return None
+        first, second = self._orientation[key]
+        return first if len(self._values[key]) % 2 == 0 else second
+
     def mean_preference(self, a: int, b: int) -> float | None:
         """Mean ``P(a ≻ b)`` over the pair's judgements so far, or None if never judged."""
         key = frozenset((a, b))

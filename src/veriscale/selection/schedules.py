@@ -3,17 +3,19 @@
     cycle = shuffled(5, np.random.default_rng(0))    # a seeded random order: [2, 4, 3, 0, 1]
     ring_pairs(cycle)                                # each with its successor: N pairs
     pivot_rounds([3, 1], others=[4, 2, 0])           # per pivot: it meets every non-pivot and earlier pivots
+    pivot_first_rounds([3, 1], [4, 2, 0], slot_a_next)   # the same meetings, each pivot shown first
     circle_rounds(4)                                 # 3 rounds, every pair once, nobody twice in a round
     pair_up([5, 1, 3])                               # ([(5, 1)], [3]): the last of an odd round has a bye
     ppt_comparison_count(20, 4)                      # 90 = 20 + 4·16 + 4·3/2
 
 A pair ``(a, b)`` puts ``a`` in slot A the first time the pair is judged; the schedules
-alternate that orientation so every candidate takes slot A about half the time.
+alternate that orientation so every candidate takes slot A about half the time, except
+``pivot_first_rounds``, which shows each pivot first so its text is a shared KV prefix.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -47,6 +49,26 @@ def pivot_rounds(pivots: Sequence[int], others: Sequence[int]) -> list[list[Pair
         meetings = [balanced(m, pivot, r + s) for r, m in enumerate(others)]
         meetings += [balanced(pivot, earlier, s + t) for t, earlier in enumerate(pivots[:s])]
         rounds.append(meetings)
+    return rounds
+
+
+def pivot_first_rounds(pivots: Sequence[int], others: Sequence[int],
+                       slot_a_next: Callable[[int, int], int | None]) -> list[list[Pair]]:
+    """:func:`pivot_rounds` with each pivot shown first (slot A), its own meetings played in a row.
+
+    A prompt shows the first response before the second, so a pivot's text is then the prompt
+    prefix its meetings share and the model's KV cache evaluates it once per round, not once per
+    meeting. ``slot_a_next(a, b)`` says who takes slot A when the pair is judged next (None for
+    a pair not judged yet); a pair the ring already judged with the pivot first is judged again in
+    the other slot order (the other candidate first), so those meetings come last in the round.
+    Slot bias then no longer cancels within a pivot round, but every pivot meets the same
+    non-pivots from the same slot, so comparisons between pivots stay even.
+    """
+    rounds = []
+    for s, pivot in enumerate(pivots):
+        meetings = [(pivot, m) for m in others] + [(pivot, earlier) for earlier in pivots[:s]]
+        shown_first = [pair for pair in meetings if slot_a_next(*pair) in (None, pivot)]
+        rounds.append(shown_first + [pair for pair in meetings if pair not in shown_first])
     return rounds
 
 

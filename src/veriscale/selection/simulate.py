@@ -17,10 +17,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from scipy.special import expit
-from scipy.stats import kendalltau
 
 from veriscale.errors import UserError
+from veriscale.verify.reward import sigmoid
 from veriscale.verify.repeats import repeat as repeat_computation
 
 
@@ -56,7 +55,7 @@ class NoisyPreferenceOracle:
 
     def true_preference(self, i: int, j: int) -> float:
         """Noise-free ``P(i ≻ j)``."""
-        return float(expit((self.qualities[i] - self.qualities[j]) / self.temperature))
+        return sigmoid((self.qualities[i] - self.qualities[j]) / self.temperature)
 
     def __call__(self, i: int, j: int, repeat: int) -> float:
         """Noisy ``P(i ≻ j)`` for this judgement; ``i`` is in slot A when ``repeat`` is even."""
@@ -75,5 +74,7 @@ def random_qualities(n: int, seed: int, spread: float = 1.0) -> np.ndarray:
 
 def kendall_tau(scores: Sequence[float], qualities: Sequence[float]) -> float:
     """Kendall τ-b of an order (``scores``, higher = better) against the true ``qualities``: 1 = same order."""
+    from scipy.stats import kendalltau  # scipy only where a tau is asked for (import veriscale stays light)
+
     tau = kendalltau(np.asarray(scores, dtype=float), np.asarray(qualities, dtype=float)).statistic
     return 0.0 if not np.isfinite(tau) else float(tau)

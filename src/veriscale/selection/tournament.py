@@ -20,7 +20,10 @@ judge calls, ``n_distinct_pairs`` unordered pairs that met at least once. Who me
   pivot and the pivots meet each other (k(N−k) + k(k−1)/2 comparisons). A pair that already met
   in the ring is judged again in the pivot rounds, at its next repeat index (so in the other
   slot order): the total is exactly N + k(N−k) + k(k−1)/2 comparisons, as in the paper. The
-  winner has the largest normalised win mass.
+  winner has the largest normalised win mass. In its round a pivot is shown first (a re-judged
+  ring pair keeps its other slot order) and its meetings run in a row, so its text is the prompt
+  prefix they share and a KV cache evaluates it once per round (``pivot_first=False``: the
+  orientation alternates, as before).
 - ``knockout``: seeded single-elimination bracket, a bye for the last entrant of an odd round.
 - ``pointwise``: argmax of a per-candidate ``score(i)``; no judge.
 
@@ -56,6 +59,7 @@ from veriscale.selection.schedules import (
     choose_pivots,
     circle_rounds,
     pair_up,
+    pivot_first_rounds,
     pivot_rounds,
     ppt_comparison_count,
     ring_pairs,
@@ -122,10 +126,13 @@ def ppt(
     seed: int = 0,
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
     prior: float = DEFAULT_PRIOR,
+    pivot_first: bool = True,
 ) -> TournamentResult:
     """Probabilistic Pivot Tournament with ``k`` pivots (1 ≤ k ≤ number of candidates).
 
-    With ``groups``, k is capped at the number of distinct outputs.
+    With ``groups``, k is capped at the number of distinct outputs. ``pivot_first``: a pivot
+    is shown first in its meetings, played in a row, so its text is their shared prompt prefix
+    (``schedules.pivot_first_rounds``); False alternates who is shown first (``pivot_rounds``).
     """
     _check_common(n_candidates, repeats, tie_tolerance)
     if not isinstance(k, (int, np.integer)) or not 1 <= k <= n_candidates:
@@ -155,7 +162,9 @@ def ppt(
             ring_preference[b].append(1.0 - p)
     pivots = choose_pivots(cycle, {c: sum(v) / len(v) for c, v in ring_preference.items()}, k)
     pivot_set = set(pivots)
-    rounds = pivot_rounds(pivots, [c for c in cycle if c not in pivot_set])
+    others = [c for c in cycle if c not in pivot_set]
+    rounds = (pivot_first_rounds(pivots, others, ledger.slot_a_next) if pivot_first
+              else pivot_rounds(pivots, others))
 
     stop = "plan complete"
     if adaptive:

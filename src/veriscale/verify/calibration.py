@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 DEFAULT_TAU = 0.1  # a reward gap of 0.1 (two letter grades on G=20) gives P = 0.73
 SPREAD_QUANTILE = 0.9
@@ -76,6 +75,8 @@ def fit_tau_mle(diffs: list[float], a_wins: list[bool], lo: float = 1e-3, hi: fl
     def nll(log_tau: float) -> float:
         z = d / math.exp(log_tau)
         return float(np.sum(np.logaddexp(0, -z) * y + np.logaddexp(0, z) * (1 - y)))
+
+    from scipy.optimize import minimize_scalar  # scipy only where a tau is fitted
 
     res = minimize_scalar(nll, bounds=(math.log(lo), math.log(hi)), method="bounded")
     return float(math.exp(res.x))

@@ -15,9 +15,8 @@ collapses (pointwise to 1, pairwise to 2, without sampled reasoning) is the one 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Callable
-
-from scipy.special import expit
 
 from veriscale.data.reader import require_utf8
 from veriscale.engine.executor import CallExecutor, CallOutcome, Estimate, PlannedCall
@@ -25,7 +24,6 @@ from veriscale.engine.loop import run_sync
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ModelBackend
-from veriscale.verify import calibration
 from veriscale.verify import injection as injection_signal
 from veriscale.verify import joint as joint_scoring
 from veriscale.verify.criteria import CriteriaSet, load_criteria
@@ -37,8 +35,12 @@ from veriscale.verify.scale import Scale, parse_scale
 
 
 def sigmoid(x: float) -> float:
-    """The logistic function, as a plain float."""
-    return float(expit(x))
+    """The logistic function, as a plain float (no overflow at either end)."""
+    x = float(x)
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
 
 
 MAX_CHARS_PER_TOKEN = 128  # more than the longest token of common vocabularies (SmolLM2's: 32 characters)
@@ -81,6 +83,8 @@ class Verifier:
     @property
     def tau(self) -> float:
         if self._tau is None:
+            from veriscale.verify import calibration  # scipy, only where tau is not given
+
             self._tau = calibration.tau_for(self.executor.store, self.executor.fingerprint(),
                                             self.scale.name, self.discrete)
         return self._tau

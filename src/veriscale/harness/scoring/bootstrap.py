@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 from veriscale.errors import UserError, setting
 
@@ -52,6 +51,8 @@ def bootstrap_mean(
     mean = float(data.mean())
     if data.size == 1:
         return Estimate(mean=mean, low=mean, high=mean, n=1)
+    from scipy import stats  # scipy only where an interval is computed
+
     # scipy draws the same resamples from the same seeded generator as a hand-written
     # ``rng.integers(0, n, (n_resamples, n))`` would, and takes numpy's linear percentiles.
     # (Its standard error, unused here, is undefined for one resample: its warnings are muted.)
