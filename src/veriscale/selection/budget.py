@@ -34,48 +34,18 @@ comparison is refused before any call, naming the smallest budget that works.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Protocol, Sequence
-
-import numpy as np
 
 from veriscale.errors import UserError, setting
 from veriscale.selection.aggregate import TournamentResult, bradley_terry_result
 from veriscale.selection.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
+from veriscale.selection.budget_form import Budget, parse_budget  # noqa: F401 (parse_budget: callers import it from here too)
 from veriscale.selection.groups import group_candidates
 from veriscale.selection.judging import Judgement, PairVerdict
 from veriscale.selection.schedules import ring_pairs, shuffled
 
-KINDS = ("calls", "tokens")
-EXAMPLE = "calls=60"
-_FORM = re.compile(r"^\s*(calls|tokens)\s*=\s*(\d+)\s*$", re.IGNORECASE)
-
 SCREEN, FULL = 0, 1  # criteria levels: the first criterion alone, every criterion
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What one decision may spend: ``amount`` model calls or prompt tokens (``kind``)."""
-
-    kind: str
-    amount: int
-
-    def __str__(self) -> str:
-        return f"{self.kind}={self.amount}"
-
-
-def parse_budget(text: str | Budget, where: str | None = None) -> Budget:
-    """``"calls=60"`` or ``"tokens=40000"`` as a Budget; anything else is one sentence naming
-    ``where`` it came from (None: the ``budget`` setting) and a form that works."""
-    if isinstance(text, Budget):
-        return text
-    match = _FORM.match(str(text))
-    if not match or int(match.group(2)) < 1:
-        named = f"{where} = {str(text)!r}" if where else setting('budget', str(text))
-        raise UserError(f"{named} is not a budget: write calls=N or tokens=N with N >= 1, "
-                        f"e.g. {EXAMPLE} or tokens=40000")
-    return Budget(match.group(1).lower(), int(match.group(2)))
 
 
 @dataclass(frozen=True)
@@ -211,6 +181,8 @@ class BudgetController:
 
     def ring(self, n: int) -> list[tuple[int, int]]:
         """The seeded ring over ``n`` local candidates (the first step's comparisons)."""
+        import numpy as np  # here, not at import: the CLI's start-up loads no numpy
+
         return ring_pairs(shuffled(n, np.random.default_rng(self.seed)))
 
     def smallest_budget(self, n_candidates: int, judge: CostedJudge, groups: Sequence[Hashable] | None = None) -> int:

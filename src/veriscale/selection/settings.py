@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting
 from veriscale.models.base import ModelBackend
-from veriscale.selection.budget import Budget, parse_budget
+from veriscale.selection.budget_form import Budget, parse_budget
 from veriscale.verify.criteria import CriteriaSet, load_criteria
 from veriscale.verify.injection import check_policy
 from veriscale.verify.reward import Verifier
