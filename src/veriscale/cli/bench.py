@@ -83,16 +83,15 @@ def _render(report: BenchReport) -> None:
     for title, _ in cols:
         table.add_column(title, justify="right")
     table.add_column("calls", justify="right")
-    table.add_column("tokens sent", justify="right")
-    table.add_column("processed", justify="right")
+    table.add_column("tokens", justify="right")  # sent/processed: one column, so the table fits 80 columns
     table.add_column("wall s", justify="right")
     for row in report.rows:
         processed = row.usage.processed
         table.add_row(row.label, *[_fmt(row.metrics[key]) for _, key in cols], str(row.usage.model_calls),
-                      str(row.usage.prompt_tokens), "unknown" if processed is None else str(processed),
-                      f"{row.wall_s:.1f}")
+                      f"{row.usage.prompt_tokens}/{'?' if processed is None else processed}", f"{row.wall_s:.1f}")
     console.print(table)
-    console.print("accuracy counts ties as half; strict accuracy, margins and per-task picks are in --json",
+    console.print("accuracy counts ties as half; tokens are prompt tokens sent/processed by the model (?: the "
+                  "server did not say); strict accuracy, margins and per-task picks are in --json",
                   style="dim", highlight=False)
     for note in report.notes:
         console.print(f"note: {cli_text(note)}", style="dim", highlight=False, markup=False)
