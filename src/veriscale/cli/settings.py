@@ -24,11 +24,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from veriscale.config import ROUTINGS, Config, load_config
 from veriscale.errors import UserError
 from veriscale.harness.host_caps import CAPS as HOST_CAPS
+from veriscale.harness.host_caps import HostCaps
 from veriscale.verify.injection import DETECT_BY_DEFAULT, POLICIES
 from veriscale.verify.resist import DEFAULT_MITIGATION, MITIGATIONS
 
 if TYPE_CHECKING:
     from veriscale.redact import Redactor
+
+_CAP_DEFAULTS = HostCaps()  # the Settings fields of the host caps take their defaults from it
 
 
 def _whole(text: str) -> int:
@@ -178,13 +181,13 @@ class Settings:
     reward_group_scheme: str = "sparse"
     prices: Any = ""  # text or the file's [prices] table; veriscale.engine.prices.price_table reads it
     budget: str | None = None
-    zip_member_mb: float = 32.0  # these seven: veriscale.harness.host_caps
-    zip_file_mb: float = 128.0
-    zip_members: int = 10_000
-    view_timeout_s: float = 60.0
-    view_memory_mb: float = 2048.0
-    handback_max_files: int = 20_000
-    handback_max_depth: int = 64
+    zip_member_mb: float = _CAP_DEFAULTS.zip_member_mb  # these seven: veriscale.harness.host_caps
+    zip_file_mb: float = _CAP_DEFAULTS.zip_file_mb
+    zip_members: int = _CAP_DEFAULTS.zip_members
+    view_timeout_s: float = _CAP_DEFAULTS.view_timeout_s
+    view_memory_mb: float = _CAP_DEFAULTS.view_memory_mb
+    handback_max_files: int = _CAP_DEFAULTS.handback_max_files
+    handback_max_depth: int = _CAP_DEFAULTS.handback_max_depth
     joint: str = "off"
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 

@@ -59,8 +59,8 @@ def _prob(logprob: Any) -> float:
     return math.exp(min(logprob, 0.0))
 
 
-def first_position_top(payload: dict[str, Any]) -> list[tuple[str, float]]:
-    """Top (token, probability) pairs at the first generated token."""
+def _logprobs_object(payload: dict[str, Any]) -> dict[str, Any]:
+    """The first choice's ``logprobs`` object (NoLogprobs / MalformedLogprobs when it is absent or odd)."""
     try:
         choice = payload["choices"][0]
     except (KeyError, IndexError, TypeError):
@@ -70,6 +70,12 @@ def first_position_top(payload: dict[str, Any]) -> list[tuple[str, float]]:
         raise NoLogprobs()
     if not isinstance(lp, dict):
         raise MalformedLogprobs("logprobs is not an object")
+    return lp
+
+
+def first_position_top(payload: dict[str, Any]) -> list[tuple[str, float]]:
+    """Top (token, probability) pairs at the first generated token."""
+    lp = _logprobs_object(payload)
     if lp.get("content") is not None:
         return _entries_from_content(lp["content"])
     if lp.get("top_logprobs") is not None:
@@ -97,15 +103,7 @@ def generated_positions(payload: dict[str, Any]) -> list[tuple[str, list[tuple[s
 
     Chat shape: ``logprobs.content[i] = {token, logprob, top_logprobs}``; legacy completions:
     ``logprobs.tokens[i]`` with ``logprobs.top_logprobs[i] = {token: logprob}``."""
-    try:
-        choice = payload["choices"][0]
-    except (KeyError, IndexError, TypeError):
-        raise MalformedLogprobs("response has no choices") from None
-    lp = choice.get("logprobs") if isinstance(choice, dict) else None
-    if lp is None:
-        raise NoLogprobs()
-    if not isinstance(lp, dict):
-        raise MalformedLogprobs("logprobs is not an object")
+    lp = _logprobs_object(payload)
     if isinstance(lp.get("content"), list):
         return [(str(item.get("token", "")) if isinstance(item, dict) else "",
                  _entries_from_content([item]) if isinstance(item, dict) else []) for item in lp["content"]]

@@ -42,7 +42,7 @@ from veriscale.selection.aggregate import TournamentResult, bradley_terry_result
 from veriscale.selection.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
 from veriscale.selection.budget_form import Budget, parse_budget  # noqa: F401 (parse_budget: callers import it from here too)
 from veriscale.selection.groups import group_candidates
-from veriscale.selection.judging import Judgement, PairVerdict
+from veriscale.selection.judging import Judgement, PairBook, PairVerdict
 from veriscale.selection.schedules import ring_pairs, shuffled
 
 SCREEN, FULL = 0, 1  # criteria levels: the first criterion alone, every criterion
@@ -111,7 +111,7 @@ class BudgetOutcome:
                 "steps": [s.to_dict() for s in self.steps]}
 
 
-class _Ledger:
+class _Ledger(PairBook):
     """Judgements per (pair, level), with the orientation a pair was first judged in."""
 
     def __init__(self, judge: CostedJudge, reps: Sequence[int], weights: Sequence[float]) -> None:
@@ -150,20 +150,6 @@ class _Ledger:
 
     def met(self, a: int, b: int) -> bool:
         return frozenset((a, b)) in self._values
-
-    def mean_preference(self, a: int, b: int) -> float | None:
-        key = frozenset((a, b))
-        values = self._values.get(key)
-        if not values:
-            return None
-        mean = sum(values) / len(values)
-        return mean if self._orientation[key][0] == a else 1.0 - mean
-
-    def judged_pairs(self) -> list[tuple[int, int]]:
-        return list(self._orientation.values())
-
-    def outcomes(self) -> list[tuple[int, int, float]]:
-        return [(j.i, j.j, j.p) for j in self.judgements]
 
 
 class BudgetController:

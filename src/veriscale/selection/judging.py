@@ -73,7 +73,34 @@ class Scored(NamedTuple):
     rewards: Mapping[str, float | None] | None = None
 
 
-class JudgeLedger:
+class PairBook:
+    """What a ledger knows of the pairs it judged: the orientation each was first judged in, the
+    ``P(first ≻ second)`` values per pair and every judgement (shared by :class:`JudgeLedger`
+    and the cost controller's ledger)."""
+
+    _orientation: dict[frozenset[int], tuple[int, int]]
+    _values: dict[frozenset[int], list[float]]
+    judgements: list[Judgement]
+
+    def mean_preference(self, a: int, b: int) -> float | None:
+        """Mean ``P(a ≻ b)`` over the pair's judgements so far, or None if never judged."""
+        key = frozenset((a, b))
+        values = self._values.get(key)
+        if not values:
+            return None
+        mean = sum(values) / len(values)
+        return mean if self._orientation[key][0] == a else 1.0 - mean
+
+    def judged_pairs(self) -> list[tuple[int, int]]:
+        """Unordered pairs judged so far, each once, in the orientation first used."""
+        return list(self._orientation.values())
+
+    def outcomes(self) -> list[tuple[int, int, float]]:
+        """Every judgement as a Bradley–Terry outcome ``(i, j, p)`` in local indices."""
+        return [(j.i, j.j, j.p) for j in self.judgements]
+
+
+class JudgeLedger(PairBook):
     """Calls the judge, records every judgement, and tracks repeats per unordered pair."""
 
     def __init__(self, judge: Judge, index_map: list[int] | None = None) -> None:
@@ -112,23 +139,6 @@ class JudgeLedger:
             return None
         first, second = self._orientation[key]
         return first if len(self._values[key]) % 2 == 0 else second
-
-    def mean_preference(self, a: int, b: int) -> float | None:
-        """Mean ``P(a ≻ b)`` over the pair's judgements so far, or None if never judged."""
-        key = frozenset((a, b))
-        values = self._values.get(key)
-        if not values:
-            return None
-        mean = sum(values) / len(values)
-        return mean if self._orientation[key][0] == a else 1.0 - mean
-
-    def judged_pairs(self) -> list[tuple[int, int]]:
-        """Unordered pairs judged so far, each once, in the orientation first used."""
-        return list(self._orientation.values())
-
-    def outcomes(self) -> list[tuple[int, int, float]]:
-        """Every judgement as a Bradley–Terry outcome ``(i, j, p)`` in local indices."""
-        return [(j.i, j.j, j.p) for j in self.judgements]
 
     def _call(self, a: int, b: int, repeat: int) -> tuple[float, PairRewards | None, tuple[str, ...]]:
         ga, gb = (a, b) if self._index_map is None else (self._index_map[a], self._index_map[b])
