@@ -151,6 +151,11 @@ SPECS: tuple[Spec, ...] = (
       for name, cap in HOST_CAPS.items()),
     Spec("joint", "--joint", "VERISCALE_JOINT", "scoring.joint", _switch, "off", "on or off", choices=("on", "off"),
          help="one model call reads every criterion's grade (and both responses of a pair), each at its own slot"),
+    # the proxy's pick (veriscale.proxy.pick): the file key is read from the [proxy] table
+    Spec("proxy_schedule", "--proxy-schedule", "VERISCALE_PROXY_SCHEDULE", "proxy.schedule", str.strip, "auto",
+         "a schedule name", choices=("auto", "early", "round_robin"),
+         help="how the proxy picks: early (score each candidate as it arrives, compare the top two if close), "
+              "round_robin (every pair), auto (early when joint is on)"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -186,6 +191,7 @@ class Settings:
     handback_max_files: int = 20_000
     handback_max_depth: int = 64
     joint: str = "off"
+    proxy_schedule: str = "auto"
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:
