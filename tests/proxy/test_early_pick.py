@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.proxy.conftest import fault_uri, proxied, settings_for
@@ -154,15 +155,19 @@ def ask(p) -> tuple[str, dict[str, Any], int]:
 def test_a_disagreeing_request_at_n3_with_joint_scoring_makes_at_most_6_calls_scoring_before_the_slowest(
         store_path: Path, joint_on) -> None:
     judge = Judge(wait_for=2)
+    waited: list[bool] = []
 
     def reply(body: dict[str, Any]) -> str:
-        if body["seed"] == 2:  # the slowest candidate answers only once both earlier ones were scored
-            judge.scored.wait(GUARD_S)
+        if body["seed"] == 2:  # the slowest candidate answers only once the verifier got both earlier ones
+            waited.append(judge.scored.wait(GUARD_S))
             return "GOOD: run pytest -q, then read the diff."
         return ["GOOD: run pytest -q.", "Push it and see."][body["seed"]]
 
     with FaultServer(chat_reply=reply) as up, proxied(store_path, settings_for((fault_uri(up), 3)), judge) as p:
         text, result, run_id = ask(p)
+        shown = httpx.get(f"{p.url}/api/runs/{run_id}/selection").json()  # the dashboard's selection page
+    assert shown["method"] == "early" and len(shown["matrix"]) == 3 and len(shown["judgements"]) == 1
+    assert shown["reason"] == result["reason"] and shown["usage"]["model_calls"] == 5
     assert result["how"] == "verified" and result["schedule"] == "early" == result["method"]
     usage = result["usage"]
     assert usage["model_calls"] == 5 <= 6  # 3 joint pointwise + 2 joint pairwise (the two GOOD ones tie)
@@ -171,7 +176,8 @@ def test_a_disagreeing_request_at_n3_with_joint_scoring_makes_at_most_6_calls_sc
     assert result["winner"] in (0, 2) and "GOOD" in text
     events = [(e["event"], e["index"]) for e in result["events"]]
     slowest = events.index(("arrived", 2))
-    assert events.index(("score done", 0)) < slowest and events.index(("score done", 1)) < slowest
+    assert waited == [True]  # two score calls reached the verifier while the slowest was still generating
+    assert events.index(("score started", 0)) < slowest and events.index(("score started", 1)) < slowest
     assert events.index(("compare started", result["ranking"][0]["index"])) > slowest
     assert result["verify_after_last_s"] >= 0 and {r["index"] for r in result["ranking"]} == {0, 1, 2}
     assert "compared in both slot orders" in result["reason"]
