@@ -46,8 +46,9 @@ runs after the reply and would otherwise load the next request. Four parts:
 5. **The pick's schedule** (``--part pick`` runs only this part). Three upstreams with
    different replies that arrive at different times (``--pick-delays``, default 0, 0.4 and 1.2 s), one
    candidate each (N = 3), the embedded verifier in process; ``--pick-requests`` requests with
-   each of two setups, alternating, in one run: today's ``round_robin`` with separate scoring
-   and the ``early`` schedule with joint scoring (``veriscale.proxy.pick``). Reported per
+   each setup, alternating, in one run: today's ``round_robin`` with separate scoring
+   and the ``early`` schedule with joint scoring (``veriscale.proxy.pick``), and for context
+   round robin with joint scoring (3 pairs x 2 slot orders = 6 calls). Reported per
    setup: verifier calls per disagreeing request (the run's non-chat calls) and the added
    latency over the slowest candidate (the record's ``verify_after_last_s``), medians, against
    the target of at most 6 calls.
@@ -436,7 +437,8 @@ def part_fanout(tmp: Path, client: httpx.Client, args: argparse.Namespace, llama
 
 
 # -- 5. the pick's schedule --------------------------------------------------------------------
-PICK_SETUPS = {"round_robin, separate scoring": ("round_robin", False), "early, joint scoring": ("early", True)}
+PICK_SETUPS = {"round_robin, separate scoring": ("round_robin", False), "early, joint scoring": ("early", True),
+               "round_robin, joint scoring": ("round_robin", True)}
 PICK_TARGET_CALLS = 6
 
 

@@ -116,7 +116,9 @@ class EarlyPick:
 
     def __init__(self, verifier: Any, task: str, n: int, *, margin: float = CLOSE_MARGIN,
                  policy: str = "none") -> None:
-        self.verifier = verifier
+        """``verifier``: a Verifier, or a function that builds one (called at the first score only,
+        so agreeing requests never build one)."""
+        self._verifier = verifier
         self.task = task
         self.schedule = EarlySchedule(n=n, margin=margin, policy=policy)
         self.events: list[dict[str, Any]] = []
@@ -125,6 +127,18 @@ class EarlyPick:
         self._all_arrived = asyncio.Event()
         self._t0 = time.perf_counter()
         self.last_arrival_s: float | None = None
+
+    @property
+    def verifier(self) -> Any:
+        if callable(self._verifier) and not hasattr(self._verifier, "ascore"):
+            self._verifier = self._verifier()
+        return self._verifier
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """The verifier's usage so far (None: no verifier was needed)."""
+        return None if callable(self._verifier) and not hasattr(self._verifier, "ascore") else \
+            self._verifier.usage.to_dict()
 
     def _event(self, what: str, index: int | None = None) -> None:
         self.events.append({"event": what, "index": index, "t_s": round(time.perf_counter() - self._t0, 4)})
@@ -214,6 +228,6 @@ class EarlyPick:
             "tournament": {"comparisons": comparisons},
             "pairwise": None if pair is None else {"p_a_wins": pair.p_a_wins, "reward_a": pair.reward_a,
                                                    "reward_b": pair.reward_b},
-            "usage": self.verifier.usage.to_dict(), "events": list(self.events),
+            "usage": self.usage, "events": list(self.events),
             "notes": [n for res in self._results.values() for n in res.notes] + ([] if pair is None else pair.notes),
         }

@@ -85,8 +85,10 @@ class ProxyService:
             return None
         from veriscale.verify.reward import Verifier
 
-        verifier = Verifier(self.verifier_model, store=self.store, criteria=self.settings.criteria,
+        def verifier() -> Verifier:  # built at the first score: an agreeing request never needs one
+            return Verifier(self.verifier_model, store=self.store, criteria=self.settings.criteria,
                             **{k: v for k, v in self.settings.injection.items() if k != "injection_policy"})
+
         return EarlyPick(verifier, transcript(conv), n, margin=self.settings.margin,
                          policy=self.settings.injection.get("injection_policy", "none"))
 
@@ -140,7 +142,7 @@ class ProxyService:
         if how in ("verified", "verification failed"):  # what the pick added after the slowest candidate
             record["verify_after_last_s"] = round(total - sampled_s, 4)
         if early is not None and how == "verification failed":
-            record["usage"] = early.verifier.usage.to_dict()  # the calls it made before it failed or was cut
+            record["usage"] = early.usage  # the calls it made before it failed or was cut
             record["events"] = list(early.events)
         if selection is not None:
             record.update({k: selection[k] for k in ("ranking", "confidence", "reason", "tournament", "method",
