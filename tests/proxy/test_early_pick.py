@@ -253,3 +253,37 @@ def test_the_settings_default_margin_matches_the_pick() -> None:
     from veriscale.proxy.pick import CLOSE_MARGIN
 
     assert ProxySettings(candidates=(("m", 3),)).margin == CLOSE_MARGIN
+
+
+@pytest.mark.parametrize("source", ["flag", "env", "file", "auto"])
+def test_veriscale_serve_takes_the_schedule_from_flag_environment_or_file(tmp_path: Path, monkeypatch, source: str) -> None:
+    """With --joint on, auto would pick early: round_robin from each source shows the setting reached the pick."""
+    import openai
+
+    from tests.support.scripted_model import registered_scheme
+    from tests.support.serve_in_process import serve_while
+    from veriscale.engine.store import Store
+
+    monkeypatch.setattr("veriscale.verify.joint._default", None)  # --joint below sets it; restored after
+    monkeypatch.delenv("VERISCALE_PROXY_SCHEDULE", raising=False)
+    store = tmp_path / "s.sqlite3"
+    replies = ["GOOD: run pytest -q.", "Push it and see."]
+    with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
+            registered_scheme("scripted", lambda uri: Judge(), ("scripted",)):
+        config = tmp_path / "config.toml"
+        config.write_text("[proxy]\nprogress = false\n" + ('schedule = "round_robin"\n' if source == "file" else "")
+                          + f'[[proxy.candidates]]\nmodel = "{fault_uri(up)}"\nn = 2\n')
+        monkeypatch.setenv("VERISCALE_CONFIG", str(config))
+        if source == "env":
+            monkeypatch.setenv("VERISCALE_PROXY_SCHEDULE", "round_robin")
+        flag = ["--proxy-schedule", "round_robin"] if source == "flag" else []
+
+        def ask_once(url: str) -> str:
+            client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
+            raw = client.chat.completions.with_raw_response.create(model="m", messages=QUESTION, max_tokens=16)
+            return raw.headers["x-veriscale-run"]
+
+        run_id = serve_while(monkeypatch, ["--joint"], ["--model", "scripted", "--store", str(store), *flag], ask_once)
+    run = Store.open(store).run(int(run_id))
+    assert run is not None and run.result["how"] == "verified"
+    assert run.result["schedule"] == ("early" if source == "auto" else "round_robin")
