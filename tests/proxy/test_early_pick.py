@@ -77,12 +77,12 @@ def test_the_injection_policy_orders_suspects() -> None:
 
 
 # -- the settings ------------------------------------------------------------------------------
-def test_the_schedule_follows_joint_under_auto_and_the_setting_otherwise() -> None:
+def test_auto_is_early_with_joint_scoring_above_three_candidates_and_the_setting_wins_otherwise() -> None:
     base = settings_for(("m", 3))
-    assert base.schedule == "auto" and base.schedule_now(joint=True) == "early"
-    assert base.schedule_now(joint=False) == "round_robin"
-    assert settings_for(("m", 3), schedule="early").schedule_now(joint=False) == "early"
-    assert settings_for(("m", 3), schedule="round_robin").schedule_now(joint=True) == "round_robin"
+    assert base.schedule == "auto" and base.schedule_now(joint=True, n=4) == "early"
+    assert base.schedule_now(joint=True, n=3) == "round_robin" == base.schedule_now(joint=False, n=5)
+    assert settings_for(("m", 3), schedule="early").schedule_now(joint=False, n=3) == "early"
+    assert settings_for(("m", 3), schedule="round_robin").schedule_now(joint=True, n=5) == "round_robin"
     with pytest.raises(UserError, match="'fast' is unknown: use one of auto, early, round_robin"):
         settings_for(("m", 3), schedule="fast")
 
@@ -163,7 +163,8 @@ def test_a_disagreeing_request_at_n3_with_joint_scoring_makes_at_most_6_calls_sc
             return "GOOD: run pytest -q, then read the diff."
         return ["GOOD: run pytest -q.", "Push it and see."][body["seed"]]
 
-    with FaultServer(chat_reply=reply) as up, proxied(store_path, settings_for((fault_uri(up), 3)), judge) as p:
+    with FaultServer(chat_reply=reply) as up, \
+            proxied(store_path, settings_for((fault_uri(up), 3), schedule="early"), judge) as p:
         text, result, run_id = ask(p)
         shown = httpx.get(f"{p.url}/api/runs/{run_id}/selection").json()  # the dashboard's selection page
     assert shown["method"] == "early" and len(shown["matrix"]) == 3 and len(shown["judgements"]) == 1
@@ -186,7 +187,7 @@ def test_a_disagreeing_request_at_n3_with_joint_scoring_makes_at_most_6_calls_sc
 def test_a_clear_pointwise_lead_skips_the_pairwise_comparison(store_path: Path, joint_on) -> None:
     replies = ["Push it and see.", "GOOD: run pytest -q.", "Push it now."]
     with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
-            proxied(store_path, settings_for((fault_uri(up), 3)), Judge()) as p:
+            proxied(store_path, settings_for((fault_uri(up), 3), schedule="early"), Judge()) as p:
         text, result, run_id = ask(p)
     assert result["how"] == "verified" and result["winner"] == 1 and text == replies[1]
     assert result["usage"]["model_calls"] == 3 and result["pairwise"] is None
@@ -196,7 +197,7 @@ def test_a_clear_pointwise_lead_skips_the_pairwise_comparison(store_path: Path, 
 def test_agreeing_candidates_make_no_verifier_call_under_the_early_schedule(store_path: Path, joint_on) -> None:
     judge = Judge()
     with FaultServer(chat_reply="GOOD: run pytest -q.") as up, \
-            proxied(store_path, settings_for((fault_uri(up), 3)), judge) as p:
+            proxied(store_path, settings_for((fault_uri(up), 3), schedule="early"), judge) as p:
         _, result, run_id = ask(p)
     assert result["how"] == "agreed" and result["schedule"] == "early"
     assert judge.judged == 0 and [c["kind"] for c in p.store.run_calls(run_id)] == ["chat"] * 3
@@ -206,7 +207,7 @@ def test_a_failed_candidate_is_left_out_of_the_early_pick(store_path: Path, join
     judge = Judge()
     replies = ["GOOD: run pytest -q.", "Push it and see.", "Push it now."]
     with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
-            proxied(store_path, settings_for((fault_uri(up), 3)), judge) as p:
+            proxied(store_path, settings_for((fault_uri(up), 3), schedule="early"), judge) as p:
         up.queue("500")
         _, result, _ = ask(p)
     failed = [c["index"] for c in result["candidates"] if c["error"]]
@@ -220,7 +221,7 @@ def test_a_verification_failure_returns_the_first_valid_candidate(store_path: Pa
     judge.fail_when = lambda req: True
     replies = ["GOOD: run pytest -q.", "Push it and see.", "Push it now."]
     with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
-            proxied(store_path, settings_for((fault_uri(up), 3)), judge) as p:
+            proxied(store_path, settings_for((fault_uri(up), 3), schedule="early"), judge) as p:
         text, result, _ = ask(p)
     assert result["how"] == "verification failed" and result["winner"] == 0 and text == replies[0]
     assert "scripted failure" in result["error"] and result["schedule"] == "early"
@@ -231,7 +232,7 @@ def test_the_timeout_gives_up_the_early_pick(store_path: Path, joint_on) -> None
     judge = Judge()
     replies = ["GOOD: run pytest -q.", "Push it and see."]
     with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
-            proxied(store_path, settings_for((fault_uri(up), 2), timeout_s=1.0), judge) as p:
+            proxied(store_path, settings_for((fault_uri(up), 2), timeout_s=1.0, schedule="early"), judge) as p:
         judge.hang_s = 2.0  # every judged call takes 2 s: past the 1 s timeout
         text, result, _ = ask(p)
         asked = judge.judged
@@ -241,12 +242,15 @@ def test_the_timeout_gives_up_the_early_pick(store_path: Path, joint_on) -> None
     assert result["winner"] == 0 and text == replies[0] and result["schedule"] == "early"
 
 
-def test_round_robin_stays_the_schedule_without_joint_scoring(store_path: Path) -> None:
-    replies = ["GOOD: run pytest -q.", "Push it and see."]
+@pytest.mark.parametrize("n,joint,expected", [(4, True, "early"), (4, False, "round_robin"), (3, True, "round_robin")])
+def test_auto_picks_the_schedule_by_joint_and_n(store_path: Path, monkeypatch, n: int, joint: bool, expected: str) -> None:
+    monkeypatch.setattr("veriscale.verify.joint._default", joint)
+    replies = ["GOOD: run pytest -q.", "Push it and see.", "Push it now.", "Read the diff."]
     with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
-            proxied(store_path, settings_for((fault_uri(up), 2), criteria="agent"), Judge()) as p:
+            proxied(store_path, settings_for((fault_uri(up), n)), Judge()) as p:
         _, result, _ = ask(p)
-    assert result["schedule"] == "round_robin" == result["method"] and result["how"] == "verified"
+    assert result["schedule"] == expected and result["how"] == "verified"
+    assert result["method"] == ("early" if expected == "early" else "round_robin" if n <= 3 else "ppt")
 
 
 def test_the_settings_default_margin_matches_the_pick() -> None:
@@ -257,7 +261,7 @@ def test_the_settings_default_margin_matches_the_pick() -> None:
 
 @pytest.mark.parametrize("source", ["flag", "env", "file", "auto"])
 def test_veriscale_serve_takes_the_schedule_from_flag_environment_or_file(tmp_path: Path, monkeypatch, source: str) -> None:
-    """With --joint on, auto would pick early: round_robin from each source shows the setting reached the pick."""
+    """At N = 2 auto is round_robin: early from each source shows the setting reached the pick."""
     import openai
 
     from tests.support.scripted_model import registered_scheme
@@ -271,12 +275,12 @@ def test_veriscale_serve_takes_the_schedule_from_flag_environment_or_file(tmp_pa
     with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
             registered_scheme("scripted", lambda uri: Judge(), ("scripted",)):
         config = tmp_path / "config.toml"
-        config.write_text("[proxy]\nprogress = false\n" + ('schedule = "round_robin"\n' if source == "file" else "")
+        config.write_text("[proxy]\nprogress = false\n" + ('schedule = "early"\n' if source == "file" else "")
                           + f'[[proxy.candidates]]\nmodel = "{fault_uri(up)}"\nn = 2\n')
         monkeypatch.setenv("VERISCALE_CONFIG", str(config))
         if source == "env":
-            monkeypatch.setenv("VERISCALE_PROXY_SCHEDULE", "round_robin")
-        flag = ["--proxy-schedule", "round_robin"] if source == "flag" else []
+            monkeypatch.setenv("VERISCALE_PROXY_SCHEDULE", "early")
+        flag = ["--proxy-schedule", "early"] if source == "flag" else []
 
         def ask_once(url: str) -> str:
             client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
@@ -286,4 +290,4 @@ def test_veriscale_serve_takes_the_schedule_from_flag_environment_or_file(tmp_pa
         run_id = serve_while(monkeypatch, ["--joint"], ["--model", "scripted", "--store", str(store), *flag], ask_once)
     run = Store.open(store).run(int(run_id))
     assert run is not None and run.result["how"] == "verified"
-    assert run.result["schedule"] == ("early" if source == "auto" else "round_robin")
+    assert run.result["schedule"] == ("round_robin" if source == "auto" else "early")

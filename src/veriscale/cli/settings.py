@@ -155,7 +155,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("proxy_schedule", "--proxy-schedule", "VERISCALE_PROXY_SCHEDULE", "proxy.schedule", str.strip, "auto",
          "a schedule name", choices=("auto", "early", "round_robin"),
          help="how the proxy picks: early (score each candidate as it arrives, compare the top two if close), "
-              "round_robin (every pair), auto (early when joint is on)"),
+              "round_robin (every pair at N <= 3, PPT above), auto (early when joint is on and N > 3)"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 

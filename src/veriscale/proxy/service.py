@@ -81,7 +81,7 @@ class ProxyService:
         from veriscale.verify.joint import joint_default
 
         n = len(self.pools.models)
-        if n < 2 or self.settings.schedule_now(joint_default()) != "early":
+        if n < 2 or self.settings.schedule_now(joint_default(), n) != "early":
             return None
         from veriscale.verify.reward import Verifier
 

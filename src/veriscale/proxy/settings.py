@@ -7,7 +7,7 @@
     temperature = 0.8                           # sampling of the candidates (each gets its own seed)
     timeout_s = 120                             # per upstream call, and for the verification
     progress = true                             # track the agent's conversation after each reply
-    schedule = "auto"                           # the pick: early | round_robin | auto (early when joint is on)
+    schedule = "auto"                           # the pick: early | round_robin | auto (early when joint is on, N > 3)
     margin = 0.1                                # early pick: a pointwise lead below this is compared pairwise
 
     [[proxy.candidates]]                        # heterogeneous pools: one table a model
@@ -38,7 +38,7 @@ from veriscale.verify.injection import check_policy
 _KNOWN = {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
           "progress": bool, "candidates": list, "max_tokens": int,
           "schedule": str, "margin": (int, float)}
-#: how the proxy picks among disagreeing candidates (``veriscale.proxy.pick``); auto: early when joint is on
+#: how the proxy picks among disagreeing candidates (``veriscale.proxy.pick``); auto: see ``schedule_now``
 SCHEDULES = ("auto", "early", "round_robin")
 
 
@@ -65,11 +65,15 @@ class ProxySettings:
         if not 0 <= self.margin <= 1:
             raise UserError(f"proxy.margin = {self.margin!r} is outside [0, 1]: give a reward difference such as 0.1")
 
-    def schedule_now(self, joint: bool) -> str:
-        """The schedule a pick uses: the setting, or for auto early under joint scoring, else round_robin."""
+    def schedule_now(self, joint: bool, n: int) -> str:
+        """The schedule a pick of ``n`` candidates uses: the setting, or for auto ``early`` under joint
+        scoring when N > 3, else ``round_robin``. At N <= 3 round robin judges every pair once, one
+        slot order each: N(N-1)/2 <= 3 joint calls, fewer than the early pick's up to N + 2, and it
+        added less latency in benchmarks/bench_proxy.py --part pick (docs/PERFORMANCE.md); above 3
+        round robin is PPT, which makes more calls than N + 2."""
         if self.schedule != "auto":
             return self.schedule
-        return "early" if joint else "round_robin"
+        return "early" if joint and n > 3 else "round_robin"
 
     @property
     def n_total(self) -> int:
