@@ -3,6 +3,7 @@ adds over calling the upstream directly, measured in one run on this machine.
 
     python benchmarks/bench_proxy.py [--requests 200] [--n 3] [--verify-requests 8]
                                      [--skip-llama] [--profile] [--json out.json]
+    python benchmarks/bench_proxy.py --part pick [--pick-requests 5]     # part 5 only
 
 (``PYTHONPATH=src:.`` when veriscale is not installed.) Never part of the test suite. The
 proxy is the real ``veriscale serve`` app (``create_app(..., proxy=open_proxy(...))``, uvicorn
@@ -42,6 +43,15 @@ runs after the reply and would otherwise load the next request. Four parts:
    of the same request; ratio (ideal 1/N = 0.25). Then the same against the llama.cpp server
    (temperature 0, so the greedy candidates agree and nothing is verified); that server
    decodes one request at a time on 2 cores, so there the ratio cannot approach 1/N.
+5. **The pick's schedule** (``--part pick`` runs only this part). Three upstreams with
+   different replies that arrive at different times (``--pick-delays``, default 0, 0.4 and 1.2 s), one
+   candidate each (N = 3), the embedded verifier in process; ``--pick-requests`` requests with
+   each setup, alternating, in one run: today's ``round_robin`` with separate scoring
+   and the ``early`` schedule with joint scoring (``veriscale.proxy.pick``), and for context
+   round robin with joint scoring (3 pairs x 2 slot orders = 6 calls). Reported per
+   setup: verifier calls per disagreeing request (the run's non-chat calls) and the added
+   latency over the slowest candidate (the record's ``verify_after_last_s``), medians, against
+   the target of at most 6 calls.
 """
 
 from __future__ import annotations
@@ -116,10 +126,10 @@ def upstream(top: dict[str, float] | None = None, delay_s: float = 0.0) -> Itera
 
 @contextmanager
 def proxy(tmp: Path, name: str, candidates: list[tuple[str, int]], verifier: Any, *,
-          progress: bool = False) -> Iterator[tuple[str, Store]]:
+          progress: bool = False, schedule: str = "auto") -> Iterator[tuple[str, Store]]:
     """The real serve app with the proxy, over a fresh store, on a free port."""
     store = Store.open(tmp / f"{name}.sqlite3")
-    settings = ProxySettings(candidates=tuple(candidates), progress=progress, timeout_s=300.0)
+    settings = ProxySettings(candidates=tuple(candidates), progress=progress, timeout_s=300.0, schedule=schedule)
     service = open_proxy(settings, verifier, store)
     runner = JobRunner(store, verifier)  # never started: no jobs here
 
@@ -426,9 +436,75 @@ def part_fanout(tmp: Path, client: httpx.Client, args: argparse.Namespace, llama
     return out
 
 
+# -- 5. the pick's schedule --------------------------------------------------------------------
+PICK_SETUPS = {"round_robin, separate scoring": ("round_robin", False), "early, joint scoring": ("early", True),
+               "round_robin, joint scoring": ("round_robin", True)}
+PICK_TARGET_CALLS = 6
+
+
+def part_pick(tmp: Path, client: httpx.Client, args: argparse.Namespace) -> dict[str, Any]:
+    from veriscale.verify.joint import set_default_joint
+
+    verifier = load_backend("embedded")
+    rows: dict[str, dict[str, list[float]]] = {name: {"calls": [], "after_last": [], "sample": []} for name in PICK_SETUPS}
+    hows: dict[str, Counter[str]] = {name: Counter() for name in PICK_SETUPS}
+    delays = [float(x) for x in args.pick_delays.split(",")]
+    with upstream(DISAGREE[0], delays[0]) as u1, upstream(DISAGREE[1], delays[1]) as u2, \
+            upstream(DISAGREE[2], delays[2]) as u3:
+        pools = [(u + "#fault-model", 1) for u in (u1, u2, u3)]
+        with proxy(tmp, "pick-rr", pools, verifier, schedule="round_robin") as rr, \
+                proxy(tmp, "pick-early", pools, verifier, schedule="early") as early:
+            served_by = {"round_robin": rr, "early": early}
+            timed_post(client, u1 + "/chat/completions", chat_body())  # the upstreams are up
+            for i in range(args.pick_requests + 1):  # the first round warms the model up and is left out
+                names = list(PICK_SETUPS) if i % 2 else list(reversed(PICK_SETUPS))
+                for name in names:
+                    schedule, joint = PICK_SETUPS[name]
+                    set_default_joint(joint)  # what --joint sets for the process: every Verifier it builds
+                    url, store = served_by[schedule]
+                    _, r = timed_post(client, url + "/v1/chat/completions", chat_body())
+                    result = store.run(int(r.headers["x-veriscale-run"])).result or {}
+                    if i == 0:
+                        continue
+                    hows[name][result.get("how", "?")] += 1
+                    used = [c for c in store.run_calls(int(r.headers["x-veriscale-run"])) if c["kind"] != "chat"]
+                    rows[name]["calls"].append(len(used) - sum(c["cache_hit"] for c in used))
+                    rows[name]["after_last"].append(result.get("verify_after_last_s", result.get("verify_s", 0.0)))
+                    rows[name]["sample"].append(result.get("sample_s", 0.0))
+            set_default_joint(None)
+    out: dict[str, Any] = {"n": 3, "delays_s": delays, "requests": args.pick_requests, "verifier": "embedded",
+                           "target_calls": PICK_TARGET_CALLS}
+    for name, r in rows.items():
+        out[name] = {"verifier_calls": {"median": statistics.median(r["calls"]), "max": max(r["calls"])},
+                     "added_after_slowest_median_ms": ms(statistics.median(r["after_last"])),
+                     "fan_out_median_ms": ms(statistics.median(r["sample"])), "picks": dict(hows[name])}
+    early, rr = out["early, joint scoring"], out["round_robin, separate scoring"]
+    out["target_met"] = early["verifier_calls"]["max"] <= PICK_TARGET_CALLS
+    out["ratio_added_early_over_round_robin"] = round(
+        early["added_after_slowest_median_ms"] / max(rr["added_after_slowest_median_ms"], 1e-9), 3)
+    return out
+
+
+def pick_table(p: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rows = []
+    for name in PICK_SETUPS:
+        r = p[name]
+        rows.append((f"5 pick N=3 ({name}; delays {p['delays_s']} s)", f"verifier calls median {r['verifier_calls']['median']}, max "
+                     f"{r['verifier_calls']['max']}", f"added after slowest median {r['added_after_slowest_median_ms']} ms "
+                     f"({p['requests']} req)"))
+    rows.append((f"5 target <= {p['target_calls']} calls", "met" if p["target_met"] else "NOT MET",
+                 f"added latency early / round robin {p['ratio_added_early_over_round_robin']}"))
+    return rows
+
+
 # -- main ---------------------------------------------------------------------------------------
 def table(result: dict[str, Any]) -> str:
     rows = []
+    if "pick" in result:
+        rows += pick_table(result["pick"])
+    if "agree" not in result:
+        width = [max(len(r[i]) for r in rows) for i in range(3)]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width)).rstrip() for r in rows)
     a = result["agree"]
     for key in ("progress_off", "n_1", "progress_on"):
         r = a[key]
@@ -465,6 +541,9 @@ def main() -> None:
     ap.add_argument("--verify-requests", type=int, default=8, help="requests of part 2, per verifier")
     ap.add_argument("--skip-llama", action="store_true", help="no llama.cpp server (parts 2 and 4)")
     ap.add_argument("--profile", action="store_true", help="profile a batch of part 1 even under 5 ms")
+    ap.add_argument("--part", choices=("all", "pick"), default="all", help="pick: only part 5 (the pick's schedule)")
+    ap.add_argument("--pick-requests", type=int, default=5, help="requests of part 5, per setup")
+    ap.add_argument("--pick-delays", default="0,0.4,1.2", help="part 5: seconds each of the 3 upstreams takes")
     ap.add_argument("--json")
     args = ap.parse_args()
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg()}}
@@ -478,6 +557,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        if args.part == "pick":
+            done("pick", part_pick(tmp, client, args))
+            print(json.dumps(result, indent=2))
+            print()
+            print(table(result))
+            return
         done("agree", part_agree(tmp, client, args))
         done("stream", part_stream(tmp, client, args))
         if args.skip_llama:
@@ -491,6 +576,7 @@ def main() -> None:
             with llama_server(str(default_gguf_path())) as llama_url:
                 done("verify", part_verify(tmp, client, args, llama_url))
                 done("fanout", part_fanout(tmp, client, args, llama_url))
+        done("pick", part_pick(tmp, client, args))
     result["machine"]["load_avg_at_end"] = os.getloadavg()
     print(json.dumps(result, indent=2))
     print()

@@ -168,6 +168,8 @@ def load_config(path: Path | str | None = None) -> Config:
                   values={**({"model": model} if model is not None else {}),
                           **({"store": str(store)} if store is not None else {}),
                           **({"prices": data["prices"]} if "prices" in data else {}),  # veriscale.engine.prices
+                          **({"proxy.schedule": data["proxy"]["schedule"]}  # veriscale.proxy.settings checks [proxy]
+                             if isinstance(data.get("proxy"), dict) and "schedule" in data["proxy"] else {}),
                           **{f"{name}.{k}": v for name, table in tables.items() for k, v in table.items()}})
 
 

@@ -86,6 +86,7 @@ FLAG_FOR: dict[str, str] = {
     "handback_max_files": "--handback-max-files",
     "handback_max_depth": "--handback-max-depth",
     "joint": "--joint",
+    "proxy_schedule": "--proxy-schedule",  # the proxy's pick (veriscale.proxy.pick)
 }
 
 

@@ -154,6 +154,11 @@ SPECS: tuple[Spec, ...] = (
       for name, cap in HOST_CAPS.items()),
     Spec("joint", "--joint", "VERISCALE_JOINT", "scoring.joint", _switch, "off", "on or off", choices=("on", "off"),
          help="one model call reads every criterion's grade (and both responses of a pair), each at its own slot"),
+    # the proxy's pick (veriscale.proxy.pick): the file key is read from the [proxy] table
+    Spec("proxy_schedule", "--proxy-schedule", "VERISCALE_PROXY_SCHEDULE", "proxy.schedule", str.strip, "auto",
+         "a schedule name", choices=("auto", "early", "round_robin"),
+         help="how the proxy picks: early (score each candidate as it arrives, compare the top two if close), "
+              "round_robin (every pair at N <= 3, PPT above), auto (early when joint is on and N > 3)"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -189,6 +194,7 @@ class Settings:
     handback_max_files: int = _CAP_DEFAULTS.handback_max_files
     handback_max_depth: int = _CAP_DEFAULTS.handback_max_depth
     joint: str = "off"
+    proxy_schedule: str = "auto"
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:

@@ -2,6 +2,7 @@
 
     pools = UpstreamPools.open(settings, store)          # one gateway per upstream model
     results = await pools.fan_out(conversation, run_id)  # [Sampled(index, model, reply | None, error, latency_s)]
+    await pools.fan_out(conversation, run_id, on_arrival=print)   # each Sampled as it comes, on this loop
     agreeing(results)                                    # True: skip verification
 
 Each candidate is one gateway chat call with its own seed (index), so the N samples of one
@@ -17,10 +18,11 @@ itself.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from veriscale.engine.gateway import Gateway
 from veriscale.engine.loop import on_gateway_loop
@@ -43,14 +45,15 @@ class Sampled:
                 "error": self.error, "latency_s": round(self.latency_s, 4)}
 
 
-def _canonical(reply: Reply) -> str:
+def canonical_form(reply: Reply) -> str:
+    """The action a reply stands for (see **Agreement**): equal forms agree."""
     calls = [(c.get("function", {}).get("name"), arguments_of(c)) for c in reply.tool_calls]
     return json.dumps([" ".join(reply.text.split()), calls], sort_keys=True, ensure_ascii=False)
 
 
 def agreeing(results: list[Sampled]) -> bool:
     """Whether every valid candidate is the same action (see the module docstring)."""
-    forms = {_canonical(r.reply) for r in results if r.reply is not None}
+    forms = {canonical_form(r.reply) for r in results if r.reply is not None}
     return len(forms) == 1
 
 
@@ -81,16 +84,32 @@ class UpstreamPools:
     def models(self) -> list[str]:
         return [g.model.uri for g, n in self.pools for _ in range(n)]
 
-    async def fan_out(self, conv: Conversation, run_id: int | None = None) -> list[Sampled]:
-        """All N candidates, concurrently; each failure is kept with its error."""
-        return await on_gateway_loop(self._fan_out(conv, run_id))  # one hop to the gateway loop for all N
+    async def fan_out(self, conv: Conversation, run_id: int | None = None,
+                      on_arrival: Callable[[Sampled], None] | None = None) -> list[Sampled]:
+        """All N candidates, concurrently; each failure is kept with its error.
 
-    async def _fan_out(self, conv: Conversation, run_id: int | None) -> list[Sampled]:
+        ``on_arrival(sampled)`` is called on the caller's event loop as each candidate comes back
+        (or fails), in arrival order, before the whole list is returned.
+        """
+        hand_over = None
+        if on_arrival is not None:  # called on the gateway loop: each hand-over is queued on the caller's
+            hand_over = functools.partial(asyncio.get_running_loop().call_soon_threadsafe, on_arrival)
+        return await on_gateway_loop(self._fan_out(conv, run_id, hand_over))  # one hop for all N; the
+        # hand-overs were queued on this loop before the result's own callback, so they ran first
+
+    async def _fan_out(self, conv: Conversation, run_id: int | None,
+                       hand_over: Callable[[Sampled], None] | None = None) -> list[Sampled]:
+        async def one(gateway: Gateway, index: int) -> Sampled:
+            s = await self._one(gateway, index, conv, run_id)
+            if hand_over is not None:
+                hand_over(s)
+            return s
+
         jobs = []
         index = 0
         for gateway, n in self.pools:
             for _ in range(n):
-                jobs.append(self._one(gateway, index, conv, run_id))
+                jobs.append(one(gateway, index))
                 index += 1
         return list(await asyncio.gather(*jobs))
 

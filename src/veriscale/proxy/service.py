@@ -3,6 +3,12 @@
     service = ProxyService(pools, verifier_backend, settings, store)
     outcome = await service.answer(conversation, api="anthropic")
     outcome.reply, outcome.how      # the winner; "agreed" | "verified" | "verification failed" | "only one valid"
+
+The pick's schedule is ``[proxy] schedule`` (``ProxySettings.schedule_now``): ``early`` hands
+each candidate to :class:`~veriscale.proxy.pick.EarlyPick` as it arrives, so pointwise scoring
+runs while the slowest candidate is still generating; ``round_robin`` waits for all N and runs
+every pair (3 pairs x 2 slot orders x C criteria at N = 3). ``verify_after_last_s`` records what
+the pick added after the slowest candidate; ``proxy.timeout_s`` bounds that part, as before.
     service.track_later(conversation, outcome)   # progress of the agent's conversation, after the reply
 
 Every request is a store run (command ``proxy <api>``): its candidates (failed ones with their
@@ -29,6 +35,7 @@ from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError
 from veriscale.proxy.candidates import Sampled, UpstreamPools, agreeing
 from veriscale.proxy.conversation import Conversation, Reply, content_text, reply_text, transcript
+from veriscale.proxy.pick import EarlyPick
 from veriscale.proxy.settings import ProxySettings
 
 MAX_TRACKED_CONVERSATIONS = 64
@@ -69,15 +76,39 @@ class ProxyService:
                 "messages": len(conv.messages), "tools": [t.get("function", {}).get("name") for t in conv.tools]}) as run:
             return await self._answer(conv, api, run, started)  # the request's run is current: its calls link to it
 
+    def _early(self, conv: Conversation) -> EarlyPick | None:
+        """The arrival-driven pick when the schedule is early (``veriscale.proxy.pick``), else None."""
+        from veriscale.verify.joint import joint_default
+
+        n = len(self.pools.models)
+        if n < 2 or self.settings.schedule_now(joint_default(), n) != "early":
+            return None
+        from veriscale.verify.reward import Verifier
+
+        def verifier() -> Verifier:  # built at the first score: an agreeing request never needs one
+            return Verifier(self.verifier_model, store=self.store, criteria=self.settings.criteria,
+                            **{k: v for k, v in self.settings.injection.items() if k != "injection_policy"})
+
+        return EarlyPick(verifier, transcript(conv), n, margin=self.settings.margin,
+                         policy=self.settings.injection.get("injection_policy", "none"))
+
     async def _answer(self, conv: Conversation, api: str, run: RunHandle, started: float) -> Outcome:
+        early = self._early(conv)
+        picking = None if early is None else asyncio.ensure_future(early.result())  # links to the run: same context
         try:
-            results = await self.pools.fan_out(conv, run.id)
+            results = await self.pools.fan_out(conv, run.id, on_arrival=None if early is None else early.arrive)
         except (asyncio.CancelledError, GeneratorExit):  # the client went away while the candidates ran
+            if picking is not None:
+                picking.cancel()
             run.finish("cancelled", {"api": api, "error": "the client disconnected before the reply"})
             raise
         sampled_s = time.perf_counter() - started
         valid = [r for r in results if r.reply is not None]
-        record: dict[str, Any] = {"api": api, "candidates": [r.to_dict() for r in results], "sample_s": round(sampled_s, 4)}
+        record: dict[str, Any] = {"api": api, "candidates": [r.to_dict() for r in results], "sample_s": round(sampled_s, 4),
+                                  "schedule": "round_robin" if early is None else "early"}
+        if picking is not None and (len(valid) < 2 or agreeing(results)):
+            picking.cancel()  # nothing to judge: the pick made no call (it starts at two different actions)
+            picking = None
         if not valid:
             errors = "; ".join(sorted({r.error or "no reply" for r in results}))[:500]
             record.update(how="every candidate failed", error=errors, latency_s=round(sampled_s, 4))
@@ -91,8 +122,11 @@ class ProxyService:
         elif not agreeing(results):
             stop = threading.Event()  # set when the pick is given up: its thread stops at its next call
             try:  # the worker thread inherits this context, so the pick's calls link to the request's run
-                selection = await asyncio.wait_for(asyncio.to_thread(self._select, conv, valid, stop),
-                                                   self.settings.timeout_s)
+                if picking is not None:  # already scoring since the second different action arrived
+                    selection = await asyncio.wait_for(picking, self.settings.timeout_s)
+                else:
+                    selection = await asyncio.wait_for(asyncio.to_thread(self._select, conv, valid, stop),
+                                                       self.settings.timeout_s)
                 winner = valid[selection["index"]]
                 how = "verified"
             except asyncio.TimeoutError:  # the [proxy] timeout_s bounds the verification too
@@ -105,10 +139,16 @@ class ProxyService:
         total = time.perf_counter() - started
         record.update(how=how, winner=winner.index, error=error, latency_s=round(total, 4),
                       verify_s=round(total - sampled_s, 4), reason=_reason(how, selection, error))
+        if how in ("verified", "verification failed"):  # what the pick added after the slowest candidate
+            record["verify_after_last_s"] = round(total - sampled_s, 4)
+        if early is not None and how == "verification failed":
+            record["usage"] = early.usage  # the calls it made before it failed or was cut
+            record["events"] = list(early.events)
         if selection is not None:
             record.update({k: selection[k] for k in ("ranking", "confidence", "reason", "tournament", "method",
                                                      "usage", "best", "decided", "notes", "injection",
-                                                     "injection_suspected") if k in selection})
+                                                     "injection_suspected", "events", "margin", "pointwise_lead",
+                                                     "pairwise") if k in selection})
             record["index"] = next(i for i, r in enumerate(valid) if r is winner)
             record["reason"] = _reason(how, selection, error)
         run.finish("ok", record)

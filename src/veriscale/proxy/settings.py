@@ -7,6 +7,8 @@
     temperature = 0.8                           # sampling of the candidates (each gets its own seed)
     timeout_s = 120                             # per upstream call, and for the verification
     progress = true                             # track the agent's conversation after each reply
+    schedule = "auto"                           # the pick: early | round_robin | auto (early when joint is on, N > 3)
+    margin = 0.1                                # early pick: a pointwise lead below this is compared pairwise
 
     [[proxy.candidates]]                        # heterogeneous pools: one table a model
     model = "http://127.0.0.1:8001/v1#qwen"     # an OpenAI-compatible upstream (or a [models.NAME])
@@ -34,7 +36,10 @@ from veriscale.errors import UserError, setting
 from veriscale.verify.injection import check_policy
 
 _KNOWN = {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
-          "progress": bool, "candidates": list, "max_tokens": int}
+          "progress": bool, "candidates": list, "max_tokens": int,
+          "schedule": str, "margin": (int, float)}
+#: how the proxy picks among disagreeing candidates (``veriscale.proxy.pick``); auto: see ``schedule_now``
+SCHEDULES = ("auto", "early", "round_robin")
 
 
 @dataclass(frozen=True)
@@ -47,12 +52,28 @@ class ProxySettings:
     timeout_s: float = 120.0
     progress: bool = True
     max_tokens: int = 1024  # when the client gives none
+    schedule: str = "auto"  # SCHEDULES; --proxy-schedule, $VERISCALE_PROXY_SCHEDULE, [proxy] schedule
+    margin: float = 0.1  # the early pick's closeness margin (veriscale.proxy.pick.CLOSE_MARGIN)
     models: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the file's [models.NAME] endpoints, for candidate names
     #: SelectionSettings keywords for the pick: injection_detect, injection_mitigation, injection_policy
     injection: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_policy(self.injection.get("injection_policy", "none"))
+        if self.schedule not in SCHEDULES:
+            raise UserError(f"{setting('proxy_schedule')} {self.schedule!r} is unknown: use one of {', '.join(SCHEDULES)}")
+        if not 0 <= self.margin <= 1:
+            raise UserError(f"proxy.margin = {self.margin!r} is outside [0, 1]: give a reward difference such as 0.1")
+
+    def schedule_now(self, joint: bool, n: int) -> str:
+        """The schedule a pick of ``n`` candidates uses: the setting, or for auto ``early`` under joint
+        scoring when N > 3, else ``round_robin``. At N <= 3 round robin judges every pair once, one
+        slot order each: N(N-1)/2 <= 3 joint calls, fewer than the early pick's up to N + 2, and it
+        added less latency in benchmarks/bench_proxy.py --part pick (docs/PERFORMANCE.md); above 3
+        round robin is PPT, which makes more calls than N + 2."""
+        if self.schedule != "auto":
+            return self.schedule
+        return "early" if joint and n > 3 else "round_robin"
 
     @property
     def n_total(self) -> int:
@@ -60,11 +81,12 @@ class ProxySettings:
 
 
 def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | None = None,
-                   injection: Mapping[str, Any] | None = None) -> ProxySettings | None:
+                   injection: Mapping[str, Any] | None = None, schedule: str | None = None) -> ProxySettings | None:
     """The ``[proxy]`` table, checked; None when there is none and no ``n`` is given.
 
     ``n`` (``veriscale serve --proxy-n N``) fans out N candidates of ``fallback_model`` when the
-    file names no candidates.
+    file names no candidates. ``schedule`` is the resolved ``proxy_schedule`` setting (flag,
+    environment, ``[proxy] schedule``); None: the file's value.
     """
     table: dict[str, Any] = cfg.raw.get("proxy", {})
     where = f"config file '{cfg.path}'"
@@ -97,7 +119,8 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
                              temperature=float(table.get("temperature", 0.8)),
                              timeout_s=float(table.get("timeout_s", 120.0)), progress=table.get("progress", True),
                              max_tokens=table.get("max_tokens", 1024), models=tuple(cfg.models.items()),
-                             injection=dict(injection or {}))
+                             injection=dict(injection or {}), schedule=schedule or table.get("schedule", "auto"),
+                             margin=float(table.get("margin", 0.1)))
     if settings.k < 1 or settings.timeout_s <= 0 or not 0 <= settings.temperature <= 2:
         raise UserError(f"{where}: proxy.k must be >= 1, proxy.timeout_s > 0 and proxy.temperature in [0, 2]")
     return settings

@@ -1,0 +1,233 @@
+"""The proxy's early pick: score each candidate as it arrives, compare the top two only when close.
+
+    pick = EarlyPick(verifier, task_text, n=3, margin=0.1)
+    await pools.fan_out(conv, run_id, on_arrival=pick.arrive)   # scoring starts while others generate
+    record = await pick.result()     # {"method": "early", "ranking", "reason", "usage", "winner", ...}
+
+**The schedule** (:class:`EarlySchedule`, pure logic, no model):
+
+1. Nothing is judged until two valid candidates that are *different actions* (``agreeing``'s
+   canonical form) have arrived; candidates that agree with one already seen share its score.
+   So agreeing candidates and a single valid one cost no verifier call.
+2. From then on each distinct candidate is scored pointwise the moment it arrives (one call
+   under joint scoring, C calls under separate scoring), concurrently with the generation still
+   running.
+3. When every candidate arrived (or failed), the distinct ones are ranked by pointwise reward.
+   If the best beats the runner-up by at least ``margin`` (reward units in [0, 1], default
+   :data:`CLOSE_MARGIN` = 0.1, ``[proxy] margin``), it wins. Otherwise the two are compared
+   pairwise in both slot orders (2 calls joint, 2·C separate) and P(best ≻ runner-up) decides.
+
+At N = 3 with joint scoring that is at most 3 + 2 = 5 verifier calls (separate scoring with
+C = 3: at most 9 + 6 = 15, against round robin's 18). The injection policy applies to the
+ranking: ``exclude`` ranks suspects after every clean candidate, ``lose_ties`` makes a suspect
+lose an equal reward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from veriscale.errors import ModelCallError
+from veriscale.proxy.candidates import Sampled, canonical_form
+from veriscale.proxy.conversation import reply_text
+
+CLOSE_MARGIN = 0.1  # a pointwise lead below this is "close": the top two are compared pairwise
+
+
+@dataclass
+class EarlySchedule:
+    """What to judge next, from arrivals and rewards alone (no model, no clock).
+
+        s = EarlySchedule(n=3)
+        s.arrive(a)            # [] (one distinct candidate: nothing to compare yet)
+        s.arrive(b)            # [a.index, b.index]: score both now
+        s.arrive(c)            # [c.index] (or [] when c agrees with a or b)
+        s.done                 # True once n candidates arrived
+        s.scored(a.index, 0.8); ...
+        s.decide()             # ("pick", key) or ("compare", best, runner_up)
+    """
+
+    n: int
+    margin: float = CLOSE_MARGIN
+    policy: str = "none"
+    arrived: list[Sampled] = field(default_factory=list)
+    keys: list[int] = field(default_factory=list)  # one key (the first index) per distinct action, arrival order
+    rewards: dict[int, float] = field(default_factory=dict)
+    suspects: set[int] = field(default_factory=set)
+    _forms: dict[str, int] = field(default_factory=dict)
+    _key_of: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return len(self.arrived) >= self.n
+
+    @property
+    def judging(self) -> bool:
+        """Whether two different actions arrived (the pick has started)."""
+        return len(self.keys) >= 2
+
+    def key_of(self, index: int) -> int:
+        """The distinct action candidate ``index`` belongs to (its first arrival's index)."""
+        return self._key_of[index]
+
+    def arrive(self, s: Sampled) -> list[int]:
+        """Record one arrival; the keys to score now."""
+        self.arrived.append(s)
+        if s.reply is None:
+            return []
+        form = canonical_form(s.reply)
+        if form in self._forms:
+            self._key_of[s.index] = self._forms[form]
+            return []
+        self._forms[form] = self._key_of[s.index] = s.index
+        self.keys.append(s.index)
+        if len(self.keys) == 2:
+            return list(self.keys)
+        return [s.index] if len(self.keys) > 2 else []
+
+    def scored(self, key: int, reward: float, suspected: bool = False) -> None:
+        self.rewards[key] = reward
+        if suspected:
+            self.suspects.add(key)
+
+    def ranked(self) -> list[int]:
+        """Distinct keys, best first: by the injection policy, then reward, then arrival."""
+        def order(key: int) -> tuple:
+            suspect = key in self.suspects
+            return (suspect if self.policy == "exclude" else False, -self.rewards[key],
+                    suspect if self.policy == "lose_ties" else False, self.keys.index(key))
+        return sorted(self.keys, key=order)
+
+    def decide(self) -> tuple[str, int] | tuple[str, int, int]:
+        """``("pick", key)`` when the pointwise lead is clear, else ``("compare", best, runner_up)``."""
+        best, runner_up = self.ranked()[:2]
+        if self.policy == "exclude" and (best in self.suspects) != (runner_up in self.suspects):
+            return ("pick", best)  # a clean candidate beats an excluded one whatever the rewards
+        if self.rewards[best] - self.rewards[runner_up] >= self.margin:
+            return ("pick", best)
+        return ("compare", best, runner_up)
+
+
+class EarlyPick:
+    """Runs an :class:`EarlySchedule` with a Verifier, on the caller's event loop."""
+
+    def __init__(self, verifier: Any, task: str, n: int, *, margin: float = CLOSE_MARGIN,
+                 policy: str = "none") -> None:
+        """``verifier``: a Verifier, or a function that builds one (called at the first score only,
+        so agreeing requests never build one)."""
+        self._verifier = verifier
+        self.task = task
+        self.schedule = EarlySchedule(n=n, margin=margin, policy=policy)
+        self.events: list[dict[str, Any]] = []
+        self._scores: dict[int, asyncio.Task] = {}
+        self._results: dict[int, Any] = {}
+        self._all_arrived = asyncio.Event()
+        self._t0 = time.perf_counter()
+        self.last_arrival_s: float | None = None
+
+    @property
+    def verifier(self) -> Any:
+        if callable(self._verifier) and not hasattr(self._verifier, "ascore"):
+            self._verifier = self._verifier()
+        return self._verifier
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """The verifier's usage so far (None: no verifier was needed)."""
+        return None if callable(self._verifier) and not hasattr(self._verifier, "ascore") else \
+            self._verifier.usage.to_dict()
+
+    def _event(self, what: str, index: int | None = None) -> None:
+        self.events.append({"event": what, "index": index, "t_s": round(time.perf_counter() - self._t0, 4)})
+
+    def arrive(self, s: Sampled) -> None:
+        """One candidate came back (or failed): score what the schedule says, now, in the background."""
+        self._event("arrived" if s.reply is not None else "failed", s.index)
+        for key in self.schedule.arrive(s):
+            self._event("score started", key)
+            self._scores[key] = asyncio.ensure_future(self._score(key, s if key == s.index else self._sampled(key)))
+        if self.schedule.done:
+            self.last_arrival_s = time.perf_counter() - self._t0
+            self._all_arrived.set()
+
+    def _sampled(self, index: int) -> Sampled:
+        return next(a for a in self.schedule.arrived if a.index == index)
+
+    async def _score(self, key: int, s: Sampled) -> Any:
+        result = await self.verifier.ascore(self.task, reply_text(s.reply))
+        self._event("score done", key)
+        return result
+
+    def cancel(self) -> None:
+        """Stop every score still running (the request was given up)."""
+        for task in self._scores.values():
+            task.cancel()
+
+    async def result(self) -> dict[str, Any] | None:
+        """The pick once every candidate arrived; None when nothing needed judging (agreement, one valid)."""
+        try:
+            await self._all_arrived.wait()
+            if not self.schedule.judging:
+                return None
+            for key, task in self._scores.items():
+                result = await task
+                if result.failed or result.reward is None:
+                    raise ModelCallError(f"scoring candidate {key} failed: {'; '.join(result.errors) or 'no reward'}")
+                self._results[key] = result
+                self.schedule.scored(key, result.reward, bool(result.injection_suspected))
+            decision = self.schedule.decide()
+            pair = None
+            if decision[0] == "compare":
+                _, best, runner_up = decision
+                self._event("compare started", best)
+                pair = await self.verifier.acompare(self.task, reply_text(self._sampled(best).reply),
+                                                    reply_text(self._sampled(runner_up).reply))
+                self._event("compare done", best)
+                if pair.failed or pair.p_a_wins is None:
+                    raise ModelCallError(f"comparing candidates {best} and {runner_up} failed: "
+                                         f"{'; '.join(pair.errors) or 'no verdict'}")
+                winner = best if pair.p_a_wins >= 0.5 else runner_up
+            else:
+                winner = decision[1]
+            return self._record(winner, decision, pair)
+        finally:
+            self.cancel()
+
+    def _record(self, winner: int, decision: tuple, pair: Any) -> dict[str, Any]:
+        """The selection-shaped record the run and the dashboard's selection page read."""
+        s = self.schedule
+        valid = sorted((a for a in s.arrived if a.reply is not None), key=lambda a: a.index)
+        position = {a.index: i for i, a in enumerate(valid)}
+        ranked = s.ranked()
+        rank_of = {key: r for r, key in enumerate(ranked)}
+        ranking = sorted(valid, key=lambda a: (rank_of[s.key_of(a.index)], a.index))
+        comparisons = []
+        if pair is not None:
+            best, runner_up = decision[1], decision[2]
+            comparisons.append({"i": position[best], "j": position[runner_up], "p": pair.p_a_wins,
+                                "orders": "both slot orders"})
+        lead = s.rewards[ranked[0]] - s.rewards[ranked[1]]
+        reason = (f"candidate {winner} led the pointwise rewards by {lead:.3f} (≥ margin {s.margin:g}), "
+                  "so no pairwise comparison ran") if pair is None else (
+                  f"the pointwise lead was {lead:.3f} (< margin {s.margin:g}): the top two were compared in "
+                  f"both slot orders and candidate {winner} won (P = "
+                  f"{pair.p_a_wins if winner == decision[1] else 1 - pair.p_a_wins:.3f})")
+        return {
+            "method": "early", "schedule": "early", "winner": winner, "index": position[winner],
+            "best": {"id": f"candidate-{winner}"}, "decided": True,
+            "confidence": None if pair is None else max(pair.p_a_wins, 1 - pair.p_a_wins),
+            "reason": {"text": reason}, "margin": s.margin, "pointwise_lead": round(lead, 4),
+            "ranking": [{"rank": r + 1, "index": position[a.index], "id": f"candidate-{a.index}",
+                         "score": s.rewards[s.key_of(a.index)],
+                         "criteria": self._results[s.key_of(a.index)].criterion_rewards(),
+                         "injection_suspected": s.key_of(a.index) in s.suspects}
+                        for r, a in enumerate(ranking)],
+            "tournament": {"comparisons": comparisons},
+            "pairwise": None if pair is None else {"p_a_wins": pair.p_a_wins, "reward_a": pair.reward_a,
+                                                   "reward_b": pair.reward_b},
+            "usage": self.usage, "events": list(self.events),
+            "notes": [n for res in self._results.values() for n in res.notes] + ([] if pair is None else pair.notes),
+        }
