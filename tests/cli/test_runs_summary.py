@@ -140,3 +140,15 @@ def test_track_and_progress_bench_runs_show_voc_and_f1(tmp_path, files):
     runs = {r["command"]: r["summary"] for r in listed(files["store"])}
     assert runs["track"] == "3 checkpoints, VOC 1.000"
     assert runs["bench --progress"] == "4 solutions, first-error F1 1.000"
+
+
+def test_the_usage_line_names_tokens_sent_and_processed_apart(scripted_scheme, files):
+    """The summary once called tokens *sent* 'processed' (93,204 for the README job, whose model
+    evaluated about 9,700): it now says which is which, and 'unknown' where the backend did not say."""
+    import re
+
+    out = invoke("score", files["task"], files["good"], "--model", "scripted", "--store", files["store"])
+    assert out.exit_code == 0, out.output
+    line = " ".join(out.stdout.split())
+    assert re.search(r"\d+ prompt tokens sent, (processed unknown|\d+ processed)", line), line
+    assert "prompt tokens processed" not in line

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from veriscale.bench.progress import DEFAULT_LIMITS, load_progress_data, plan_progress, run_progress
 from veriscale.cli import options as o
-from veriscale.cli.common import confirm_cost, console, emit_json, err_console, finish_with, note
+from veriscale.cli.common import confirm_cost, console, emit_json, err_console, finish_with, note, prompt_tokens_text
 from veriscale.engine.run_scope import recorded_run
 from veriscale.progress.judge import ProgressJudge
 from veriscale.progress.prompt import DEFAULT_PROGRESS_SCALE
@@ -98,4 +98,4 @@ def _render(payload: dict[str, Any]) -> None:
                       f"{m['reported_on']}", style="dim", highlight=False)
     usage = payload["usage"]
     console.print(f"{usage['model_calls']} model calls, {usage['cache_hits']} cache hits, "
-                  f"{usage['prompt_tokens']} prompt tokens processed", style="dim", highlight=False)
+                  f"{prompt_tokens_text(usage['prompt_tokens'], usage.get('prompt_tokens_processed'))}", style="dim", highlight=False)

@@ -26,6 +26,11 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def prompt_tokens_text(sent: int, processed: int | None) -> str:
+    """``'93204 prompt tokens sent, 9725 processed'`` (``processed unknown`` when a server did not say)."""
+    return f"{sent} prompt tokens sent, " + ("processed unknown" if processed is None else f"{processed} processed")
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print one error sentence on stderr (settings named as flags) and exit with ``code``."""
     err_console.print(f"[bold red]error:[/] {escape(one_line(cli_text(message)))}", highlight=False, soft_wrap=True)

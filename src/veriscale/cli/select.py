@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from veriscale.cli import options as o
-from veriscale.cli.common import console, emit_json, fail, note, user_errors
+from veriscale.cli.common import console, emit_json, fail, note, prompt_tokens_text, user_errors
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError, setting
@@ -130,7 +130,7 @@ def _render(sel: Selection) -> None:
     u = sel.usage
     console.print(
         f"{sel.n_comparisons} comparisons, {sel.n_judgements} judgements, {u.model_calls} model calls, "
-        f"{u.cache_hits} cache hits, {u.prompt_tokens} prompt tokens processed"
+        f"{u.cache_hits} cache hits, {prompt_tokens_text(u.prompt_tokens, u.processed)}"
         + (f", {sel.calls_saved:+d} calls saved by adaptive stopping" if sel.adaptive else ""),
         style="dim", highlight=False)
     if sel.budget:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Callable
 import typer
 from rich.table import Table
 
-from veriscale.cli.common import console, emit_json, err_console, fail, note, user_errors
+from veriscale.cli.common import console, emit_json, err_console, fail, note, prompt_tokens_text, user_errors
 from veriscale.cli import options as o
 from veriscale.data.text_input import read_text_input
 from veriscale.engine.executor import Estimate
@@ -72,7 +72,7 @@ def _execute(v: Verifier, command: str, args: dict[str, Any], calls: list, run: 
 
 def _usage_line(result: Any) -> str:
     u = result.usage
-    return (f"{u.model_calls} model calls, {u.cache_hits} cache hits, {u.prompt_tokens} prompt tokens processed"
+    return (f"{u.model_calls} model calls, {u.cache_hits} cache hits, {prompt_tokens_text(u.prompt_tokens, u.processed)}"
             + (f", {u.failed_calls} failed" if u.failed_calls else "")
             + (f", {u.cancelled_calls} cancelled" if u.cancelled_calls else ""))
 
