@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.policy_sources import policy_given
 from tests.support.scripted_model import ScriptedScoreModel, registered_scheme
 from veriscale.cli import app
 from veriscale.cli import race as race_cli
@@ -349,22 +350,13 @@ def test_race_end_to_end_on_the_embedded_model(repo: Path) -> None:
     assert_cleaned_up(repo)
 
 
-def _policy_given(source: str, policy: str, repo: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """``injection_policy`` by ``source``: the global flag (returned), the environment or the config file."""
-    config = repo.parent / "config.toml"
-    config.write_text(f'[injection]\npolicy = "{policy}"\n' if source == "file" else "")
-    monkeypatch.setenv("VERISCALE_CONFIG", str(config))
-    monkeypatch.delenv("VERISCALE_INJECTION_POLICY", raising=False)
-    if source == "env":
-        monkeypatch.setenv("VERISCALE_INJECTION_POLICY", policy)
-    return ["--injection-policy", policy] if source == "flag" else []
 
 
 @pytest.mark.parametrize("source", ["flag", "env", "file"])
 @pytest.mark.parametrize("policy", ["lose_ties", "exclude"])
 def test_the_injection_policy_makes_a_suspected_run_lose_its_tie(repo: Path, scripted_scheme, monkeypatch,
                                                                  source: str, policy: str) -> None:
-    front = _policy_given(source, policy, repo, monkeypatch)
+    front = policy_given(source, policy, repo.parent, monkeypatch)
     result = CliRunner().invoke(app, [*front, "race", "-n", "3", "--task", str(repo.parent / "task.md"), "--model",
                                       "scripted", "--json", "--", *agent(repo, "inject")])
     assert result.exit_code == 0, result.output
@@ -377,7 +369,7 @@ def test_the_injection_policy_makes_a_suspected_run_lose_its_tie(repo: Path, scr
 
 
 def test_by_default_a_race_only_reports_the_suspected_run(repo: Path, scripted_scheme, monkeypatch) -> None:
-    _policy_given("file", "none", repo, monkeypatch)
+    policy_given("file", "none", repo.parent, monkeypatch)
     result = CliRunner().invoke(app, ["race", "-n", "3", "--task", str(repo.parent / "task.md"), "--model",
                                       "scripted", "--json", "--", *agent(repo, "inject")])
     assert result.exit_code == 0, result.output

@@ -15,6 +15,7 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
+from tests.support.policy_sources import policy_given
 from tests.support.scripted_model import ScriptedScoreModel, registered_scheme
 from tests.support.serve_in_process import serve_while, wait_job
 from tests.support.serve_process import free_port
@@ -58,21 +59,13 @@ def _serve_one_select(monkeypatch: pytest.MonkeyPatch, pool: Path, front: list[s
     return run.result
 
 
-def _given(source: str, policy: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    config = tmp_path / "config.toml"
-    config.write_text(f'[injection]\npolicy = "{policy}"\n' if source == "file" else "")
-    monkeypatch.setenv("VERISCALE_CONFIG", str(config))
-    monkeypatch.delenv("VERISCALE_INJECTION_POLICY", raising=False)
-    if source == "env":
-        monkeypatch.setenv("VERISCALE_INJECTION_POLICY", policy)
-    return ["--injection-policy", policy] if source == "flag" else []
 
 
 @pytest.mark.parametrize("source", ["flag", "env", "file"])
 @pytest.mark.parametrize("policy", ["lose_ties", "exclude"])
 def test_a_served_select_job_applies_the_servers_injection_policy(scripted_scheme, pool, tmp_path, monkeypatch,
                                                                   source: str, policy: str) -> None:
-    front = _given(source, policy, tmp_path, monkeypatch)
+    front = policy_given(source, policy, tmp_path, monkeypatch)
     result = _serve_one_select(monkeypatch, pool, front, tmp_path / "s.sqlite3")
     assert result["injection"]["policy"] == policy and result["injection"]["suspects"] == [0]
     assert result["index"] == 1  # the clean GOOD answer, not the injected one it ties
@@ -81,7 +74,7 @@ def test_a_served_select_job_applies_the_servers_injection_policy(scripted_schem
 
 
 def test_by_default_a_served_select_job_only_reports_the_suspect(scripted_scheme, pool, tmp_path, monkeypatch) -> None:
-    result = _serve_one_select(monkeypatch, pool, _given("file", "none", tmp_path, monkeypatch), tmp_path / "s.sqlite3")
+    result = _serve_one_select(monkeypatch, pool, policy_given("file", "none", tmp_path, monkeypatch), tmp_path / "s.sqlite3")
     assert result["injection"]["policy"] == "none" and result["injection_suspected"] is True
     assert result["index"] == 0 and not any("injection policy" in n for n in result["notes"])
 
