@@ -93,13 +93,13 @@ CAPS: dict[str, Cap] = {
 class HostCaps:
     """Every cap's value; ``HostCaps()`` is the defaults."""
 
-    zip_member_mb: float = 32.0
-    zip_file_mb: float = 128.0
-    zip_members: int = 10_000
-    view_timeout_s: float = 60.0
-    view_memory_mb: float = 2048.0
-    handback_max_files: int = 20_000
-    handback_max_depth: int = 64
+    zip_member_mb: float = CAPS["zip_member_mb"].default
+    zip_file_mb: float = CAPS["zip_file_mb"].default
+    zip_members: int = CAPS["zip_members"].default
+    view_timeout_s: float = CAPS["view_timeout_s"].default
+    view_memory_mb: float = CAPS["view_memory_mb"].default
+    handback_max_files: int = CAPS["handback_max_files"].default
+    handback_max_depth: int = CAPS["handback_max_depth"].default
 
 
 _chosen: dict[str, Any] = {}
