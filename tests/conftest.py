@@ -22,6 +22,16 @@ def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VERISCALE_CACHE_DIR", str(tmp_path / "cache"))
 
 
+@pytest.fixture(autouse=True)
+def _forget_runtime_choices():
+    """A command's settings are process-wide (veriscale.runtime): each test starts without them."""
+    from veriscale import runtime
+
+    runtime.choose({})
+    yield
+    runtime.choose({})
+
+
 @pytest.fixture(scope="session")
 def embedded_model():
     from veriscale.models.embedded import EmbeddedModel

@@ -9,19 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from veriscale import runtime
 from veriscale.cli import app
-from veriscale.data import reader
+from veriscale.cli.settings import SPECS
 from veriscale.engine import run_liveness
 
 SOURCES = ("flag", "env", "file")
-
-
-@pytest.fixture(autouse=True)
-def _forget_choices():
-    """A command's choice is process-wide: put it back so later tests read their own environment."""
-    yield
-    reader.set_max_input_mb(None)
-    run_liveness.set_stale_after_s(None)
 
 
 def _invoke(tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch, args: list[str], **values: float):
@@ -76,3 +69,36 @@ def test_a_bad_threshold_or_cap_is_one_sentence(tmp_path: Path, bad: str, monkey
         result = _invoke(tmp_path, "flag", monkeypatch, [flag, bad, "settings"])
         assert result.exit_code == 2, result.output
         assert flag in result.output and "Traceback" not in result.output
+
+
+def _example(spec) -> str:
+    """A valid value for ``spec`` that differs from its default."""
+    if spec.choices:
+        return next(c for c in spec.choices if c != spec.default)
+    return str(int(spec.default) + 3 if isinstance(spec.default, int) else spec.default / 2 + 1)
+
+
+LIBRARY_SPECS = [spec for spec in SPECS if spec.library]
+
+
+@pytest.mark.parametrize("source", ["flag", "file", "env"])
+@pytest.mark.parametrize("spec", LIBRARY_SPECS, ids=[spec.name for spec in LIBRARY_SPECS])
+def test_every_library_setting_is_handed_over_from_a_flag_or_the_file(tmp_path: Path, spec, source: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """One mechanism for all of them: a flag's or the file's value is runtime.chosen; the environment's is
+    left for the library to read itself (so the Python API reads it the same way)."""
+    value = _example(spec)
+    switch = spec.choices == ("on", "off")  # --joint/--no-joint takes no value; the file takes true/false
+    config = tmp_path / "config.toml"
+    table, key = spec.file.rsplit(".", 1)
+    written = "true" if switch else repr(value) if spec.choices else value
+    config.write_text(f"[{table}]\n{key} = {written}\n" if source == "file" else "")
+    monkeypatch.setenv("VERISCALE_CONFIG", str(config))
+    monkeypatch.delenv(spec.env, raising=False)
+    if source == "env":
+        monkeypatch.setenv(spec.env, value)
+    front = ([spec.flag] if switch else [spec.flag, value]) if source == "flag" else []
+    result = CliRunner().invoke(app, [*front, "settings"])
+    assert result.exit_code == 0, result.output
+    expected = None if source == "env" else spec.check(spec.parse(value), spec.name)
+    assert runtime.chosen(spec.name) == expected

@@ -42,14 +42,12 @@ VALUES = {
 
 @pytest.fixture(autouse=True)
 def _clean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    """No cap from the outside; a command's choice is process-wide, so it is forgotten afterwards."""
+    """No cap from the outside (tests/conftest.py forgets a command's choices after each test)."""
     for cap in host_caps.CAPS.values():
         monkeypatch.delenv(cap.env, raising=False)
     config = tmp_path / "config.toml"
     config.write_text("")
     monkeypatch.setenv("VERISCALE_CONFIG", str(config))
-    yield
-    host_caps.choose({})
 
 
 def _reader() -> HarvestReader:

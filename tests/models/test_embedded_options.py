@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from veriscale.cli import app
 from veriscale.errors import UserError
-from veriscale.models.embedded import EmbeddedModel, all_cores, set_default_threads
+from veriscale import runtime
+from veriscale.models.embedded import EmbeddedModel, all_cores
 from veriscale.models.uri import load_backend
 
 pytestmark = pytest.mark.embedded
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.embedded
 @pytest.fixture()
 def restore_threads(embedded_model):
     yield embedded_model
-    set_default_threads(None)
+    runtime.choose({})
     EmbeddedModel.load()  # back to every core for the tests after this one
 
 
@@ -44,6 +45,15 @@ def test_the_threads_flag_reaches_the_embedded_model(restore_threads, tmp_path):
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["dry_run"] is True
     assert _threads(restore_threads) == (1, 1, 1)
+
+
+def test_the_threads_environment_variable_reaches_a_library_load(restore_threads, monkeypatch):
+    monkeypatch.setenv("VERISCALE_THREADS", "1")  # the Python API: no CLI resolved anything
+    assert _threads(EmbeddedModel.load()) == (1, 1, 1)
+    monkeypatch.setenv("VERISCALE_THREADS", "lots")
+    with pytest.raises(UserError, match=r"\$VERISCALE_THREADS='lots' is not a whole number"):
+        EmbeddedModel.load()
+    monkeypatch.delenv("VERISCALE_THREADS")  # before restore_threads loads the model again
 
 
 @pytest.mark.parametrize("args,needle", [

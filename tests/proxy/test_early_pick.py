@@ -20,6 +20,7 @@ import pytest
 from tests.proxy.conftest import fault_uri, proxied, settings_for
 from tests.support.fault_server import FaultServer
 from tests.support.scripted_model import ScriptedScoreModel
+from veriscale import runtime
 from veriscale.config import load_config
 from veriscale.errors import UserError
 from veriscale.models.base import ScoreRequest, ScoreResponse
@@ -143,7 +144,7 @@ class Judge(ScriptedScoreModel):
 
 @pytest.fixture()
 def joint_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("veriscale.verify.joint._default", True)  # what --joint sets for the process
+    runtime.choose({"joint": "on"})  # what --joint chooses for the process (tests/conftest.py forgets it)
 
 
 def ask(p) -> tuple[str, dict[str, Any], int]:
@@ -244,7 +245,7 @@ def test_the_timeout_gives_up_the_early_pick(store_path: Path, joint_on) -> None
 
 @pytest.mark.parametrize("n,joint,expected", [(4, True, "early"), (4, False, "round_robin"), (3, True, "round_robin")])
 def test_auto_picks_the_schedule_by_joint_and_n(store_path: Path, monkeypatch, n: int, joint: bool, expected: str) -> None:
-    monkeypatch.setattr("veriscale.verify.joint._default", joint)
+    runtime.choose({"joint": "on" if joint else "off"})
     replies = ["GOOD: run pytest -q.", "Push it and see.", "Push it now.", "Read the diff."]
     with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
             proxied(store_path, settings_for((fault_uri(up), n)), Judge()) as p:
@@ -268,7 +269,6 @@ def test_veriscale_serve_takes_the_schedule_from_flag_environment_or_file(tmp_pa
     from tests.support.serve_in_process import serve_while
     from veriscale.engine.store import Store
 
-    monkeypatch.setattr("veriscale.verify.joint._default", None)  # --joint below sets it; restored after
     monkeypatch.delenv("VERISCALE_PROXY_SCHEDULE", raising=False)
     store = tmp_path / "s.sqlite3"
     replies = ["GOOD: run pytest -q.", "Push it and see."]

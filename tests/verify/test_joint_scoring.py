@@ -3,6 +3,7 @@
 import pytest
 
 from tests.support.scripted_model import ScriptedScoreModel
+from veriscale import runtime
 from veriscale.engine.executor import CallExecutor
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
@@ -132,7 +133,7 @@ def test_reasoning_and_backends_without_joint_support_score_separately_and_say_s
 
 
 def test_joint_default_reads_the_environment(monkeypatch):
-    monkeypatch.setattr(joint_scoring, "_default", None)
+    runtime.choose({})  # the conftest forgets choices too; start from none here all the same
     monkeypatch.delenv(joint_scoring.JOINT_ENV, raising=False)
     assert joint_scoring.joint_default() is False
     monkeypatch.setenv(joint_scoring.JOINT_ENV, "on")

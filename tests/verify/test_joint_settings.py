@@ -7,13 +7,14 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support.scripted_model import ScriptedScoreModel, registered_scheme
+from veriscale import runtime
 from veriscale.cli import app
 from veriscale.verify import joint as joint_scoring
 
 
 @pytest.fixture()
 def scripted(monkeypatch):
-    monkeypatch.setattr(joint_scoring, "_default", None)  # the CLI callback sets it; start from unset
+    runtime.choose({})  # the CLI callback chooses it; start from none
     monkeypatch.delenv(joint_scoring.JOINT_ENV, raising=False)
     with registered_scheme("scripted", lambda uri: ScriptedScoreModel(), ("scripted",)):
         yield

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -42,10 +41,8 @@ def main(
     """Tell which run of your AI agent to trust."""
     from veriscale.cli import settings
     from veriscale.cli.common import user_errors
-    from veriscale.data.reader import set_max_input_mb
-    from veriscale.engine.run_liveness import set_stale_after_s
+    from veriscale import runtime
     from veriscale.engine.run_scope import install_sigterm_handler
-    from veriscale.harness import host_caps
 
     caps = {"zip_member_mb": zip_member_mb, "zip_file_mb": zip_file_mb, "zip_members": zip_members,
             "view_timeout_s": view_timeout_s, "view_memory_mb": view_memory_mb,
@@ -59,16 +56,9 @@ def main(
                                                "injection_policy": injection_policy,
                                                "injection_mitigation": injection_mitigation,
                                                "joint": joint, **caps})
-        set_max_input_mb(resolved.chosen("max_input_mb"))  # the library reads the environment itself
-        set_stale_after_s(resolved.chosen("run_stale_s"))
-        host_caps.choose({name: resolved.chosen(name) for name in host_caps.CAPS})  # the library reads $VERISCALE_*
-        from veriscale.verify.joint import set_default_joint
-
-        set_default_joint(resolved.joint == "on")  # every Verifier this command builds (server, proxy too)
-        if resolved.threads or "veriscale.models.embedded" in sys.modules:  # numpy only when needed
-            from veriscale.models.embedded import set_default_threads
-
-            set_default_threads(resolved.threads or None)
+        # what the library reads while it works (the input cap, liveness, host caps, joint, threads):
+        # a flag's or the file's choice; the library reads the environment itself
+        runtime.choose({spec.name: resolved.chosen(spec.name) for spec in settings.SPECS if spec.library})
 
 
 def _register_all() -> None:

@@ -57,6 +57,7 @@ class Spec:
     above: float | None = None  # an exclusive lower bound ("more than 0")
     choices: tuple[str, ...] = ()
     help: str = ""
+    library: bool = False  # read deep in the library (veriscale.runtime): the CLI hands its choice over
 
     def check(self, value: Any, where: str) -> Any:
         """``value`` if it is allowed, else one sentence naming ``where`` it came from."""
@@ -118,12 +119,13 @@ SPECS: tuple[Spec, ...] = (
     Spec("routing", "--routing", "VERISCALE_ROUTING", "gateway.routing", str.strip, "affinity", "a routing name",
          choices=ROUTINGS, help="how calls spread over several endpoints"),
     Spec("threads", "--threads", "VERISCALE_THREADS", "embedded.threads", _whole, 0, "a whole number", minimum=0,
-         help="CPU threads of the embedded model (0: one per core)"),
+         help="CPU threads of the embedded model (0: one per core)", library=True),
     Spec("max_input_mb", "--max-input-mb", "VERISCALE_MAX_INPUT_MB", "inputs.max_mb", _number, 128.0,
-         "a number of MiB", above=0, help="the largest input file or stdin read, in MiB (also after gunzip)"),
+         "a number of MiB", above=0, help="the largest input file or stdin read, in MiB (also after gunzip)",
+         library=True),
     Spec("run_stale_s", "--run-stale-s", "VERISCALE_RUN_STALE_S", "runs.stale_s", _number, 30.0,
          "a number of seconds", above=0,
-         help="heartbeat age after which a run with no live process is marked interrupted"),
+         help="heartbeat age after which a run with no live process is marked interrupted", library=True),
     Spec("redact", "--redact", None, "redact.patterns", _no_env, (), "regular expressions",
          help="your own secret shapes (regexes) redacted, over the built-in ones, in what leaves the store"),
     Spec("redact_secrets", "--no-redact", None, "redact.enabled", _no_env, True, "true or false",
@@ -150,10 +152,11 @@ SPECS: tuple[Spec, ...] = (
                      "controller plans PPT's pivots, repeats and criteria inside it"),
     # the host's caps on what it inflates from rollouts and takes back from sessions (veriscale.harness.host_caps)
     *(Spec(name, "--" + name.replace("_", "-"), cap.env, cap.file, cap.parse, cap.default, cap.kind,
-           minimum=1 if cap.whole else None, above=None if cap.whole else 0, help=cap.help)
+           minimum=1 if cap.whole else None, above=None if cap.whole else 0, help=cap.help, library=True)
       for name, cap in HOST_CAPS.items()),
     Spec("joint", "--joint", "VERISCALE_JOINT", "scoring.joint", _switch, "off", "on or off", choices=("on", "off"),
-         help="one model call reads every criterion's grade (and both responses of a pair), each at its own slot"),
+         help="one model call reads every criterion's grade (and both responses of a pair), each at its own slot",
+         library=True),
     # the proxy's pick (veriscale.proxy.pick): the file key is read from the [proxy] table
     Spec("proxy_schedule", "--proxy-schedule", "VERISCALE_PROXY_SCHEDULE", "proxy.schedule", str.strip, "auto",
          "a schedule name", choices=("auto", "early", "round_robin"),

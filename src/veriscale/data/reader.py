@@ -30,6 +30,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from veriscale import runtime
 from veriscale.errors import UserError, setting
 
 MAX_INPUT_ENV = "VERISCALE_MAX_INPUT_MB"
@@ -50,20 +51,11 @@ class BadInput(UserError):
         self.reason = reason or message
 
 
-_chosen_mb: float | None = None
-
-
-def set_max_input_mb(mb: float | None) -> None:
-    """The cap the CLI resolved (``--max-input-mb`` > ``$VERISCALE_MAX_INPUT_MB`` > ``inputs.max_mb``);
-    None: read the environment again."""
-    global _chosen_mb
-    _chosen_mb = mb
-
-
 def max_input_bytes() -> int:
     """The size cap of one input: the CLI's choice, else ``$VERISCALE_MAX_INPUT_MB`` MiB, else 128 MiB."""
-    if _chosen_mb is not None:
-        return max(1, round(_chosen_mb * (1 << 20)))
+    chosen_mb = runtime.chosen("max_input_mb")  # --max-input-mb or inputs.max_mb
+    if chosen_mb is not None:
+        return max(1, round(chosen_mb * (1 << 20)))
     raw = os.environ.get(MAX_INPUT_ENV, "").strip()
     if not raw:
         return DEFAULT_MAX_INPUT_MB << 20
@@ -299,4 +291,4 @@ def shown(text: Any, limit: int = 60) -> str:
 
 __all__ = ["BadInput", "JsonLimit", "MAX_INPUT_ENV", "MAX_JSON_DEPTH", "MAX_NUMBER_CHARS", "check_regular",
            "decode_json", "decode_text", "json_depth_over", "load_json", "max_input_bytes", "open_regular", "parse_json",
-           "read_bytes", "read_text", "require_utf8", "set_max_input_mb", "shown", "try_json"]
+           "read_bytes", "read_text", "require_utf8", "shown", "try_json"]

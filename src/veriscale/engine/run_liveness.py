@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
+from veriscale import runtime
 from veriscale.errors import UserError
 
 if TYPE_CHECKING:
@@ -36,20 +37,11 @@ OTHER_HOST_FACTOR = 10.0  # a run of another host (or with no owner recorded) wa
 MAX_BEAT_S = 5.0
 
 
-_chosen_s: float | None = None
-
-
-def set_stale_after_s(seconds: float | None) -> None:
-    """The threshold the CLI resolved (``--run-stale-s`` > ``$VERISCALE_RUN_STALE_S`` > ``runs.stale_s``);
-    None: read the environment again."""
-    global _chosen_s
-    _chosen_s = seconds
-
-
 def stale_after_s() -> float:
     """The heartbeat age after which a run on this host with no live process is dead."""
-    if _chosen_s is not None:
-        return _chosen_s
+    chosen_s = runtime.chosen("run_stale_s")  # --run-stale-s or runs.stale_s
+    if chosen_s is not None:
+        return chosen_s
     raw = os.environ.get(STALE_ENV)
     if not raw:
         return DEFAULT_STALE_S

@@ -2,13 +2,12 @@
 
 Each cap is a setting (``veriscale.cli.settings.SPECS``: a flag, an environment variable and a
 config-file key). The CLI resolves them by its one rule (flag > environment > file > default) and
-hands its choice here; library code and processes the CLI did not start (skill scripts) read the
-environment variable through the same parser::
+hands its choice over through :mod:`veriscale.runtime`; library code and processes the CLI did not
+start (skill scripts) read the environment variable through the same parser::
 
     caps = current()                           # HostCaps: the CLI's choice, else $VERISCALE_*, else defaults
     caps.zip_member_mb, caps.handback_max_files
-    choose({"handback_max_files": 5000})       # what the CLI resolved from a flag or the file
-    choose({})                                 # forget it: read the environment again
+    runtime.choose({"handback_max_files": 5000})   # what the CLI resolved from a flag or the file
 
 =======================  ================================  ==========  ======================================
 setting                  environment variable              default     caps
@@ -31,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
+from veriscale import runtime
 from veriscale.errors import UserError
 
 #: the largest value any cap takes (2**40: a TiB in MiB, far past any real file)
@@ -102,18 +102,6 @@ class HostCaps:
     handback_max_depth: int = CAPS["handback_max_depth"].default
 
 
-_chosen: dict[str, Any] = {}
-
-
-def choose(values: Mapping[str, Any]) -> None:
-    """The caps the CLI resolved from a flag or the config file (None: not chosen, read the environment)."""
-    unknown = set(values) - set(CAPS)
-    if unknown:
-        raise TypeError(f"not host caps: {sorted(unknown)}")
-    _chosen.clear()
-    _chosen.update({name: value for name, value in values.items() if value is not None})
-
-
 def from_environment(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """The cap ``name`` from its environment variable (None when unset or blank); a bad value is one sentence."""
     cap = CAPS[name]
@@ -130,7 +118,7 @@ def current(environ: Mapping[str, str] | None = None) -> HostCaps:
     """Each cap: the CLI's choice, else its environment variable, else its default."""
     values: dict[str, Any] = {}
     for f in fields(HostCaps):
-        value = _chosen.get(f.name)
+        value = runtime.chosen(f.name)  # a flag or the config file
         if value is None:
             value = from_environment(f.name, environ)
         if value is not None:

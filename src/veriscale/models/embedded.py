@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from veriscale import runtime
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse, slot_entry
 from veriscale.models.cancel import in_worker, stopped
@@ -50,21 +51,30 @@ N_BATCH = 512  # prompt tokens evaluated per step (a cancelled call stops betwee
 WHITESPACE_MIN_PROB = 0.01  # follow a whitespace path at the slot only when it is this likely
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[str, "EmbeddedModel"] = {}
-_default_threads: int | None = None
+THREADS_ENV = "VERISCALE_THREADS"
 
 
 def all_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def set_default_threads(threads: int | None) -> None:
-    """Threads for embedded models loaded without a ``threads`` option (the CLI's ``--threads``);
-    None: every core."""
-    global _default_threads
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise UserError(f"{setting('threads')} {threads!r} is not a positive number: give how many CPU threads the "
-                        f"embedded model may use, e.g. {setting('threads', 2)}")
-    _default_threads = threads
+def default_threads() -> int | None:
+    """Threads for embedded models loaded without a ``threads`` option: the command's ``--threads`` or
+    ``embedded.threads``, else ``$VERISCALE_THREADS``; None (or 0): every core."""
+    chosen = runtime.chosen("threads")
+    if chosen is not None:
+        return chosen or None
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = -1
+    if threads < 0:
+        raise UserError(f"${THREADS_ENV}={raw!r} is not a whole number of CPU threads: give e.g. 2 (0: one per "
+                        f"core) or unset it")
+    return threads or None
 
 
 def default_gguf_path() -> Path:
@@ -165,7 +175,7 @@ class EmbeddedModel:
     def load(cls, gguf: Path | None = None, *, threads: int | None = None, n_ctx: int | None = None) -> "EmbeddedModel":
         """The process-wide instance for this file (and context size), loaded on first use.
 
-        ``threads``: CPU threads for prompt and generation (default: :func:`set_default_threads`,
+        ``threads``: CPU threads for prompt and generation (default: :func:`default_threads`,
         else every core); it applies to a loaded instance too."""
         path = Path(gguf) if gguf else default_gguf_path()
         if not path.is_file():
@@ -178,7 +188,7 @@ class EmbeddedModel:
             if key not in _LOADED:
                 if not _LOADED:
                     atexit.register(_close_all)
-            wanted = threads or _default_threads or all_cores()
+            wanted = threads or default_threads() or all_cores()
             if key not in _LOADED:
                 _LOADED[key] = cls(path, n_ctx=n_ctx or DEFAULT_N_CTX, threads=wanted)
             model = _LOADED[key]

@@ -18,26 +18,20 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from veriscale import runtime
 from veriscale.errors import UserError, setting
 
-if TYPE_CHECKING:  # the CLI's callback imports this module for set_default_joint: keep it light
+if TYPE_CHECKING:  # keep this module light to import
     from veriscale.engine.executor import CallOutcome, PlannedCall
     from veriscale.verify.results import ReadingTag
 
 JOINT_ENV = "VERISCALE_JOINT"
-_default: bool | None = None
-
-
-def set_default_joint(on: bool | None) -> None:
-    """The joint setting Verifiers built without ``joint=`` use (the CLI's ``--joint``); None: the environment."""
-    global _default
-    _default = on
-
-
 def joint_default() -> bool:
-    """``set_default_joint``'s value, else ``$VERISCALE_JOINT`` (1/true/on or 0/false/off), else off."""
-    if _default is not None:
-        return _default
+    """What Verifiers built without ``joint=`` do: the command's ``--joint`` or ``scoring.joint``, else
+    ``$VERISCALE_JOINT`` (1/true/on or 0/false/off), else off."""
+    chosen = runtime.chosen("joint")  # "on" or "off"
+    if chosen is not None:
+        return chosen == "on"
     raw = os.environ.get(JOINT_ENV, "").strip().lower()
     if raw in ("", "0", "false", "off", "no"):
         return False
