@@ -52,3 +52,26 @@ def test_replies_without_or_with_broken_logprobs():
         generated_positions({"choices": [{"text": "A"}]})
     with pytest.raises(MalformedLogprobs):
         generated_positions({"choices": [{"logprobs": {"tokens": ["A"], "top_logprobs": [{}, {}]}}]})
+
+
+def test_a_bare_space_before_the_grade_is_read_through_on_both_paths():
+    """Small models write " " and then the digit: the grade is P(digit at once) + P(" ")·P(digit after)."""
+    payload = {"choices": [{"logprobs": {"content": [
+        {"token": " ", "logprob": LN(0.6), "top_logprobs": [{"token": " ", "logprob": LN(0.6)},
+                                                            {"token": "7", "logprob": LN(0.3)}]},
+        {"token": "8", "logprob": LN(0.5), "top_logprobs": [{"token": "8", "logprob": LN(0.5)},
+                                                            {"token": "7", "logprob": LN(0.5)}]}]}}]}
+    (top, written, problem), = joint_slot_tops(generated_positions(payload), ["Grade:"], first_at_start=True)
+    assert written == "8" and problem is None
+    got = dict()
+    for tok, p in top:
+        got[tok] = got.get(tok, 0.0) + p
+    assert got == {"7": pytest.approx(0.3 + 0.6 * 0.5), "8": pytest.approx(0.6 * 0.5)}
+
+
+def test_the_joint_grammar_writes_every_later_header_as_a_literal():
+    from veriscale.models.joint_grammar import joint_gbnf
+
+    g = joint_gbnf(['Say "x":', '\nBack\\slash:'], ("1", "2"))
+    assert g == 'root ::= " "? label "\\nBack\\\\slash:" " "? label\nlabel ::= "1" | "2"\n'
+    assert joint_gbnf(['Say "x":'], ("1",), first_header=True).startswith('root ::= "Say \\"x\\":" " "? label')

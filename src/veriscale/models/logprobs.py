@@ -149,5 +149,20 @@ def joint_slot_tops(positions: list[tuple[str, list[tuple[str, float]]]], header
                        else "the joint reply ran its header into the grade (no token starts after it)")
             out.append((None, "", problem))
             continue
-        out.append((positions[i][1], positions[i][0].strip(), None))
+        out.append(_through_whitespace(positions, i))
     return out
+
+
+def _through_whitespace(positions: list[tuple[str, list[tuple[str, float]]]], i: int
+                        ) -> tuple[list[tuple[str, float]], str, None]:
+    """The slot at position ``i``: its top pairs and the token written there, and when that token is a
+    bare space or newline (small models write one before the grade), the grade read one position on.
+
+    The label's probability is then the sum over both paths: P(label) at the slot, plus P(the written
+    whitespace) times P(label) after it (the path of any other whitespace token is not observed)."""
+    token, top = positions[i]
+    if token.strip() or i + 1 >= len(positions):
+        return top, token.strip(), None
+    p_ws = sum(p for t, p in top if t == token)
+    after_token, after = positions[i + 1]
+    return [(t, p) for t, p in top if t != token] + [(t, p_ws * p) for t, p in after], after_token.strip(), None

@@ -16,7 +16,9 @@ the gateway's event loop (cancelling one cancels its request); one implementatio
 A joint request (``ScoreRequest.joint``) is one generation with logprobs at every position; the
 generated text is searched for each slot header and the token right after it is read (a slot
 the reply never reaches or writes off format comes back with its ``problem``; the Verifier asks
-it alone).
+it alone). A bare space or newline before a grade is read through (``logprobs.joint_slot_tops``).
+On llama.cpp servers ``?grammar=on`` holds the reply to its format (``joint_grammar``), so every
+slot is reached and each grade written is the most likely label.
 
 What the server says about itself (the ids it serves, its context, its weights, its tokenizer) is
 asked once, by ``veriscale.models.server_info``; a model id it does not list is a UserError. A
@@ -57,6 +59,7 @@ from veriscale.errors import ModelCallError, UserError, setting
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync, slot_entry
 from veriscale.models.chat_template import TEMPLATES, render_chat
 from veriscale.models.context import estimate_tokens, overflow_error, read_overflow
+from veriscale.models.joint_grammar import joint_gbnf
 from veriscale.models.logprobs import (
     MalformedLogprobs,
     NoLogprobs,
@@ -116,7 +119,8 @@ class OpenAICompatModel:
     def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                  template: str | None = None, endpoint: str = "auto", top_logprobs: int = 20,
                  timeout_s: float = 120.0, max_retries: int = 4, concurrency: int | None = None,
-                 backoff_s: float = 0.5, uri: str | None = None, context: int | None = None) -> None:
+                 backoff_s: float = 0.5, uri: str | None = None, context: int | None = None,
+                 grammar: bool = False) -> None:
         if template is not None and template not in TEMPLATES:
             raise UserError(f"unknown chat template '{template}': use one of {', '.join(TEMPLATES)}")
         if endpoint not in ("auto", "chat", "completions"):
@@ -128,6 +132,7 @@ class OpenAICompatModel:
         self.template = template
         self.endpoint = endpoint if endpoint != "auto" else ("completions" if template else "chat")
         self.top_logprobs = top_logprobs
+        self.grammar = grammar  # joint replies held to their format by a GBNF grammar (llama.cpp servers)
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.uri = uri or f"{self.base_url}#{model or ''}"
@@ -241,13 +246,16 @@ class OpenAICompatModel:
 
     def fingerprint(self) -> str:
         """``http:<url>#<model id>``, with what the server says about the weights where it says it."""
-        info = self._probe.info(self._client)
-        return f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
+        return self._fingerprint_of(self._probe.info(self._client))
 
     async def afingerprint(self) -> str:
         """:meth:`fingerprint` through the async client (for the gateway's event loop)."""
-        info = await self._probe.ainfo(self._async_client())
-        return f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
+        return self._fingerprint_of(await self._probe.ainfo(self._async_client()))
+
+    def _fingerprint_of(self, info: Any) -> str:
+        # a grammar changes what a joint reply writes before its later slots, so its verdicts are kept apart
+        return (f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
+                + (" +joint-grammar" if self.grammar else ""))
 
     def retry_variant(self) -> "OpenAICompatModel | None":
         """The same model asked to show more of the slot's distribution (more top_logprobs), for one
@@ -415,12 +423,13 @@ class OpenAICompatModel:
         if self.endpoint == "completions":
             body = {"model": await self._ident(post), "prompt": render_chat(self.template, request.messages, request.prefill),
                     "max_tokens": budget, "temperature": 0.0, "logprobs": self.top_logprobs}
-            data = await post("/completions", body)
         else:
             msgs = [{"role": m.role, "content": m.content} for m in request.messages]
             body = {"model": await self._ident(post), "messages": msgs, "max_tokens": budget + len(request.prefill) // 2,
                     "temperature": 0.0, "logprobs": True, "top_logprobs": self.top_logprobs}
-            data = await post("/chat/completions", body)
+        if self.grammar:
+            body["grammar"] = joint_gbnf(headers, request.labels, first_header=self.endpoint != "completions")
+        data = await post("/completions" if self.endpoint == "completions" else "/chat/completions", body)
         try:
             positions = generated_positions(data)
         except NoLogprobs:

@@ -4,7 +4,8 @@
     embedded:<file.gguf>         another GGUF file, in process; options ``?threads=N&context=N``
     http(s)://host:port/v1#model an OpenAI-compatible server; query options template, endpoint
                                  (chat|completions), top_logprobs, timeout, retries, concurrency,
-                                 context (its window, when the server does not say)
+                                 context (its window, when the server does not say), grammar
+                                 (on: llama.cpp holds joint replies to their format)
     openai:<model>               $OPENAI_BASE_URL (default api.openai.com) with $OPENAI_API_KEY
     twostage:<reasoner>+<scorer> a reasoner without logprobs, then a scorer with them
 
@@ -46,6 +47,15 @@ def _int_opt(opts: dict[str, list[str]], name: str, default: int, uri: str) -> i
         raise UserError(f"option {name}={raw} in model URI '{uri}' is not a number: give e.g. {name}={default}") from None
 
 
+def _switch_opt(opts: dict[str, list[str]], name: str, uri: str) -> bool:
+    raw = opts.get(name, ["off"])[0].strip().lower()
+    if raw in ("on", "true", "1", "yes"):
+        return True
+    if raw in ("off", "false", "0", "no"):
+        return False
+    raise UserError(f"option {name}={raw} in model URI '{uri}' is not on or off: give {name}=on or leave it out")
+
+
 def http(uri: str) -> ModelBackend:
     """``http(s)://host:port/v1[?template=chatml&top_logprobs=20&...][#model]``."""
     parts = urlsplit(uri)
@@ -62,6 +72,7 @@ def http(uri: str) -> ModelBackend:
         top_logprobs=_int_opt(opts, "top_logprobs", 20, uri),
         timeout_s=_int_opt(opts, "timeout", 120, uri), max_retries=_int_opt(opts, "retries", 4, uri),
         concurrency=_int_opt(opts, "concurrency", 8, uri) if "concurrency" in opts else None, uri=uri,
+        grammar=_switch_opt(opts, "grammar", uri),
     )
 
 
