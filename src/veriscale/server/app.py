@@ -37,7 +37,7 @@ from veriscale.errors import UserError, one_line
 from veriscale.redact import Redactor
 from veriscale.server import views
 from veriscale.server.job_kinds import PARAMS, JobRequest
-from veriscale.server.jobs import JobRunner
+from veriscale.server.jobs import InvalidParams, JobRunner
 from veriscale.server.security import TOKEN_COOKIE, AccessPolicy, Guard, error_document
 from veriscale.server.stream import run_stream
 
@@ -56,10 +56,28 @@ def _validation_sentence(exc: RequestValidationError) -> str:
     if not errors:
         return "the request is not valid: see /openapi.json for its shape"
     first = errors[0]
+    kind = str(first.get("type", ""))
+    if kind == "json_invalid":  # the body is not JSON at all
+        return ("the request body is not valid JSON: send a JSON object such as "
+                '{"kind": "score", "params": {"task": "...", "candidate": "..."}} (see /openapi.json)')
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    if kind == "missing" and not loc:
+        return 'the request has no body: send a JSON object {"kind": ..., "params": {...}} (see /openapi.json)'
+    if kind in ("model_attributes_type", "dict_type") and not loc:
+        return 'the request body is JSON but not an object: send {"kind": ..., "params": {...}} (see /openapi.json)'
     job = f"a {loc.pop(0)} job's " if loc and loc[0] in PARAMS else ""  # the kind that selected the schema
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     where = shown(".".join(loc), 80) or "body"
+    if kind == "union_tag_invalid":
+        given = first.get("input")
+        tag = shown(str(given.get("kind") if isinstance(given, dict) else given), 40)
+        return one_line(f"'kind': unknown job kind '{tag}': use one of {', '.join(PARAMS)}")
+    if kind == "extra_forbidden":
+        owner = PARAMS[job.split()[1]] if job and loc[:-1] == ["params"] else None
+        fields = f" ({', '.join(owner.model_fields)})" if owner else " (kind, params)" if len(loc) == 1 else ""
+        return one_line(f"{job}'{where}' is not a field this API takes: drop it or fix its name{fields}{more}")
+    if kind == "value_error":  # one of our checks: its sentence already says the fix
+        return one_line(f"{job}'{where}': {str(first.get('msg', '')).removeprefix('Value error, ')}{more}")
     return one_line(f"{job}'{where}': {str(first.get('msg', 'invalid')).lower()}{more}: fix it and send it again")
 
 
@@ -113,6 +131,10 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
     @app.exception_handler(views.NotFound)
     async def not_found(_request: Request, exc: views.NotFound) -> JSONResponse:
         return _error(404, str(exc))
+
+    @app.exception_handler(InvalidParams)
+    async def invalid_params(_request: Request, exc: InvalidParams) -> JSONResponse:
+        return _error(422, one_line(cli_text(exc.template)))
 
     @app.exception_handler(UserError)
     async def bad_input(_request: Request, exc: UserError) -> JSONResponse:
