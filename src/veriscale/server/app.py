@@ -6,7 +6,8 @@ events, and the dashboard (every asset in the package, no CDN).
 
 Routes (the schema is at ``/openapi.json``; docs/SERVER.md has examples):
 
-    GET  /api/runs?command=&status=&q=&offset=&limit=     GET /api/runs/{id}
+    GET  /api/runs?command=&status=&q=&sort=id|score|cost&order=desc|asc&min_score=&max_score=&min_cost=&max_cost=
+         &offset=&limit=                                  GET /api/runs/{id}
     GET  /api/runs/{id}/selection | /progress | /harness  GET /api/runs/{id}/stream   (SSE)
     GET  /api/runs/{id}/steps?trajectory=&offset=&limit=  GET /api/runs/{id}/steps/find?trajectory=&q=&errors=
     GET  /api/runs/{id}/calls   GET /api/calls/{key}      GET /api/info      GET /api/health (no token needed)
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi import Path as FastPath
@@ -167,9 +168,16 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
                 "allow_dirs": [str(r) for r in allowed]}
 
     @app.get("/api/runs")
-    def list_runs(command: str | None = None, status: str | None = None, q: str | None = None,
+    def list_runs(command: str | None = Query(None, description="Only runs of this kind (select, score, track, ...)."),
+                  status: str | None = None, q: str | None = None,
+                  sort: Literal["id", "score", "cost"] = Query("id", description="id (when it started), score or cost (tokens); runs without a score last."),
+                  order: Literal["desc", "asc"] = "desc",
+                  min_score: float | None = Query(None, allow_inf_nan=False), max_score: float | None = Query(None, allow_inf_nan=False),
+                  min_cost: int | None = Query(None, ge=0, le=MAX_ROW, description="Tokens: prompt sent + completion, cache hits free."),
+                  max_cost: int | None = Query(None, ge=0, le=MAX_ROW),
                   offset: int = Query(0, ge=0, le=MAX_ID), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
-        return views.runs_page(store, command=command, status=status, text=q, offset=offset, limit=limit,
+        return views.runs_page(store, command=command, status=status, text=q, sort=sort, order=order,
+                               score=(min_score, max_score), cost=(min_cost, max_cost), offset=offset, limit=limit,
                                redactor=redactor, prices=prices)
 
     @app.get("/api/runs/{run_id}")
@@ -237,11 +245,11 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
 
     @app.get("/api/jobs")
     def list_jobs(status: str | None = None, limit: int = Query(100, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
-        return {"jobs": runner.table.list(status, limit)}
+        return {"jobs": runner.listed(runner.table.list(status, limit))}
 
     @app.get("/api/jobs/{job_id}")
     def get_job(job_id: RowId) -> Any:
-        return runner.get(job_id)  # an unknown id is views.NotFound: 404
+        return runner.listed([runner.get(job_id)])[0]  # an unknown id is views.NotFound: 404
 
     @app.post("/api/jobs/{job_id}/cancel")
     def cancel_job(job_id: RowId) -> Any:

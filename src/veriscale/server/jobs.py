@@ -103,6 +103,28 @@ class JobTable:
         rows, _ = self.store.execute(f"SELECT {_COLUMNS} FROM jobs WHERE status IN ('queued', 'running') ORDER BY id")
         return [_job(r) for r in rows]
 
+    def with_runs(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each job with ``runs``: every run its attempts opened, oldest first (a job queued again after a
+        restart has the interrupted run and the new one), each ``{"id", "status", "created_at", "finished_at"}``."""
+        if not jobs:
+            return jobs
+        ids = [job["id"] for job in jobs]
+        marks = ", ".join("?" * len(ids))
+        rows, _ = self.store.execute(
+            f"SELECT id, status, created_at, finished_at, job FROM (SELECT id, status, created_at, finished_at, "
+            f"CASE WHEN json_valid(args) THEN json_extract(args, '$.job') END AS job FROM runs WHERE parent_id IS NULL) "
+            f"WHERE job IN ({marks}) ORDER BY id", tuple(ids))
+        found: dict[int, dict[int, dict[str, Any]]] = {i: {} for i in ids}
+        for run_id, status, created, finished, job in rows:
+            found[job][run_id] = {"id": run_id, "status": status, "created_at": created, "finished_at": finished}
+        adopted = [j for j in jobs if j["run_id"] is not None and j["run_id"] not in found[j["id"]]]
+        for job in adopted:  # a harness job's run records no job: it is the job's run_id
+            run = self.store.run(job["run_id"])
+            if run is not None:
+                found[job["id"]][run.id] = {"id": run.id, "status": run.status, "created_at": run.created_at,
+                                            "finished_at": run.finished_at}
+        return [{**job, "runs": sorted(found[job["id"]].values(), key=lambda r: r["id"])} for job in jobs]
+
     def update(self, job_id: int, **fields: Any) -> None:
         names = ", ".join(f"{k} = ?" for k in fields)
         self.store.execute(f"UPDATE jobs SET {names} WHERE id = ?", (*fields.values(), job_id))
@@ -229,6 +251,12 @@ class JobRunner:
         if job is None:
             raise NotFound(f"there is no job {job_id}: list jobs with GET /api/jobs")
         return job
+
+    def listed(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``jobs`` as the API shows them: with every run of every attempt (:meth:`JobTable.with_runs`),
+        whose status is read after the runs of dead processes are settled."""
+        settle_dead_runs(self.store)
+        return self.table.with_runs(jobs)
 
     def cancel(self, job_id: int) -> dict[str, Any]:
         job = self.get(job_id)
