@@ -104,3 +104,13 @@ def test_a_harness_job_whose_run_failed_reads_failed(served) -> None:
     assert job["error"].startswith("1 of 1 task(s) failed: not-a-task: "), job
     result = c.get(f"/api/jobs/{job['id']}/result").json()
     assert result["status"] == "failed" and result["result"]["failed"] == 1
+
+
+def test_a_score_job_whose_calls_failed_reads_failed_with_the_reason(tmp_path) -> None:
+    model = ScriptedScoreModel()
+    model.fail_when = lambda request: True  # every verifier call fails: the run has no verdict
+    with dashboard(tmp_path / "s.sqlite3", model) as d, d.client() as c:
+        job = d.wait(d.submit("score", SCORE)["id"])
+        assert c.get(f"/api/runs/{job['run_id']}").json()["status"] == "failed"
+        assert job["status"] == "failed", job
+        assert job["error"].startswith("the run failed: ") and "scripted failure" in job["error"], job
