@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,31 @@ def test_bad_files_are_one_clear_error(tmp_path: Path, text: str, fragment: str)
 def test_a_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="does not exist"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_dev_null_is_read_as_an_empty_config_file() -> None:
+    config = load_config("/dev/null")  # it exists: the usual way to say "no config file"
+    assert config.path == Path("/dev/null") and config.model is None and config.values == {}
+
+
+def test_a_folder_given_as_the_config_file_says_so(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="is a folder, not a file"):
+        load_config(tmp_path)
+
+
+def test_a_pipe_given_as_the_config_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    with pytest.raises(UserError, match="is not a regular file"):
+        load_config(fifo)
+
+
+def test_veriscale_config_dev_null_runs_the_command(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from veriscale.cli import app
+
+    env = {"VERISCALE_CONFIG": "/dev/null", "VERISCALE_STORE": str(tmp_path / "s.sqlite3")}
+    result = CliRunner().invoke(app, ["runs", "list"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "does not exist" not in result.output

@@ -134,6 +134,24 @@ def _table(data: dict[str, Any], name: str, allowed: dict[str, type | tuple[type
     return table
 
 
+def _config_text(chosen: Path) -> str:
+    """The file's text: ``/dev/null`` (the usual "no config file") reads as empty; a missing path, a
+    folder, or another device, pipe or socket is one sentence."""
+    fix = f"give a TOML file, /dev/null for none, or drop {setting('config')} / ${CONFIG_ENV}"
+    if not chosen.exists():
+        raise UserError(f"config file '{chosen}' does not exist: create it or drop {setting('config')} / ${CONFIG_ENV}")
+    if chosen.is_dir():
+        raise UserError(f"config file '{chosen}' is a folder, not a file: {fix}")
+    if not chosen.is_file():
+        if os.path.exists(os.devnull) and os.path.samefile(chosen, os.devnull):
+            return ""
+        raise UserError(f"config file '{chosen}' is not a regular file (a device, pipe or socket): {fix}")
+    try:
+        return chosen.read_text(encoding="utf-8")
+    except OSError as exc:  # no permission to read it
+        raise UserError(f"config file '{chosen}' cannot be read ({exc.strerror}): {fix}") from None
+
+
 def load_config(path: Path | str | None = None) -> Config:
     """Read the config file (``path``, ``$VERISCALE_CONFIG`` or the default location)."""
     chosen = Path(path) if path else (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
@@ -141,10 +159,8 @@ def load_config(path: Path | str | None = None) -> Config:
         chosen = default_config_path()
         if not chosen.is_file():
             return Config()
-    if not chosen.is_file():
-        raise UserError(f"config file '{chosen}' does not exist: create it or drop {setting('config')} / ${CONFIG_ENV}")
     try:
-        data = tomllib.loads(chosen.read_text(encoding="utf-8"))
+        data = tomllib.loads(_config_text(chosen))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"config file '{chosen}' is not valid TOML ({exc}): fix it") from None
     tables = {name: _table(data, name, keys, chosen) for name, keys in TABLES.items()}

@@ -325,6 +325,18 @@ def test_each_judgement_carries_the_rewards_the_criteria_scores_come_from():
     assert set(sel.to_dict()["tournament"]["comparisons"][0]) == {"i", "j", "repeat", "p", "rewards"}
 
 
+def test_a_pointwise_picks_reason_says_it_rests_on_the_pointwise_rewards_not_on_comparisons():
+    cands, q = pool([0.600, 0.605])  # every criterion even: nothing but the two rewards separates them
+    sel = select(TASK, cands, verifier=ScriptedVerifierDouble(q), method="pointwise")
+    text = sel.reason.text
+    assert sel.best.id == "run-1" and sel.n_comparisons == 0
+    assert "pairwise" not in text and "head-to-head" not in text, text
+    assert "the pick rests on the pointwise rewards alone (0.605 vs 0.600): no pair was compared" in text, text
+    apart, q = pool([0.3, 0.8])  # a criterion separates them: the rewards are still named, no comparison claimed
+    text = select(TASK, apart, verifier=ScriptedVerifierDouble(q), method="pointwise").reason.text
+    assert "pairwise" not in text and "pointwise rewards 0.800 vs 0.300: no pair was compared" in text, text
+
+
 def test_pointwise_scores_carry_their_criterion_rewards():
     cands, q = pool([0.3, 0.8])
     sel = select(TASK, cands, verifier=ScriptedVerifierDouble(q), method="pointwise")

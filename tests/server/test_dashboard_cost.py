@@ -51,4 +51,4 @@ def test_without_a_price_table_the_cost_column_has_no_money(tmp_path: Path) -> N
         known, _ = _run_with_calls(d.store)
         cost = next(r["cost"] for r in httpx.get(d.url + "/api/runs").json()["runs"] if r["id"] == known)
         assert cost == {"calls": 1, "cache_hits": 0, "prompt_tokens": 1200, "prompt_tokens_processed": 200,
-                        "completion_tokens": 4}
+                        "completion_tokens": 4, "tokens": 1204}

@@ -155,7 +155,7 @@ def run_cost_doc(st: Store, rec, prices=None) -> dict:
 def cost_run(run_id: Annotated[str, typer.Argument(help="Run id from `runs list`.")], store: o.StoreOpt = None,
              prices: Annotated[Optional[str], typer.Option(
                  "--prices", help="US$ per million tokens: MODEL=PROMPT/CACHED/COMPLETION;... "
-                                  "(or $VERISCALE_PRICES, or the config file's [prices]); unset: no money.")] = None,
+                                  "(or $VERISCALE_PRICES, or the config file's \\[prices]); unset: no money.")] = None,
              json_out: o.JsonOpt = False) -> None:
     """What one run cost: model calls, cache hits, prompt tokens sent, processed and served from cache
     (where the server said so; otherwise "unknown"), completion tokens, model time, wall time, and

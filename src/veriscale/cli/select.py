@@ -41,7 +41,7 @@ TaskOpt = Annotated[Optional[str], typer.Option("--task", "-t", help="Task file 
 MethodOpt = Annotated[str, typer.Option("--method", help=f"Selection method: {', '.join(METHODS)}.")]
 PivotsOpt = Annotated[int, typer.Option("--pivots", "-k", help="PPT pivots k (comparisons: N + k(N-k) + k(k-1)/2).")]
 BudgetOpt = Annotated[Optional[int], typer.Option("--budget-tokens", help="Render budget per candidate in tokens (default: fits the model's context, capped for speed).")]
-DecisionBudgetOpt = Annotated[Optional[str], typer.Option("--budget", help="What this decision may spend: calls=N or tokens=N (prompt tokens). The cost controller plans PPT's pivots, repeats and criteria inside it; cache hits do not count against it; --max-calls still refuses. Also $VERISCALE_BUDGET, [budget] per_decision.")]
+DecisionBudgetOpt = Annotated[Optional[str], typer.Option("--budget", help="What this decision may spend: calls=N or tokens=N (prompt tokens). The cost controller plans PPT's pivots, repeats and criteria inside it; cache hits do not count against it; --max-calls still refuses. Also $VERISCALE_BUDGET, \\[budget] per_decision.")]
 MinConfOpt = Annotated[Optional[float], typer.Option("--min-confidence", help="Adaptive target; exit 4 when the pick's confidence stays below it.")]
 AdaptiveOpt = Annotated[bool, typer.Option("--adaptive/--no-adaptive", help="Stop early once the leader is decided (PPT, round robin).")]
 SelectRepeatsOpt = Annotated[Optional[int], typer.Option("--repeats", help="Judgements per comparison (default: 1 for PPT, 2 otherwise).")]

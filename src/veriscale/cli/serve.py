@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         allow_dir: Annotated[Optional[List[Path]], typer.Option("--allow-dir", help="A folder jobs may read (repeatable); nothing else but the store is read.")] = None,
         max_body: Annotated[Optional[str], typer.Option("--max-body", help="Largest request body, e.g. 1M (bigger: 413).")] = None,
         workers: Annotated[Optional[int], typer.Option("--workers", help="Jobs that run at once (default 1).")] = None,
-        proxy_n: Annotated[Optional[int], typer.Option("--proxy-n", help="Serve the proxy APIs (/v1/chat/completions, /v1/responses, /v1/messages) with N candidates of --model, unless [proxy] in the config file names its candidates.")] = None,
+        proxy_n: Annotated[Optional[int], typer.Option("--proxy-n", help="Serve the proxy APIs (/v1/chat/completions, /v1/responses, /v1/messages) with N candidates of --model, unless \\[proxy] in the config file names its candidates.")] = None,
         proxy_schedule: Annotated[Optional[str], typer.Option("--proxy-schedule", help="How the proxy picks: early, round_robin or auto (early when --joint is on and N > 3; config proxy.schedule; $VERISCALE_PROXY_SCHEDULE).")] = None,
         model: o.ModelOpt = None, store: o.StoreOpt = None, concurrency: o.ConcurrencyOpt = None,
         redact: o.RedactOpt = None, no_redact: o.NoRedactOpt = False,

@@ -24,6 +24,27 @@ _RUN_COLUMNS = ("id, command, model, args, status, result, created_at, finished_
                 "host, boot_id, pid, pid_start, heartbeat_at")
 
 
+#: A run's score, the number its verdict rests on (None: it has none): score, the reward; compare,
+#: P(A beats B); track, the mean over its trajectories of the last checkpoint's progress value; any
+#: other run (select, a proxied request), the confidence of its pick. Read from the result in SQL,
+#: so the runs list sorts and filters 10,000 runs without loading them.
+RUN_SCORE_SQL = """(SELECT CASE WHEN typeof(v) IN ('integer', 'real') THEN v END FROM (SELECT CASE
+    WHEN r.result IS NULL OR NOT json_valid(r.result) THEN NULL
+    WHEN r.command = 'score' THEN json_extract(r.result, '$.reward')
+    WHEN r.command = 'compare' THEN json_extract(r.result, '$.p_a_wins')
+    WHEN r.command IN ('track', 'track --follow') THEN CASE WHEN json_type(r.result, '$.curves') = 'array' THEN
+        (SELECT AVG(json_extract(e.value, '$.points[#-1].value')) FROM json_each(r.result, '$.curves') e
+         WHERE e.type = 'object') END
+    ELSE json_extract(r.result, '$.confidence') END AS v))"""
+#: A run's cost in tokens: prompt tokens sent plus completion tokens of the calls it and its child
+#: runs (harness tasks) made; cache hits cost nothing (as :func:`veriscale.engine.run_cost.totals`).
+RUN_TOKENS_SQL = """(SELECT COALESCE(SUM(COALESCE(c.prompt_tokens, 0) + COALESCE(c.completion_tokens, 0)), 0)
+    FROM run_calls rc JOIN calls c ON c.key = rc.call_key
+    WHERE rc.cache_hit = 0 AND rc.run_id IN (SELECT r.id UNION ALL SELECT k.id FROM runs k WHERE k.parent_id = r.id))"""
+#: The runs list's sort keys and the column each sorts by.
+RUN_SORTS = {"id": "id", "score": "score", "cost": "tokens"}
+
+
 def _stored_json(text: Any, column: str, damaged: list[str]) -> Any:
     """``text`` decoded; None (and ``column`` added to ``damaged``) when it is not JSON."""
     try:
@@ -154,6 +175,22 @@ class RunRecords:
                    offset: int = 0, limit: int = 50) -> tuple[int, list[RunRecord]]:
         """Top-level runs, newest first, filtered (``text`` matches command, model, args or result):
         ``(how many match, the page [offset, offset + limit))``."""
+        total, rows = self.query_runs_ranked(command=command, status=status, text=text, offset=offset, limit=limit)
+        return total, [run for run, _score, _tokens in rows]
+
+    def query_runs_ranked(self, *, command: str | None = None, status: str | None = None, text: str | None = None,
+                          sort: str = "id", order: str = "desc", score: tuple[float | None, float | None] = (None, None),
+                          cost: tuple[int | None, int | None] = (None, None), offset: int = 0,
+                          limit: int = 50) -> tuple[int, list[tuple[RunRecord, float | None, int]]]:
+        """:meth:`query_runs` with each run's score and token cost (:data:`RUN_SCORE_SQL`,
+        :data:`RUN_TOKENS_SQL`), sorted by ``sort`` (id, score or cost; runs without a score last) in
+        ``order`` (desc or asc) and kept to the ``[low, high]`` ``score`` and ``cost`` ranges (None: open)::
+
+            total, rows = store.query_runs_ranked(sort="score", score=(0.5, None), cost=(None, 20_000))
+            run, score, tokens = rows[0]
+        """
+        if sort not in RUN_SORTS or order not in ("asc", "desc"):
+            raise ValueError(f"sort {sort!r} / order {order!r}: use one of {', '.join(RUN_SORTS)} / asc or desc")
         where, params = ["parent_id IS NULL"], []
         if command:
             where.append("command = ?")
@@ -166,9 +203,26 @@ class RunRecords:
             where.append("(command LIKE ? ESCAPE '\\' OR model LIKE ? ESCAPE '\\' OR args LIKE ? ESCAPE '\\' "
                          "OR result LIKE ? ESCAPE '\\' OR CAST(id AS TEXT) = ?)")
             params += [like, like, like, like, text]
-        clause = " AND ".join(where)
+        outer, bounds = [], []
+        for name, (low, high) in (("score", score), ("tokens", cost)):
+            if low is not None:
+                outer.append(f"{name} >= ?")
+                bounds.append(low)
+            if high is not None:
+                outer.append(f"{name} <= ?")
+                bounds.append(high)
+        clause, kept = " AND ".join(where), " AND ".join(outer) or "1"
+        key = RUN_SORTS[sort]
+        direction = order.upper()
+        ordering = f"id {direction}" if key == "id" else f"{key} IS NULL, {key} {direction}, id DESC"
+        ranked = (f"SELECT * FROM (SELECT {_RUN_COLUMNS}, {RUN_SCORE_SQL} AS score, {RUN_TOKENS_SQL} AS tokens "
+                  f"FROM runs r WHERE {clause}) WHERE {kept}")
         with self._lock:
-            total = self._conn.execute(f"SELECT COUNT(*) FROM runs WHERE {clause}", params).fetchone()[0]
-            rows = self._conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE {clause} ORDER BY id DESC LIMIT ? OFFSET ?",
-                                      [*params, limit, offset]).fetchall()
-        return total, [self._run(row) for row in rows]
+            if outer:
+                total = self._conn.execute(f"SELECT COUNT(*) FROM ({ranked})", [*params, *bounds]).fetchone()[0]
+            else:  # no metric to filter on: count without computing one
+                total = self._conn.execute(f"SELECT COUNT(*) FROM runs r WHERE {clause}", params).fetchone()[0]
+            rows = self._conn.execute(f"{ranked} ORDER BY {ordering} LIMIT ? OFFSET ?",
+                                      [*params, *bounds, limit, offset]).fetchall()
+        width = len(_RUN_COLUMNS.split(", "))
+        return total, [(self._run(row[:width]), row[width], int(row[width + 1] or 0)) for row in rows]

@@ -70,8 +70,17 @@ def explain(
     head_to_head: float | None = None,
     confidence: float | None = None,
     even_within: float = EVEN_WITHIN,
+    pointwise: tuple[float, float] | None = None,
 ) -> Reason:
-    """Build the reason; ``runner_up`` None means there was nobody to beat (one candidate)."""
+    """Build the reason; ``runner_up`` None means there was nobody to beat (one candidate).
+
+    ``pointwise`` (the winner's and the runner-up's reward) says that no pair was compared, so the
+    pick rests on those rewards, not on pairwise preferences::
+
+        explain("a", "b", {"Output": 0.61}, {"Output": 0.60}, pointwise=(0.61, 0.60)).text
+        # 'a over b: Output even (within 0.02); the pick rests on the pointwise rewards alone
+        #  (0.610 vs 0.600): no pair was compared'
+    """
     if runner_up is None:
         return Reason(winner, None, (), None, confidence, f"{winner} is the only distinct candidate; nothing was compared")
     names = list(winner_scores) + [n for n in runner_up_scores if n not in winner_scores]
@@ -89,7 +98,13 @@ def explain(
         parts.append(f"{runner_up} led on " + ", ".join(f"{g.criterion} ({g.gap:+.2f})" for g in behind))
     if head_to_head is not None:
         parts.append(f"head-to-head P({winner} wins) = {head_to_head:.2f}")
-    if not ahead:
+    if pointwise is not None:
+        if ahead:
+            parts.append(f"pointwise rewards {pointwise[0]:.3f} vs {pointwise[1]:.3f}: no pair was compared")
+        else:
+            parts.append(f"the pick rests on the pointwise rewards alone ({pointwise[0]:.3f} vs {pointwise[1]:.3f}): "
+                         "no pair was compared")
+    elif not ahead:
         parts.append("no criterion separates them, so the pick rests on the pairwise preferences alone")
     if confidence is not None:
         parts.append(f"confidence {confidence:.2f} that {winner} is the best")

@@ -329,7 +329,17 @@ def _reason(result: TournamentResult, candidates: list[Candidate], scores: list[
     return explain(
         candidates[winner].id, candidates[runner].id, scores[winner], scores[runner],
         head_to_head=head_to_head(result, winner, runner), confidence=result.confidence,
+        pointwise=_pointwise_rewards(result, groups, winner, runner),
     )
+
+
+def _pointwise_rewards(result: TournamentResult, groups: Sequence[str], *picked: int) -> tuple[float, ...] | None:
+    """The rewards a pointwise pick rests on (each candidate's group was scored once), else None."""
+    if result.method != "pointwise" or result.comparisons:
+        return None
+    by_group = {groups[s.i]: s.reward for s in result.scores}
+    rewards = tuple(by_group.get(groups[i]) for i in picked)
+    return None if None in rewards else rewards
 
 
 def _call_counter(on_progress: Progress | None, planned: int) -> Callable[[Any], None] | None:

@@ -6,7 +6,8 @@ events, and the dashboard (every asset in the package, no CDN).
 
 Routes (the schema is at ``/openapi.json``; docs/SERVER.md has examples):
 
-    GET  /api/runs?command=&status=&q=&offset=&limit=     GET /api/runs/{id}
+    GET  /api/runs?command=&status=&q=&sort=id|score|cost&order=desc|asc&min_score=&max_score=&min_cost=&max_cost=
+         &offset=&limit=                                  GET /api/runs/{id}
     GET  /api/runs/{id}/selection | /progress | /harness  GET /api/runs/{id}/stream   (SSE)
     GET  /api/runs/{id}/steps?trajectory=&offset=&limit=  GET /api/runs/{id}/steps/find?trajectory=&q=&errors=
     GET  /api/runs/{id}/calls   GET /api/calls/{key}      GET /api/info      GET /api/health (no token needed)
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi import Path as FastPath
@@ -37,7 +38,7 @@ from veriscale.errors import UserError, one_line
 from veriscale.redact import Redactor
 from veriscale.server import views
 from veriscale.server.job_kinds import PARAMS, JobRequest
-from veriscale.server.jobs import JobRunner
+from veriscale.server.jobs import InvalidParams, JobRunner
 from veriscale.server.security import TOKEN_COOKIE, AccessPolicy, Guard, error_document
 from veriscale.server.stream import run_stream
 
@@ -56,10 +57,28 @@ def _validation_sentence(exc: RequestValidationError) -> str:
     if not errors:
         return "the request is not valid: see /openapi.json for its shape"
     first = errors[0]
+    kind = str(first.get("type", ""))
+    if kind == "json_invalid":  # the body is not JSON at all
+        return ("the request body is not valid JSON: send a JSON object such as "
+                '{"kind": "score", "params": {"task": "...", "candidate": "..."}} (see /openapi.json)')
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    if kind == "missing" and not loc:
+        return 'the request has no body: send a JSON object {"kind": ..., "params": {...}} (see /openapi.json)'
+    if kind in ("model_attributes_type", "dict_type") and not loc:
+        return 'the request body is JSON but not an object: send {"kind": ..., "params": {...}} (see /openapi.json)'
     job = f"a {loc.pop(0)} job's " if loc and loc[0] in PARAMS else ""  # the kind that selected the schema
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     where = shown(".".join(loc), 80) or "body"
+    if kind == "union_tag_invalid":
+        given = first.get("input")
+        tag = shown(str(given.get("kind") if isinstance(given, dict) else given), 40)
+        return one_line(f"'kind': unknown job kind '{tag}': use one of {', '.join(PARAMS)}")
+    if kind == "extra_forbidden":
+        owner = PARAMS[job.split()[1]] if job and loc[:-1] == ["params"] else None
+        fields = f" ({', '.join(owner.model_fields)})" if owner else " (kind, params)" if len(loc) == 1 else ""
+        return one_line(f"{job}'{where}' is not a field this API takes: drop it or fix its name{fields}{more}")
+    if kind == "value_error":  # one of our checks: its sentence already says the fix
+        return one_line(f"{job}'{where}': {str(first.get('msg', '')).removeprefix('Value error, ')}{more}")
     return one_line(f"{job}'{where}': {str(first.get('msg', 'invalid')).lower()}{more}: fix it and send it again")
 
 
@@ -114,6 +133,10 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
     async def not_found(_request: Request, exc: views.NotFound) -> JSONResponse:
         return _error(404, str(exc))
 
+    @app.exception_handler(InvalidParams)
+    async def invalid_params(_request: Request, exc: InvalidParams) -> JSONResponse:
+        return _error(422, one_line(cli_text(exc.template)))
+
     @app.exception_handler(UserError)
     async def bad_input(_request: Request, exc: UserError) -> JSONResponse:
         return _error(400, one_line(cli_text(exc.template)))  # settings named as the flags the server was started with
@@ -145,9 +168,16 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
                 "allow_dirs": [str(r) for r in allowed]}
 
     @app.get("/api/runs")
-    def list_runs(command: str | None = None, status: str | None = None, q: str | None = None,
+    def list_runs(command: str | None = Query(None, description="Only runs of this kind (select, score, track, ...)."),
+                  status: str | None = None, q: str | None = None,
+                  sort: Literal["id", "score", "cost"] = Query("id", description="id (when it started), score or cost (tokens); runs without a score last."),
+                  order: Literal["desc", "asc"] = "desc",
+                  min_score: float | None = Query(None, allow_inf_nan=False), max_score: float | None = Query(None, allow_inf_nan=False),
+                  min_cost: int | None = Query(None, ge=0, le=MAX_ROW, description="Tokens: prompt sent + completion, cache hits free."),
+                  max_cost: int | None = Query(None, ge=0, le=MAX_ROW),
                   offset: int = Query(0, ge=0, le=MAX_ID), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
-        return views.runs_page(store, command=command, status=status, text=q, offset=offset, limit=limit,
+        return views.runs_page(store, command=command, status=status, text=q, sort=sort, order=order,
+                               score=(min_score, max_score), cost=(min_cost, max_cost), offset=offset, limit=limit,
                                redactor=redactor, prices=prices)
 
     @app.get("/api/runs/{run_id}")
@@ -215,11 +245,11 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
 
     @app.get("/api/jobs")
     def list_jobs(status: str | None = None, limit: int = Query(100, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
-        return {"jobs": runner.table.list(status, limit)}
+        return {"jobs": runner.listed(runner.table.list(status, limit))}
 
     @app.get("/api/jobs/{job_id}")
     def get_job(job_id: RowId) -> Any:
-        return runner.get(job_id)  # an unknown id is views.NotFound: 404
+        return runner.listed([runner.get(job_id)])[0]  # an unknown id is views.NotFound: 404
 
     @app.post("/api/jobs/{job_id}/cancel")
     def cancel_job(job_id: RowId) -> Any:

@@ -28,6 +28,71 @@ def _path(value: str) -> str:
 PathText = Annotated[str, AfterValidator(_path)]
 
 
+def _known(check: Callable[[str], Any]) -> Callable[[Any], Any]:
+    """A validator from a checker that raises UserError: the job is refused at submit (422 naming the
+    field), not when it runs."""
+    def validate(value: Any) -> Any:
+        if value is not None:
+            try:
+                check(value)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    return validate
+
+
+def _scale(value: str) -> None:
+    from veriscale.verify.scale import parse_scale
+
+    parse_scale(value)
+
+
+def _criteria_name(value: str) -> None:
+    """A built-in set; a Markdown file (a path) is checked against the allowed folders at submit."""
+    from veriscale.verify.criteria import BUILTIN
+
+    if not is_criteria_file(value) and value not in BUILTIN:
+        raise UserError(f"criteria '{value}' is neither a built-in set ({', '.join(BUILTIN)}) nor a .md file: give one "
+                        "of those, or the path of a criteria file under an allowed folder")
+
+
+def _method(value: str) -> None:
+    from veriscale.selection.settings import METHODS
+
+    if value not in METHODS:
+        raise UserError(f"unknown selection method '{value}': use one of {', '.join(METHODS)}")
+
+
+def _budget(value: str) -> None:
+    from veriscale.selection.budget_form import parse_budget
+
+    parse_budget(value)
+
+
+def _contract(value: str) -> None:
+    from veriscale.harness.protocol.records import CONTRACTS
+
+    if value not in CONTRACTS:
+        raise UserError(f"unknown contract '{value}': use one of {', '.join(CONTRACTS)}")
+
+
+def _executor(value: str) -> None:
+    from veriscale.harness.sessions.executors import EXECUTORS
+
+    if value not in EXECUTORS:
+        raise UserError(f"unknown executor '{value}': use one of {', '.join(EXECUTORS)}")
+
+
+def is_criteria_file(value: str) -> bool:
+    """Whether a ``criteria`` value names a Markdown file (a path) rather than a built-in set."""
+    return value.endswith(".md") or "/" in value
+
+
+Scale = Annotated[str, AfterValidator(_known(_scale))]
+Criteria = Annotated[str, AfterValidator(_path), AfterValidator(_known(_criteria_name))]
+
+
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -35,8 +100,8 @@ class _Params(BaseModel):
 class ScoreParams(_Params):
     task: str = Field(min_length=1, description="The task text.")
     candidate: str = Field(min_length=1, description="The response to score.")
-    criteria: PathText = Field("general", description="A built-in criteria set, or a Markdown file under an allowed folder.")
-    scale: str = "letters"
+    criteria: Criteria = Field("general", description="A built-in criteria set, or a Markdown file under an allowed folder.")
+    scale: Scale = "letters"
     repeats: int | None = Field(None, ge=1, le=32)
 
 
@@ -44,23 +109,23 @@ class CompareParams(_Params):
     task: str = Field(min_length=1)
     a: str = Field(min_length=1, description="Candidate A.")
     b: str = Field(min_length=1, description="Candidate B.")
-    criteria: PathText = "general"
-    scale: str = "letters"
+    criteria: Criteria = "general"
+    scale: Scale = "letters"
     repeats: int | None = Field(None, ge=1, le=32)
 
 
 class SelectParams(_Params):
     paths: list[PathText] = Field(min_length=1, description="Candidate files, folders or a JSONL pool, under an allowed folder.")
     task: PathText | None = Field(None, description="A task file (default: the task the runs carry).")
-    method: str = "ppt"
+    method: Annotated[str, AfterValidator(_known(_method))] = "ppt"
     k: int = Field(2, ge=1, le=64, description="PPT pivots.")
-    criteria: PathText | None = None
+    criteria: Criteria | None = None
     repeats: int | None = Field(None, ge=1, le=32)
     adaptive: bool = True
     min_confidence: float = Field(0.9, gt=0, le=1)
     seed: int = Field(0, ge=0, lt=2 ** 63)
-    scale: str = "letters"
-    budget: str | None = Field(None, max_length=64, description="What the decision may spend: calls=N or tokens=N (cache hits are free).")
+    scale: Scale = "letters"
+    budget: Annotated[str | None, AfterValidator(_known(_budget))] = Field(None, max_length=64, description="What the decision may spend: calls=N or tokens=N (cache hits are free).")
 
 
 class TrackParams(_Params):
@@ -73,33 +138,37 @@ class TrackParams(_Params):
 
 class HarnessParams(_Params):
     tasks: list[PathText] = Field(min_length=1, description="Materialised task folders under an allowed folder.")
-    contract: str = "artifact"
-    executor: str = "builtin"
+    contract: Annotated[str, AfterValidator(_known(_contract))] = "artifact"
+    executor: Annotated[str, AfterValidator(_known(_executor))] = "builtin"
     max_steps: int = Field(30, ge=1, le=500)
     phase_timeout_s: float = Field(900.0, gt=0)
 
 
-class ScoreJob(BaseModel):
+class _Job(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt top-level field is refused, not dropped
+
+
+class ScoreJob(_Job):
     kind: Literal["score"]
     params: ScoreParams
 
 
-class CompareJob(BaseModel):
+class CompareJob(_Job):
     kind: Literal["compare"]
     params: CompareParams
 
 
-class SelectJob(BaseModel):
+class SelectJob(_Job):
     kind: Literal["select"]
     params: SelectParams
 
 
-class TrackJob(BaseModel):
+class TrackJob(_Job):
     kind: Literal["track"]
     params: TrackParams
 
 
-class HarnessJob(BaseModel):
+class HarnessJob(_Job):
     kind: Literal["harness"]
     params: HarnessParams
 
@@ -112,7 +181,7 @@ PARAMS: dict[str, type[_Params]] = {"score": ScoreParams, "compare": ComparePara
 def _criteria(name: str, ctx: Any):
     from veriscale.verify.criteria import load_criteria
 
-    if name.endswith(".md") or "/" in name:
+    if is_criteria_file(name):
         return load_criteria(str(ctx.path(name)))
     return load_criteria(name)
 
@@ -220,7 +289,7 @@ def paths_in(kind: str, params: dict[str, Any]) -> list[str]:
     if kind in ("select", "track") and params.get("task"):
         found.append(params["task"])
     criteria = params.get("criteria")
-    if isinstance(criteria, str) and (criteria.endswith(".md") or "/" in criteria):
+    if isinstance(criteria, str) and is_criteria_file(criteria):
         found.append(criteria)
     return found
 

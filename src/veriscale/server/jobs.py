@@ -71,6 +71,10 @@ def _no_links_out(given: str, folder: Path, roots: tuple[Path, ...]) -> None:
                                 "folders this server may read: remove it or copy the files it points to")
 
 
+class InvalidParams(UserError):
+    """A job's params that passed the schema but not a check at submit (the route answers 422)."""
+
+
 class JobCancelled(RunCancelled):
     """Raised inside a job's progress callback once cancel was asked for (its run ends ``cancelled``)."""
 
@@ -98,6 +102,28 @@ class JobTable:
     def unfinished(self) -> list[dict[str, Any]]:
         rows, _ = self.store.execute(f"SELECT {_COLUMNS} FROM jobs WHERE status IN ('queued', 'running') ORDER BY id")
         return [_job(r) for r in rows]
+
+    def with_runs(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each job with ``runs``: every run its attempts opened, oldest first (a job queued again after a
+        restart has the interrupted run and the new one), each ``{"id", "status", "created_at", "finished_at"}``."""
+        if not jobs:
+            return jobs
+        ids = [job["id"] for job in jobs]
+        marks = ", ".join("?" * len(ids))
+        rows, _ = self.store.execute(
+            f"SELECT id, status, created_at, finished_at, job FROM (SELECT id, status, created_at, finished_at, "
+            f"CASE WHEN json_valid(args) THEN json_extract(args, '$.job') END AS job FROM runs WHERE parent_id IS NULL) "
+            f"WHERE job IN ({marks}) ORDER BY id", tuple(ids))
+        found: dict[int, dict[int, dict[str, Any]]] = {i: {} for i in ids}
+        for run_id, status, created, finished, job in rows:
+            found[job][run_id] = {"id": run_id, "status": status, "created_at": created, "finished_at": finished}
+        adopted = [j for j in jobs if j["run_id"] is not None and j["run_id"] not in found[j["id"]]]
+        for job in adopted:  # a harness job's run records no job: it is the job's run_id
+            run = self.store.run(job["run_id"])
+            if run is not None:
+                found[job["id"]][run.id] = {"id": run.id, "status": run.status, "created_at": run.created_at,
+                                            "finished_at": run.finished_at}
+        return [{**job, "runs": sorted(found[job["id"]].values(), key=lambda r: r["id"])} for job in jobs]
 
     def update(self, job_id: int, **fields: Any) -> None:
         names = ", ".join(f"{k} = ?" for k in fields)
@@ -208,6 +234,14 @@ class JobRunner:
             raise UserError(f"unknown job kind '{kind}': use one of {', '.join(job_kinds.RUNNERS)}")
         for given in job_kinds.paths_in(kind, params):  # refused now, not when the job runs
             allowed_path(given, self.roots)
+        criteria = params.get("criteria")
+        if isinstance(criteria, str) and job_kinds.is_criteria_file(criteria):  # a file: read it now too
+            from veriscale.verify.criteria import load_criteria
+
+            try:
+                load_criteria(str(allowed_path(criteria, self.roots)))
+            except UserError as exc:
+                raise InvalidParams(f"a {kind} job's 'params.criteria': {one_line(str(exc))}") from None
         job_id = self.table.add(kind, params)
         self._enqueue(job_id)
         return self.get(job_id)
@@ -217,6 +251,12 @@ class JobRunner:
         if job is None:
             raise NotFound(f"there is no job {job_id}: list jobs with GET /api/jobs")
         return job
+
+    def listed(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``jobs`` as the API shows them: with every run of every attempt (:meth:`JobTable.with_runs`),
+        whose status is read after the runs of dead processes are settled."""
+        settle_dead_runs(self.store)
+        return self.table.with_runs(jobs)
 
     def cancel(self, job_id: int) -> dict[str, Any]:
         job = self.get(job_id)
@@ -258,12 +298,31 @@ class JobRunner:
                 status, error = "failed", cli_text(exc.template)  # the server was started with flags
             except Exception as exc:  # noqa: BLE001 - a job's crash is its result, the server goes on
                 status, error = "failed", f"{type(exc).__name__}: {exc}"
+            if status == "done" and (why := _run_failed(result, ctx)) is not None:
+                status, error = "failed", why  # the job is what its run is: a run that failed is a failed job
             if ctx.run is not None:
                 ctx.log.emit(ctx.run.id, "status", {"job": job_id, "status": status, "error": error})
-                run_status = {"done": "failed" if _failed(result) else "ok"}.get(status, status)
+                run_status = {"done": "ok"}.get(status, status)
                 ctx.run.finish(run_status, result if result is not None else {"error": error})
         self.table.update(job_id, status=status, error=error, finished_at=time.time())
 
 
-def _failed(result: Any) -> bool:
-    return isinstance(result, dict) and bool(result.get("errors") or result.get("failed"))
+def _run_failed(result: Any, ctx: JobContext) -> str | None:
+    """Why a job that returned a result failed, or None: its result names errors or failed tasks, or the
+    run it adopted (a harness run) ended ``failed``."""
+    result = result if isinstance(result, dict) else {}
+    errors = [str(e) for e in result.get("errors") or []]
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return one_line(f"the run failed: {errors[0]}{more}")[:500]
+    tasks = [t for t in result.get("tasks") or [] if isinstance(t, dict)]
+    adopted = None if ctx.run is not None else JobTable(ctx.store).get(ctx.job_id)["run_id"]
+    run = ctx.store.run(adopted) if adopted is not None else None
+    if result.get("failed") or (run is not None and run.status == "failed"):
+        from veriscale.harness.protocol.runner import FAILED_OUTCOMES
+
+        first = next((f"{t.get('task', 'a task')}: {t.get('error') or t.get('outcome')}" for t in tasks
+                      if t.get("error") or t.get("outcome") in FAILED_OUTCOMES), None)
+        count = f"{result['failed']} of {len(tasks)} task(s) failed" if result.get("failed") and tasks else "the run failed"
+        return one_line(f"{count}{f': {first}' if first else ''}")[:500]
+    return None

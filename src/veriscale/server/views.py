@@ -1,6 +1,6 @@
 """What the dashboard shows, read from the store: JSON-ready dicts, one function a page.
 
-    runs_page(store, text="select", offset=0, limit=50)   # {"total", "runs": [...]}
+    runs_page(store, text="select", offset=0, limit=50)   # {"total", "runs": [...]}, sorted, filtered
     run_view(store, 12)          # the run, its cost, children, and which page shows it ("view")
     selection_view(store, 12)    # candidates, preference matrix, win mass, judgements with call keys
     progress_view(store, 13)     # curves (finished) or the points so far (running), with events
@@ -62,29 +62,44 @@ def run_cost_with_prices(store: Store, run_id: int, prices: Any) -> dict[str, An
     return totals([call for rid in ids for call in store.run_calls(rid)], prices)
 
 
+#: What a listed run's ``score`` is, by command (any other run: the confidence of its pick);
+#: :data:`veriscale.engine.run_records.RUN_SCORE_SQL` reads it.
+SCORE_LABELS = {"score": "reward", "compare": "P(A beats B)", "track": "progress", "track --follow": "progress"}
+
+
 def runs_page(store: Store, *, command: str | None = None, status: str | None = None, text: str | None = None,
-              offset: int = 0, limit: int = 50, redactor: Any = None, prices: Any = None) -> dict[str, Any]:
-    """A page of runs, each with its cost (money too with a ``prices`` table); with an enabled
-    ``redactor`` a ``text`` search matches only what the page may show (the redacted text), so it
-    cannot be used to guess a stored secret piece by piece."""
-    page = _runs_page(store, command=command, status=status, text=text, offset=offset, limit=limit, redactor=redactor)
-    for listed, run in zip(page["runs"], page.pop("records")):
-        listed["cost"] = _listed_cost(store, run, prices)
+              sort: str = "id", order: str = "desc", score: tuple[float | None, float | None] = (None, None),
+              cost: tuple[int | None, int | None] = (None, None), offset: int = 0, limit: int = 50,
+              redactor: Any = None, prices: Any = None) -> dict[str, Any]:
+    """A page of runs, each with its ``score`` (and what it is, ``score_label``) and its cost (money too
+    with a ``prices`` table; ``tokens`` is what ``sort="cost"`` and the ``cost`` range count), sorted
+    and filtered by the store (:meth:`~veriscale.engine.store.Store.query_runs_ranked`)::
+
+        runs_page(store, command="select", sort="score", order="asc", score=(None, 0.9))  # least sure first
+
+    With an enabled ``redactor`` a ``text`` search matches only what the page may show (the
+    redacted text), so it cannot be used to guess a stored secret piece by piece."""
+    query = dict(command=command, status=status, text=text, sort=sort, order=order, score=score, cost=cost)
+    page = _runs_page(store, query, offset=offset, limit=limit, redactor=redactor)
+    for listed, (run, value, tokens) in zip(page["runs"], page.pop("records")):
+        listed["score"] = value
+        listed["score_label"] = None if value is None else SCORE_LABELS.get(run.command, "confidence")
+        listed["cost"] = {**_listed_cost(store, run, prices), "tokens": tokens}
     return page
 
 
-def _runs_page(store: Store, *, command: str | None, status: str | None, text: str | None,
-               offset: int, limit: int, redactor: Any) -> dict[str, Any]:
+def _runs_page(store: Store, query: dict[str, Any], *, offset: int, limit: int, redactor: Any) -> dict[str, Any]:
     settle_dead_runs(store)
+    text = query["text"]
     if not text or redactor is None or not getattr(redactor, "enabled", False):
-        total, runs = store.query_runs(command=command, status=status, text=text, offset=offset, limit=limit)
-        return {"total": total, "offset": offset, "limit": limit, "runs": [_record(r) for r in runs], "records": runs}
-    _, found = store.query_runs(command=command, status=status, text=text, offset=0, limit=-1)
-    needle = text.lower()
-    shown = [r for r in found if str(r.id) == text or needle in json.dumps(
-        redactor([r.command, r.model, r.args, r.result]), ensure_ascii=False, default=str).lower()]
-    return {"total": len(shown), "offset": offset, "limit": limit,
-            "runs": [_record(r) for r in shown[offset:offset + limit]], "records": shown[offset:offset + limit]}
+        total, rows = store.query_runs_ranked(**query, offset=offset, limit=limit)
+    else:
+        _, found = store.query_runs_ranked(**query, offset=0, limit=-1)
+        needle = text.lower()
+        kept = [row for row in found if str(row[0].id) == text or needle in json.dumps(
+            redactor([row[0].command, row[0].model, row[0].args, row[0].result]), ensure_ascii=False, default=str).lower()]
+        total, rows = len(kept), kept[offset:offset + limit]
+    return {"total": total, "offset": offset, "limit": limit, "runs": [_record(row[0]) for row in rows], "records": rows}
 
 
 def _run(store: Store, run_id: int) -> RunRecord:

@@ -69,7 +69,8 @@ export const api = {
   streamUrl: (id, after) => url(`/api/runs/${id}/stream`, { after }),
 };
 
-/** The route of a run's trajectory viewer. */
-export function trajectoryHref(runId, name) {
-  return `#/runs/${runId}/trajectory/${encodeURIComponent(name)}`;
+/** The route of a run's trajectory viewer (at checkpoint `step`, 1-based as the curve counts, if given). */
+export function trajectoryHref(runId, name, step) {
+  const at = step === undefined || step === null ? "" : `?step=${Number(step)}`;
+  return `#/runs/${runId}/trajectory/${encodeURIComponent(name)}${at}`;
 }

@@ -1,5 +1,5 @@
 // app.js — the dashboard's entry: header (model, embedded-model banner) and the hash router.
-//   #/runs   #/runs/<id>   #/runs/<id>/trajectory/<name>   #/jobs
+//   #/runs   #/runs/<id>   #/runs/<id>/trajectory/<name>[?step=N]   #/jobs
 
 import { api } from "./api.js";
 import { errorBox, fill, h, setReady } from "./dom.js";
@@ -10,7 +10,7 @@ import { trajectoryPage } from "./pages/trajectory.js";
 
 const ROUTES = [
   { pattern: /^#\/runs\/?$/, nav: "runs", page: runsPage },
-  { pattern: /^#\/runs\/(\d+)\/trajectory\/(.+)$/, nav: "runs", page: trajectoryPage },
+  { pattern: /^#\/runs\/(\d+)\/trajectory\/([^?]+)(?:\?step=(\d+))?$/, nav: "runs", page: trajectoryPage },
   { pattern: /^#\/runs\/(\d+)\/?$/, nav: "runs", page: runPage },
   { pattern: /^#\/jobs\/?$/, nav: "jobs", page: jobsPage },
 ];
@@ -51,7 +51,7 @@ async function route() {
     link.classList.toggle("active", link.dataset.nav === match.r.nav);
   }
   fill(root, h("p", { class: "muted loading" }, "Loading…"));
-  const params = match.m.slice(1).map((p) => decodeURIComponent(p));
+  const params = match.m.slice(1).map((p) => (p === undefined ? undefined : decodeURIComponent(p)));
   try {
     await match.r.page(ctx, ...params);
   } catch (err) {

@@ -1,11 +1,13 @@
 // pages/jobs.js — #/jobs: the jobs table (refreshed every 2 s while any job is queued or
-// running), cancel buttons, links to each job's run, and forms to submit select and track jobs.
+// running), cancel buttons, every attempt's run of each job (a job resumed after a restart has
+// the interrupted run and the new one), and forms to submit score, compare, select and track jobs.
 
 import { api } from "../api.js";
 import { errorBox, fill, fmtDuration, fmtTime, h, statusChip } from "../dom.js";
 
 const REFRESH_MS = 2000;
 const METHODS = ["ppt", "round_robin", "knockout", "pointwise"];
+const CRITERIA = ["general", "agent"];
 
 export async function jobsPage(ctx) {
   const body = h("tbody", {});
@@ -27,7 +29,7 @@ export async function jobsPage(ctx) {
     }
     if (!ctx.alive) return;
     fill(body, ...(jobs.length ? jobs.map((job) => jobRow(job, cancel)) :
-      [h("tr", {}, h("td", { colspan: 7, class: "empty" }, "No jobs yet: submit one below."))]));
+      [h("tr", {}, h("td", { colspan: 8, class: "empty" }, "No jobs yet: submit one below."))]));
     if (jobs.some((j) => j.status === "queued" || j.status === "running")) timer = setTimeout(refresh, REFRESH_MS);
   }
 
@@ -58,7 +60,8 @@ export async function jobsPage(ctx) {
       h("span", { class: "muted small" }, dirs.length ? `paths must lie under ${dirs.join(", ")}` : "this server was started without --allow-dir: jobs cannot read files")),
     message,
     h("div", { class: "table-wrap card flush" }, h("table", { class: "table jobs", "data-testid": "jobs-table" },
-      h("thead", {}, h("tr", {}, ["#", "kind", "status", "params", "submitted", "took", ""].map((c) => h("th", {}, c)))), body)),
+      h("thead", {}, h("tr", {}, ["#", "kind", "status", "params", "submitted", "took", "attempts and runs", ""].map((c) => h("th", {}, c)))), body)),
+    h("div", { class: "grid-2" }, scoreForm(submit), compareForm(submit)),
     h("div", { class: "grid-2" }, selectForm(submit, dirs), trackForm(submit, dirs))));
   await refresh();
 }
@@ -72,9 +75,22 @@ function jobRow(job, cancel) {
     h("td", { class: "params" }, paramsText(job.params)),
     h("td", { class: "muted nowrap" }, fmtTime(job.created_at)),
     h("td", { class: "muted nowrap" }, job.started_at ? (job.finished_at ? fmtDuration(job.started_at, job.finished_at) : "running…") : "—"),
+    h("td", { "data-testid": "job-attempts" }, attemptsList(job)),
     h("td", { class: "actions nowrap" },
       job.run_id !== null && job.run_id !== undefined ? h("a", { class: "button small", href: `#/runs/${job.run_id}`, "data-testid": "job-run-link" }, `run #${job.run_id}`) : null,
       unfinished ? h("button", { class: "small danger", "data-testid": "job-cancel", onclick: () => cancel(job) }, "Cancel") : null));
+}
+
+/** "2 attempts" and each run they opened, oldest first, with its status (the last is the job's run). */
+function attemptsList(job) {
+  const runs = job.runs || [];
+  const attempts = job.attempts ?? 0;
+  const head = h("span", { class: "muted small" }, `${attempts} attempt${attempts === 1 ? "" : "s"}` +
+    (runs.length < attempts ? ` (${attempts - runs.length} stopped before opening a run)` : ""));
+  if (!runs.length) return head;
+  return [head, h("ol", { class: "attempts" }, runs.map((run) => h("li", { "data-testid": "job-attempt-run", "data-run-id": run.id },
+    h("a", { href: `#/runs/${run.id}` }, `run #${run.id}`), " ", statusChip(run.status),
+    h("span", { class: "muted small" }, ` ${fmtTime(run.created_at)}`))))];
 }
 
 function paramsText(params) {
@@ -125,6 +141,53 @@ function trackForm(submit, dirs) {
     const params = { paths: list };
     if (every.value) params.every = Number(every.value);
     submit("track", params, feedback);
+  });
+  return form;
+}
+
+function criteriaSelect(testid) {
+  return h("select", { "data-testid": testid }, CRITERIA.map((c) => h("option", { value: c }, c)));
+}
+
+function scoreForm(submit) {
+  const task = h("textarea", { rows: 2, placeholder: "The task, e.g. Print the number of lines in notes.txt.", "data-testid": "score-task" });
+  const candidate = h("textarea", { rows: 3, placeholder: "The response to score, e.g. wc -l < notes.txt", "data-testid": "score-candidate" });
+  const criteria = criteriaSelect("score-criteria");
+  const feedback = h("div", { class: "feedback" });
+  const form = h("form", { class: "card form", "data-testid": "score-form" },
+    h("h2", {}, "Score one response"),
+    h("label", {}, "Task", task), h("label", {}, "Response", candidate),
+    h("div", { class: "row" }, h("label", {}, "Criteria", criteria)),
+    h("div", { class: "row" }, h("button", { type: "submit", class: "primary" }, "Submit score job"), feedback));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    if (!task.value.trim() || !candidate.value.trim()) {
+      fill(feedback, errorBox("give the task and the response"));
+      return;
+    }
+    submit("score", { task: task.value, candidate: candidate.value, criteria: criteria.value }, feedback);
+  });
+  return form;
+}
+
+function compareForm(submit) {
+  const task = h("textarea", { rows: 2, placeholder: "The task both responses answer", "data-testid": "compare-task" });
+  const a = h("textarea", { rows: 3, placeholder: "Response A", "data-testid": "compare-a" });
+  const b = h("textarea", { rows: 3, placeholder: "Response B", "data-testid": "compare-b" });
+  const criteria = criteriaSelect("compare-criteria");
+  const feedback = h("div", { class: "feedback" });
+  const form = h("form", { class: "card form", "data-testid": "compare-form" },
+    h("h2", {}, "Compare two responses"),
+    h("label", {}, "Task", task), h("div", { class: "row" }, h("label", {}, "A", a), h("label", {}, "B", b)),
+    h("div", { class: "row" }, h("label", {}, "Criteria", criteria)),
+    h("div", { class: "row" }, h("button", { type: "submit", class: "primary" }, "Submit compare job"), feedback));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    if (!task.value.trim() || !a.value.trim() || !b.value.trim()) {
+      fill(feedback, errorBox("give the task and both responses"));
+      return;
+    }
+    submit("compare", { task: task.value, a: a.value, b: b.value, criteria: criteria.value }, feedback);
   });
   return form;
 }

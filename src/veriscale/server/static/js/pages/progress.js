@@ -1,11 +1,14 @@
 // pages/progress.js — a track run: one SVG progress curve per trajectory with its events and
-// VOC. While the run is running the page follows /api/runs/<id>/stream (EventSource) and
-// grows the charts in place; on "end" it reloads the finished run.
+// VOC; a click on a curve's point opens the trajectory at that step. While the run is running
+// the page follows /api/runs/<id>/stream (EventSource), grows the charts in place and refreshes
+// the header's counters (calls, tokens, steps) as the points come; on "end" it reloads the run.
 
 import { api, trajectoryHref } from "../api.js";
 import { progressChart } from "../charts.js";
 import { fill, fmtNum, fmtPct, h, statusChip } from "../dom.js";
 import { runHeader } from "./run.js";
+
+const HEADER_REFRESH_MS = 1000; // at most this often the live header is read again
 
 export async function progressSection(ctx, run, body, header) {
   const view = await api.progress(run.id);
@@ -40,6 +43,11 @@ export async function progressSection(ctx, run, body, header) {
         vocEl, stats,
         stepsOf.has(name) ? h("a", { class: "button small", href: trajectoryHref(run.id, name) }, "steps →") : null),
       h("div", { class: "scroll-x" }, chart.svg), eventsEl);
+    chart.svg.classList.add("linked-points");
+    chart.svg.addEventListener("click", (e) => {  // a checkpoint's point opens the trajectory at its step
+      const point = e.target.closest("[data-testid=curve-point]");
+      if (point && stepsOf.has(name)) location.hash = trajectoryHref(run.id, name, point.dataset.step);
+    });
     const entry = { data, chart, card, vocEl, eventsEl, stats };
     curves.set(name, entry);
     list.appendChild(card);
@@ -87,7 +95,30 @@ export async function progressSection(ctx, run, body, header) {
     try { data = JSON.parse(e.data); } catch { return; }
     fn(data);
   });
+  // The header's calls, tokens and steps, read again as the curve grows (throttled, one read at a time).
+  let headerTimer = null;
+  let headerBusy = false;
+  ctx.onCleanup(() => clearTimeout(headerTimer));
+  const refreshHeader = () => {
+    if (headerTimer !== null) return;
+    headerTimer = setTimeout(async () => {
+      if (headerBusy || !ctx.alive) { headerTimer = null; return; }
+      headerBusy = true;
+      try {
+        const fresh = await api.run(run.id);
+        if (!ctx.alive || fresh.status !== "running") return; // "end" reloads the finished run
+        for (const t of fresh.trajectories || []) stepsOf.set(t.trajectory, t.steps);
+        const freshHeader = runHeader(fresh);
+        header.replaceWith(freshHeader);
+        header = freshHeader;
+      } catch { /* the stream's own reconnect says when the server is gone */ } finally {
+        headerBusy = false;
+        headerTimer = null;
+      }
+    }, HEADER_REFRESH_MS);
+  };
   on("point", (d) => {
+    refreshHeader();
     list.querySelector(".empty-curves")?.remove();
     const entry = curveFor(String(d.trajectory ?? ""));
     entry.data.points.push(d.point);
@@ -100,7 +131,7 @@ export async function progressSection(ctx, run, body, header) {
     entry.data.events.push(d.event);
     schedule(entry);
   });
-  on("calls", (d) => renderCalls(d));
+  on("calls", (d) => { renderCalls(d); refreshHeader(); });
   on("status", (d) => {
     fill(liveBox, h("span", { class: "chip st-running" }, "● live"), " job ", statusChip(d.status), d.error ? h("span", { class: "bad" }, ` ${d.error}`) : null);
   });

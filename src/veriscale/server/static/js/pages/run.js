@@ -36,9 +36,12 @@ export function runHeader(run) {
     ["model", run.model ?? "—"],
     ["started", fmtTime(run.created_at)],
     ["took", run.status === "running" ? "running…" : fmtDuration(run.created_at, run.finished_at)],
-    ["calls", `${fmtNum(cost.calls ?? 0)}${cost.cache_hits ? ` (${fmtNum(cost.cache_hits)} cached)` : ""}${cost.failed ? `, ${fmtNum(cost.failed)} failed` : ""}`],
-    ["prompt tokens", fmtNum(cost.prompt_tokens ?? 0)],
+    ["calls", h("span", { "data-testid": "run-calls" }, `${fmtNum(cost.calls ?? 0)}${cost.cache_hits ? ` (${fmtNum(cost.cache_hits)} cached)` : ""}${cost.failed ? `, ${fmtNum(cost.failed)} failed` : ""}`)],
+    ["tokens", h("span", { "data-testid": "run-tokens", title: "prompt tokens sent · completion tokens" },
+      `${fmtNum(cost.prompt_tokens ?? 0)} prompt · ${fmtNum(cost.completion_tokens ?? 0)} completion`)],
   ];
+  const steps = (run.trajectories || []).reduce((n, t) => n + (t.steps || 0), 0);
+  if ((run.trajectories || []).length) facts.push(["steps", h("span", { "data-testid": "run-steps" }, fmtNum(steps))]);
   if (run.job !== null && run.job !== undefined) facts.push(["job", h("a", { href: "#/jobs" }, `#${run.job}`)]);
   const trajectories = run.trajectories || [];
   const result = run.result;

@@ -10,7 +10,7 @@ const ROW_H = 28;
 const OVERSCAN = 8;
 const PAGE = 200;
 
-export async function trajectoryPage(ctx, runId, name) {
+export async function trajectoryPage(ctx, runId, name, step) {
   const first = await api.steps(runId, name, 0, PAGE);
   if (!ctx.alive) return;
   const total = first.total;
@@ -226,6 +226,7 @@ export async function trajectoryPage(ctx, runId, name) {
   ctx.onCleanup(() => { window.removeEventListener("resize", onResize); cancelAnimationFrame(frame); });
   if (!total) rows.appendChild(h("p", { class: "muted pad" }, "This trajectory has no stored steps."));
   else render();
+  if (step !== undefined && total) await goTo(Math.min(total, Math.max(1, Number(step))) - 1); // ?step=N: a curve point's link
 }
 
 function firstLine(text) {
