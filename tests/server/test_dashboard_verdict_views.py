@@ -7,6 +7,9 @@ it); the server, its views and the browser are the real ones.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
 import httpx
 import pytest
 from playwright.sync_api import expect
@@ -41,10 +44,32 @@ def _open(page, url: str) -> None:
     page.wait_for_selector(READY)
 
 
+class ProbedScriptedModel(ScriptedScoreModel):
+    """TEST DOUBLE: the scripted model, also answering the proxy's start-up probe (no response in it)."""
+
+    def _slot_text(self, req, header=None):
+        user = req.messages[-1].content
+        if "## Response" not in user and "## First response" not in user:
+            return ""  # the probe: any label distribution shows it has logprobs
+        return super()._slot_text(req, header)
+
+
 def _finished(store, command: str, args: dict, result: dict) -> int:
     run_id = store.start_run(command, "scripted:test-double", args)
     store.finish_run(run_id, "ok", result)
     return run_id
+
+
+@contextmanager
+def _entered_off_loop(cm):
+    """Enter ``cm`` in a worker thread: Playwright's sync API keeps an event loop running in this
+    one, and the proxy's start-up probe uses the synchronous gateway, which refuses to run inside one."""
+    with ThreadPoolExecutor(1) as pool:
+        value = pool.submit(cm.__enter__).result()
+    try:
+        yield value
+    finally:
+        cm.__exit__(None, None, None)
 
 
 def _biased_selection() -> dict:
@@ -119,3 +144,68 @@ def test_one_numbering_in_table_charts_matrix_and_panel_and_names_are_whole(tmp_
         page.locator("[data-testid=heatmap-cell][data-i='0'][data-j='1']").click()
         expect(page.get_by_test_id("pair-names")).to_have_text(f"#0 a vs #1 {LONG}")
         expect(page.get_by_test_id("pick-pick")).to_contain_text("#1")
+
+
+def test_a_proxied_requests_page_shows_the_conversation_the_candidates_side_by_side_and_the_sent_one(
+        tmp_path, page) -> None:
+    """A real request through the openai SDK to the real proxy: two upstream candidates (a FaultServer
+    double, one answering in text, one with a tool call), the scripted test double as verifier."""
+    import itertools
+    import threading
+
+    from tests.proxy.conftest import BASH, fault_uri, proxied, settings_for, tool_reply
+    from tests.support.fault_server import FaultServer
+
+    turn, lock = itertools.count(), threading.Lock()
+
+    def reply(body):
+        with lock:
+            k = next(turn)
+        return ({"content": f"GOOD: the tests pass. {PAYLOAD}"} if k % 2 == 0
+                else tool_reply("bash", {"cmd": "pytest -q", "note": PAYLOAD}, call_id="call_up1"))
+
+    messages = [{"role": "user", "content": f"Fix the failing test. {PAYLOAD}"},
+                {"role": "assistant", "content": "Let me look.", "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": f"tests/ src/ {PAYLOAD}"}]
+    with FaultServer(chat_reply=reply) as up, \
+            _entered_off_loop(proxied(tmp_path / "s.sqlite3", settings_for((fault_uri(up), 2)), ProbedScriptedModel())) as p:
+        raw = p.openai().chat.completions.with_raw_response.create(model="m", messages=messages, tools=[BASH])
+        assert raw.headers["x-veriscale-pick"] == "verified"
+        run = p.run(raw.headers["x-veriscale-run"])
+        conv = run.result["conversation"]  # what the run keeps for the page
+        assert [m["role"] for m in conv["messages"]] == ["user", "assistant", "tool"] and conv["tools"] == ["bash"]
+        sent = run.result["winner"]
+        assert "GOOD" in run.result["candidates"][sent]["reply"]["text"]
+
+        _open(page, f"{p.url}/#/runs/{run.id}")
+        expect(page.get_by_test_id("proxy-page")).to_be_visible()
+        expect(page.get_by_test_id("proxy-how")).to_have_text("verified")
+        expect(page.get_by_test_id("proxy-sent")).to_have_text(f"candidate-{sent}")
+        # the conversation: the tool result sits inside the block of the call it answers
+        conversation = page.get_by_test_id("conversation")
+        expect(conversation.get_by_test_id("message")).to_have_count(2)  # user, assistant (the tool result is in its call)
+        call = conversation.get_by_test_id("tool-call")
+        expect(call.get_by_test_id("tool-name")).to_have_text("bash")
+        expect(call.get_by_test_id("tool-args")).to_have_text('{\n  "cmd": "ls"\n}')
+        expect(call.get_by_test_id("tool-result")).to_contain_text(f"tests/ src/ {PAYLOAD}")
+        expect(conversation).to_contain_text(f"Fix the failing test. {PAYLOAD}")
+        # the candidates side by side, the sent one marked
+        cards = page.get_by_test_id("candidate-card")
+        expect(cards).to_have_count(2)
+        sent_card = page.locator(f"[data-testid=candidate-card][data-index='{sent}']")
+        expect(sent_card).to_have_attribute("data-sent", "1")
+        expect(sent_card.get_by_test_id("sent-chip")).to_have_text("sent")
+        expect(sent_card.get_by_test_id("candidate-text")).to_have_text(f"GOOD: the tests pass. {PAYLOAD}")
+        other = page.locator(f"[data-testid=candidate-card][data-index='{1 - sent}']")
+        expect(other).to_have_attribute("data-sent", "0")
+        expect(other.get_by_test_id("tool-name")).to_have_text("bash")
+        expect(other.get_by_test_id("tool-args")).to_contain_text('"cmd": "pytest -q"')
+        boxes = [c.bounding_box() for c in cards.all()]
+        assert abs(boxes[0]["y"] - boxes[1]["y"]) < 2 and boxes[0]["x"] != boxes[1]["x"], "the candidates are not side by side"
+        # the tournament behind the pick, in the same page
+        tournament = page.get_by_test_id("tournament")
+        expect(tournament.get_by_test_id("selection-page")).to_be_visible()
+        expect(tournament.get_by_test_id("candidate-row")).to_have_count(2)
+        assert page.evaluate("typeof window.__pwned") == "undefined"
+        assert page.evaluate("document.querySelectorAll('img').length") == 0

@@ -32,8 +32,10 @@ VIEWS = {"select": "selection", "track": "progress", "track --follow": "progress
 
 
 def _view(run: RunRecord) -> str:
-    """Which page shows the run: by command, and any run whose result holds a ranking (a proxied
-    request that ran a tournament, a race) is a selection."""
+    """Which page shows the run: by command; a proxied request is its own page (its tournament, if
+    one ran, inside it), and any other run whose result holds a ranking (a race) is a selection."""
+    if run.command.startswith("proxy ") and run.command != "proxy conversation":
+        return "proxy"
     if isinstance(run.result, dict) and "ranking" in run.result:
         return "selection"
     return VIEWS.get(run.command, "other")
