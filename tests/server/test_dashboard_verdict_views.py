@@ -209,3 +209,48 @@ def test_a_proxied_requests_page_shows_the_conversation_the_candidates_side_by_s
         expect(tournament.get_by_test_id("candidate-row")).to_have_count(2)
         assert page.evaluate("typeof window.__pwned") == "undefined"
         assert page.evaluate("document.querySelectorAll('img').length") == 0
+
+
+def test_the_trajectory_viewer_shows_tool_calls_as_blocks_with_their_results_and_step_time_and_tokens(
+        tmp_path, page) -> None:
+    import json
+    from pathlib import Path
+
+    from veriscale.data.importers import atif
+    from veriscale.data.model import Step
+    from veriscale.engine.run_log import RunLog
+
+    trial = Path(__file__).resolve().parents[2] / "examples" / "progress" / "success_trajectory.json"
+    (cand,) = atif.load(json.loads(trial.read_text()), "success_trajectory.json")
+    steps = cand.trajectory.steps
+    two_calls = Step(role="agent", text=f"Two at once. {PAYLOAD}", observation="1\n2",
+                     tool_calls=[{"name": "ls", "arguments": {"path": PAYLOAD}, "id": "k1"},
+                                 {"name": "wc", "arguments": {}, "id": "k2"}], tool_results={"k1": "1", "k2": "2"})
+    with dashboard(tmp_path / "s.sqlite3", ScriptedScoreModel()) as d:
+        run = _finished(d.store, "track", {"paths": ["t.json"]}, {"curves": []})
+        RunLog(d.store).record_steps(run, "trial", [*steps, two_calls])
+        _open(page, f"{d.url}/#/runs/{run}/trajectory/trial")
+        rows = page.get_by_test_id("step-row")
+        expect(rows.first.get_by_test_id("row-tool")).to_have_text("bash_command")
+        rows.nth(1).click()
+        detail = page.get_by_test_id("step-detail")
+        call = detail.get_by_test_id("tool-call")
+        expect(call).to_have_count(1)
+        expect(call.get_by_test_id("tool-name")).to_have_text("bash_command")
+        expect(call.get_by_test_id("tool-args")).to_contain_text('"keystrokes"')
+        expect(call.get_by_test_id("tool-result")).to_contain_text(steps[1].tool_results["call_1_1"].strip()[:40])
+        expect(detail.get_by_test_id("step-text")).to_have_text(steps[1].text)
+        # per-step time and tokens, as the ATIF step has them; the time since the step before
+        expect(detail.get_by_test_id("step-time")).to_have_text("2025-10-31 10:49:20")
+        expect(detail.get_by_test_id("step-took")).to_have_text("+11.9 s since the step before")
+        expect(detail.get_by_test_id("step-prompt-tokens")).to_have_text("1,459 prompt tokens")
+        expect(detail.get_by_test_id("step-completion-tokens")).to_have_text("1,108 completion tokens")
+        # two calls: each result under its own call, no loose output block
+        rows.nth(len(steps)).click()
+        expect(detail.get_by_test_id("tool-call")).to_have_count(2)
+        expect(detail.get_by_test_id("tool-result")).to_have_text(["result1", "result2"])
+        expect(detail.get_by_test_id("step-observation")).to_have_count(0)
+        expect(detail.get_by_test_id("tool-args").first).to_contain_text(json.dumps(PAYLOAD)[1:-1])  # as JSON text
+        expect(detail.get_by_test_id("step-meta")).to_have_count(0)
+        assert page.evaluate("typeof window.__pwned") == "undefined"
+        assert page.evaluate("document.querySelectorAll('img').length") == 0
