@@ -60,14 +60,18 @@ def biased_scheme():
         yield
 
 
-def test_select_json_reports_each_pairs_orders_and_marks_position_bias(biased_scheme, tmp_path: Path) -> None:
+def _select(tmp_path: Path, *extra: str):
     texts = {"task": "Name a prime number.", "a": "7", "b": "9", "c": "11"}
     for name, text in texts.items():
         (tmp_path / f"{name}.md").write_text(text + "\n")
-    result = CliRunner().invoke(app, [
+    return CliRunner().invoke(app, [
         "select", *(str(tmp_path / f"{n}.md") for n in "abc"), "--task", str(tmp_path / "task.md"),
         "--model", "slotbiased", "--criteria", "general", "--method", "round_robin", "--no-adaptive",
-        "--json", "--store", str(tmp_path / "s.sqlite3")])
+        "--store", str(tmp_path / "s.sqlite3"), *extra])
+
+
+def test_select_json_reports_each_pairs_orders_and_marks_position_bias(biased_scheme, tmp_path: Path) -> None:
+    result = _select(tmp_path, "--json")
     assert result.exit_code in (0, 4), result.output  # 4: not decided, which a slot-biased judge may well be
     data = json.loads(result.stdout)
     orders = {(o["a"], o["b"]): o for o in data["pair_orders"]}
@@ -77,3 +81,10 @@ def test_select_json_reports_each_pairs_orders_and_marks_position_bias(biased_sc
         assert o["a_first"] > 0.5 > o["b_first"]  # the first slot always wins
         assert o["position_bias"] is True  # each verdict is the slot's alone: every pair is marked
     assert data["position_bias"] == [[0, 1], [0, 2], [1, 2]]
+
+
+def test_select_table_names_the_pairs_that_flip(biased_scheme, tmp_path: Path) -> None:
+    result = _select(tmp_path)
+    assert result.exit_code in (0, 4), result.output
+    line = next(line for line in result.stdout.splitlines() if line.startswith("position bias:"))
+    assert "a vs b (" in line and "flip with the slot order" in line
