@@ -9,6 +9,7 @@ the copy and Playwright drives the Debian chromium at 1280×800. It writes, unde
 
     dashboard-runs.png  dashboard-selection.png (a judgement panel open)  dashboard-progress.png
     dashboard-trajectory.png  dashboard-harness.png (only when the store has a harness run)
+    dashboard-proxy.png (only when the store has a proxied request)
 
 A page the store has no run for is skipped with a note.
 """
@@ -159,6 +160,12 @@ def main() -> None:
                     shot(f"#/runs/{traj[0]}/trajectory/{quote(traj[1], safe='')}", "dashboard-trajectory.png", open_error)
                 else:
                     print("note: no stored trajectory steps: dashboard-trajectory.png not written")
+
+                proxied = first_run(store, ("proxy chat", "proxy responses", "proxy anthropic"), "AND status = 'ok'")
+                if proxied:
+                    shot(f"#/runs/{proxied[0]}", "dashboard-proxy.png")
+                else:
+                    print("note: no proxied request in the store: dashboard-proxy.png not written")
 
                 harness = first_run(store, ("harness run",))
                 if harness:

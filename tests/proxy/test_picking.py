@@ -84,7 +84,7 @@ def test_differing_candidates_are_verified_and_the_record_explains_the_pick(tmp_
         view = httpx.get(f"{p.url}/api/runs/{run_id}").json()
         result = view["result"]
         assert view["command"] == "proxy chat" and view["status"] == "ok" and result["how"] == "verified"
-        assert view["view"] == "selection" and view["summary"].startswith("verified: candidate ")
+        assert view["view"] == "proxy" and view["summary"].startswith("verified: candidate ")
         shown = httpx.get(f"{p.url}/api/runs/{run_id}/selection").json()  # the dashboard's selection page
         assert len(shown["matrix"]) == 2 and shown["judgements"] and shown["reason"]
         assert [c["reply"]["text"] for c in result["candidates"]] == ["The answer is 10.", "The answer is 12."]

@@ -138,6 +138,13 @@ def _render(sel: Selection) -> None:
         steps = "; ".join(f"{s['step']}: {s['added']} ({s['left']} left)" for s in b["steps"])
         console.print(f"budget {b['budget']}: spent {b['spent']}, stopped with '{b['stop_reason']}'; {steps}",
                       style="dim", highlight=False, soft_wrap=True)
+    biased = [o for o in sel.pair_orders if o["position_bias"]]
+    if biased:  # the two slot orders name different winners: the pair's mean is no close call
+        pairs = ", ".join(f"{sel.candidates[o['a']].id} vs {sel.candidates[o['b']].id} "
+                          f"({o['a_first']:.3f} / {o['b_first']:.3f})" for o in biased[:5])
+        more = f" and {len(biased) - 5} more" if len(biased) > 5 else ""
+        console.print(f"position bias: {pairs}{more} flip with the slot order (P of the first with it shown "
+                      "first / shown second); see pair_orders in --json", style="yellow", highlight=False, soft_wrap=True)
     where = f" ({sel.best.source})" if sel.best.source else ""
     console.print(f"picked: [bold]{sel.best.id}[/]{where}", highlight=False, soft_wrap=True)
 

@@ -19,6 +19,10 @@ class Step:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     observation: str = ""
     exit_code: int | None = None
+    #: what came back for each tool call, by call id, where the format ties results to calls (ATIF, chat)
+    tool_results: dict[str, str] = field(default_factory=dict)
+    #: per-step time and tokens where the format has them (ATIF): timestamp, prompt_tokens, completion_tokens, ...
+    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

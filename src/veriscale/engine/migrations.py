@@ -159,6 +159,11 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         """UPDATE calls SET processed_tokens = prompt_tokens - cached_tokens
            WHERE processed_tokens IS NULL AND cached_tokens IS NOT NULL AND prompt_tokens IS NOT NULL""",
     ]),
+    (8, [
+        # a step's structure for the trajectory viewer (JSON: tool calls, their results, the observation,
+        # exit code, per-step time and tokens); NULL for steps stored before, shown from their text alone
+        "ALTER TABLE run_steps ADD COLUMN detail TEXT",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

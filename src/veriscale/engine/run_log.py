@@ -10,7 +10,7 @@ trajectories a run judged, one row a step, paged and searched by the trajectory 
     for event in log.since(run_id, after=0):            # RunEvent(id, kind, data, at)
         ...
     log.record_steps(run_id, "t1", trajectory.steps)     # appends after what is there
-    log.steps(run_id, "t1", offset=4000, limit=200)      # [{"index", "role", "text", "error"}]
+    log.steps(run_id, "t1", offset=4000, limit=200)      # [{"index", "role", "text", "error", "detail"}]
     log.find_steps(run_id, "t1", "Traceback")            # indices of matching steps
 """
 
@@ -49,9 +49,25 @@ def step_text(step: Any) -> str:
     return "\n".join(parts)
 
 
+def step_detail(step: Any) -> dict[str, Any] | None:
+    """A step's structure as the viewer shows it (tool calls as blocks, each result tied to its
+    call, per-step time and tokens), or None when the text says it all."""
+    detail = {"tool_calls": list(step.tool_calls or []), "tool_results": dict(getattr(step, "tool_results", None) or {}),
+              "observation": step.observation or "", "exit_code": step.exit_code,
+              "metrics": dict(getattr(step, "metrics", None) or {})}
+    if not (detail["tool_calls"] or detail["observation"] or detail["metrics"]):
+        return None
+    return {"text": step.text or "", **detail}
+
+
 def step_failed(step: Any) -> bool:
     """A step whose command exited non-zero (the viewer's jump-to-error stops there)."""
     return step.exit_code not in (None, 0)
+
+
+def _detail_json(step: Any) -> str | None:
+    detail = step_detail(step)
+    return None if detail is None else json.dumps(detail, ensure_ascii=False, default=str)
 
 
 class RunLog:
@@ -97,10 +113,11 @@ class RunLog:
     def record_steps(self, run_id: int, trajectory: str, steps: Iterable[Any], start: int | None = None) -> int:
         """Store ``steps`` (``data.model.Step``) from index ``start`` (default: after the last); returns the count now."""
         first = self.count_steps(run_id, trajectory) if start is None else start
-        rows = [(run_id, trajectory, first + k, s.role, step_text(s), int(step_failed(s))) for k, s in enumerate(steps)]
+        rows = [(run_id, trajectory, first + k, s.role, step_text(s), int(step_failed(s)), _detail_json(s))
+                for k, s in enumerate(steps)]
         if rows:
-            self.store.execute_many("INSERT OR REPLACE INTO run_steps (run_id, trajectory, idx, role, text, error) "
-                                    "VALUES (?, ?, ?, ?, ?, ?)", rows)
+            self.store.execute_many("INSERT OR REPLACE INTO run_steps (run_id, trajectory, idx, role, text, error, detail) "
+                                    "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         return first + len(rows)
 
     def record_candidates(self, run_id: int, candidates: Iterable[Any]) -> None:
@@ -123,9 +140,10 @@ class RunLog:
 
     def steps(self, run_id: int, trajectory: str, offset: int = 0, limit: int = 200) -> list[dict[str, Any]]:
         rows, _ = self.store.execute(
-            "SELECT idx, role, text, error FROM run_steps WHERE run_id = ? AND trajectory = ? AND idx >= ? "
+            "SELECT idx, role, text, error, detail FROM run_steps WHERE run_id = ? AND trajectory = ? AND idx >= ? "
             "ORDER BY idx LIMIT ?", (run_id, trajectory, offset, limit))
-        return [{"index": r[0], "role": r[1], "text": r[2], "error": bool(r[3])} for r in rows]
+        return [{"index": r[0], "role": r[1], "text": r[2], "error": bool(r[3]), "detail": json.loads(r[4]) if r[4] else None}
+                for r in rows]
 
     def find_steps(self, run_id: int, trajectory: str, text: str | None = None, *, errors: bool = False,
                    limit: int = 10_000) -> list[int]:

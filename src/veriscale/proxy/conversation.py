@@ -149,6 +149,27 @@ def reply_text(reply: Reply) -> str:
     return "\n".join(lines) or "(empty reply)"
 
 
+def recorded_conversation(conv: Conversation, max_messages: int = 60, max_chars: int = 20_000) -> dict[str, Any]:
+    """What a proxied request's run keeps of the conversation, for the dashboard's request page:
+    the last ``max_messages`` messages (role, text cut to ``max_chars``, tool calls, the call a
+    tool result answers), the tools' names and how many earlier messages were left out::
+
+        recorded_conversation(conv)["messages"][-1]   # {"role": "tool", "content": "...", "tool_call_id": "call_1"}
+    """
+    kept = conv.messages[-max_messages:]
+    messages = []
+    for m in kept:
+        text = content_text(m.get("content"))
+        entry: dict[str, Any] = {"role": m.get("role", "?"),
+                                 "content": text if len(text) <= max_chars else text[:max_chars] + " …(cut)"}
+        for key in ("tool_calls", "tool_call_id", "name"):
+            if m.get(key):
+                entry[key] = m[key]
+        messages.append(entry)
+    return {"messages": messages, "left_out": len(conv.messages) - len(kept),
+            "tools": [t.get("function", {}).get("name", "?") for t in conv.tools]}
+
+
 def transcript(conv: Conversation, max_chars: int = 12_000) -> str:
     """The conversation so far as text (the judge's task), newest part kept when too long."""
     lines = []

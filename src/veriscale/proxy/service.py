@@ -34,7 +34,7 @@ from veriscale.engine.run_scope import RunHandle, open_run, recorded_run
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError
 from veriscale.proxy.candidates import Sampled, UpstreamPools, agreeing
-from veriscale.proxy.conversation import Conversation, Reply, content_text, reply_text, transcript
+from veriscale.proxy.conversation import Conversation, Reply, content_text, recorded_conversation, reply_text, transcript
 from veriscale.proxy.pick import EarlyPick
 from veriscale.proxy.settings import ProxySettings
 
@@ -105,7 +105,8 @@ class ProxyService:
         sampled_s = time.perf_counter() - started
         valid = [r for r in results if r.reply is not None]
         record: dict[str, Any] = {"api": api, "candidates": [r.to_dict() for r in results], "sample_s": round(sampled_s, 4),
-                                  "schedule": "round_robin" if early is None else "early"}
+                                  "schedule": "round_robin" if early is None else "early",
+                                  "conversation": recorded_conversation(conv)}  # the dashboard's request page
         if picking is not None and (len(valid) < 2 or agreeing(results)):
             picking.cancel()  # nothing to judge: the pick made no call (it starts at two different actions)
             picking = None

@@ -46,6 +46,7 @@ from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_refusal
 from veriscale.selection.reason import Reason, explain
 from veriscale.selection.settings import METHODS, SelectionSettings
+from veriscale.selection.position_bias import pair_orders
 from veriscale.selection.suspects import apply_policy
 from veriscale.verify import injection as injection_signal
 from veriscale.selection.tournament import TournamentResult, knockout, pointwise, ppt, round_robin
@@ -103,6 +104,12 @@ class Selection:
         return any(h is not None for h in self.injection) if self.injection_detect else None
 
     @property
+    def pair_orders(self) -> list[dict[str, Any]]:
+        """Per judged pair, mean P(a ≻ b) with a shown first and with b shown first, and whether
+        the two orders flip the verdict (:mod:`veriscale.selection.position_bias`)."""
+        return pair_orders(self.tournament.comparisons) if self.tournament is not None else []
+
+    @property
     def best(self) -> Candidate:
         return self.candidates[self.index]
 
@@ -144,6 +151,8 @@ class Selection:
             "notes": list(self.notes),
             "plan": self.plan.to_dict(),
             "tournament": None if self.tournament is None else self.tournament.to_dict(),
+            "pair_orders": self.pair_orders,
+            "position_bias": [[o["a"], o["b"]] for o in self.pair_orders if o["position_bias"]],
             "budget": self.budget,
             "injection_suspected": self.injection_suspected,
             "injection": {"detector": "on" if self.injection_detect else "off", "policy": self.injection_policy,

@@ -2,7 +2,7 @@
 
     runs_page(store, text="select", offset=0, limit=50)   # {"total", "runs": [...]}, sorted, filtered
     run_view(store, 12)          # the run, its cost, children, and which page shows it ("view")
-    selection_view(store, 12)    # candidates, preference matrix, win mass, judgements with call keys
+    selection_view(store, 12)    # candidates, preference matrix, per-order values, win mass, judgements
     progress_view(store, 13)     # curves (finished) or the points so far (running), with events
     call_view(store, key)        # one judgement call: the exact prompt, label distribution, mass, cost
 
@@ -20,6 +20,7 @@ from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_summary import run_summary
 from veriscale.engine.store import RunRecord, Store
+from veriscale.selection.position_bias import POSITION_BIAS_GAP, pair_orders
 
 
 class NotFound(LookupError):
@@ -31,8 +32,10 @@ VIEWS = {"select": "selection", "track": "progress", "track --follow": "progress
 
 
 def _view(run: RunRecord) -> str:
-    """Which page shows the run: by command, and any run whose result holds a ranking (a proxied
-    request that ran a tournament, a race) is a selection."""
+    """Which page shows the run: by command; a proxied request is its own page (its tournament, if
+    one ran, inside it), and any other run whose result holds a ranking (a race) is a selection."""
+    if run.command.startswith("proxy ") and run.command != "proxy conversation":
+        return "proxy"
     if isinstance(run.result, dict) and "ranking" in run.result:
         return "selection"
     return VIEWS.get(run.command, "other")
@@ -138,6 +141,7 @@ def selection_view(store: Store, run_id: int) -> dict[str, Any]:
         counts[b][a] += 1
     matrix = [[sums[a][b] / counts[a][b] if counts[a][b] else None for b in range(n)] for a in range(n)]
     strengths = list(tournament.get("strengths") or [])
+    orders = pair_orders(judgements)
     return {
         "run_id": run.id, "status": run.status, "method": result.get("method"), "task": result.get("task"),
         "best": result.get("index"), "confidence": result.get("confidence"), "decided": result.get("decided"),
@@ -146,10 +150,28 @@ def selection_view(store: Store, run_id: int) -> dict[str, Any]:
                        for r in ranking],
         "criteria": list((ranking[0].get("criteria") or {}).keys()) if ranking else [],
         "matrix": matrix, "counts": counts, "judgements": judgements,
+        "orders": _order_cells(orders, n), "position_bias": [[o["a"], o["b"]] for o in orders if o["position_bias"]],
+        "position_bias_gap": POSITION_BIAS_GAP,
         "usage": result.get("usage"), "notes": result.get("notes") or [],
         "injection": result.get("injection"),
         "budget": result.get("budget"),
     }
+
+
+def _order_cells(orders: list[dict[str, Any]], n: int) -> list[list[dict[str, Any] | None]]:
+    """N×N: for row r and column c, mean P(r ≻ c) with r shown first ("first") and with c shown
+    first ("second"), the judgement count of each, and the pair's position-bias mark."""
+    cells: list[list[dict[str, Any] | None]] = [[None] * n for _ in range(n)]
+    for o in orders:
+        a, b, pa, pb = o["a"], o["b"], o["a_first"], o["b_first"]
+        if not (0 <= a < n and 0 <= b < n):
+            continue
+        flip = (lambda v: None if v is None else 1.0 - v)
+        cells[a][b] = {"first": pa, "second": pb, "n_first": o["n_a_first"], "n_second": o["n_b_first"],
+                       "position_bias": o["position_bias"]}
+        cells[b][a] = {"first": flip(pb), "second": flip(pa), "n_first": o["n_b_first"], "n_second": o["n_a_first"],
+                       "position_bias": o["position_bias"]}
+    return cells
 
 
 def _reason_text(reason: Any) -> str | None:

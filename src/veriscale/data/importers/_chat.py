@@ -117,6 +117,8 @@ def chat_to_conversation(
                 conv.steps.append(Step(role="tool", observation=_tool_result_text(message)))
                 continue
             attach(target, _tool_result_text(message), _explicit_exit_code(message))
+            if message.get("tool_call_id"):  # tied to its call, for the trajectory viewer
+                conv.steps[target].tool_results[str(message["tool_call_id"])] = _tool_result_text(message)
         else:
             conv.steps.append(Step(role=role or "user", text=text))
 

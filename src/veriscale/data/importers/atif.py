@@ -154,6 +154,10 @@ def _tool_result(content: str) -> tuple[str, int | None]:
     return content, parse_exit_code(content)
 
 
+#: The per-step metrics an ATIF step may carry (``metrics``), kept for the trajectory viewer.
+_STEP_METRICS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd")
+
+
 def _step(role: str, message: str, raw: dict[str, Any]) -> Step:
     calls = [normalize_tool_call(c) for c in as_list(raw.get("tool_calls"))]
     observation, exit_code = _observation(raw)
@@ -163,4 +167,28 @@ def _step(role: str, message: str, raw: dict[str, Any]) -> Step:
         tool_calls=calls,
         observation=observation,
         exit_code=exit_code,
+        tool_results=_results_by_call(raw),
+        metrics=_step_metrics(raw),
     )
+
+
+def _results_by_call(raw: dict[str, Any]) -> dict[str, str]:
+    """Each observation result under the id of the call it answers (``source_call_id``)."""
+    observation = raw.get("observation")
+    out: dict[str, str] = {}
+    for result in as_list(observation.get("results")) if isinstance(observation, dict) else []:
+        if isinstance(result, dict) and result.get("source_call_id"):
+            text, _ = _tool_result(content_text(result.get("content")))
+            key = str(result["source_call_id"])
+            out[key] = f"{out[key]}\n{text}" if key in out else text
+    return out
+
+
+def _step_metrics(raw: dict[str, Any]) -> dict[str, Any]:
+    """The step's timestamp and token counts (numbers only), where the trajectory has them."""
+    metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else {}
+    out: dict[str, Any] = {k: metrics[k] for k in _STEP_METRICS
+                           if isinstance(metrics.get(k), (int, float)) and not isinstance(metrics.get(k), bool)}
+    if isinstance(raw.get("timestamp"), str):
+        out["timestamp"] = raw["timestamp"]
+    return out

@@ -37,7 +37,8 @@ export function barChart(items, opts = {}) {
   items.forEach((item, k) => {
     const y = top + k * rowH;
     const g = s("g", { class: item.highlight ? "bar best" : "bar" });
-    g.appendChild(s("text", { x: labelW - 8, y: y + rowH / 2 + 4, "text-anchor": "end", class: "axis-label" }, item.label));
+    g.appendChild(titled(s("text", { x: labelW - 8, y: y + rowH / 2 + 4, "text-anchor": "end", class: "axis-label" },
+      fitLabel(item.label, labelW - 10)), item.title ?? item.label));
     const w = Math.max(1, x(item.value ?? 0) - labelW);
     g.appendChild(titled(s("rect", { x: labelW, y: y + 4, width: w, height: rowH - 8, rx: 2 }),
       `${item.title ?? item.label}: ${item.value === null || item.value === undefined ? "—" : format(item.value)}`));
@@ -79,9 +80,11 @@ export function preferenceColour(p) {
 
 /**
  * matrix: N×N of P(row beats column) or null; rowLabels/titles per candidate; counts: N×N
- * judgements; onCell(i, j) on click of a cell with a value. Returns the svg.
+ * judgements; orders: N×N of {first, second, position_bias} (P(row beats column) with the row
+ * shown first / second; a biased cell gets a ⇄ mark); onCell(i, j) on click of a cell with a
+ * value. Returns the svg.
  */
-export function heatmap({ matrix, rowLabels, colLabels, titles, counts, onCell }) {
+export function heatmap({ matrix, rowLabels, colLabels, titles, counts, orders, onCell }) {
   const n = matrix.length;
   const cell = Math.max(22, Math.min(52, Math.floor(380 / Math.max(n, 1))));
   const labelW = Math.min(170, Math.max(40, 7 * Math.max(...rowLabels.map((l) => String(l).length), 2) + 14));
@@ -97,7 +100,7 @@ export function heatmap({ matrix, rowLabels, colLabels, titles, counts, onCell }
   }
   for (let i = 0; i < n; i += 1) {
     svg.appendChild(titled(s("text", { x: labelW - 8, y: top + i * cell + cell / 2 + 4, "text-anchor": "end", class: "axis-label" },
-      rowLabels[i]), titles[i]));
+      fitLabel(rowLabels[i], labelW - 10)), titles[i]));
     for (let j = 0; j < n; j += 1) {
       const p = matrix[i][j];
       const x = labelW + j * cell;
@@ -107,11 +110,18 @@ export function heatmap({ matrix, rowLabels, colLabels, titles, counts, onCell }
           i === j ? titles[i] : `${titles[i]} vs ${titles[j]}: never compared`));
         continue;
       }
-      const g = s("g", { class: "cell-group", "data-testid": "heatmap-cell", "data-i": i, "data-j": j, tabindex: 0, role: "button" });
+      const order = orders?.[i]?.[j] ?? null;
+      const biased = Boolean(order && order.position_bias);
+      const g = s("g", { class: biased ? "cell-group position-bias" : "cell-group", "data-testid": "heatmap-cell", "data-i": i,
+        "data-j": j, "data-position-bias": biased ? "1" : "0", tabindex: 0, role: "button" });
       const rect = s("rect", { x, y, width: cell - 2, height: cell - 2, class: "cell", fill: preferenceColour(p) });
       const n_ = counts ? counts[i][j] : null;
-      titled(rect, `P(${titles[i]} beats ${titles[j]}) = ${p.toFixed(3)}${n_ ? ` over ${n_} judgement(s)` : ""}`);
+      titled(rect, `P(${titles[i]} beats ${titles[j]}) = ${p.toFixed(3)}${n_ ? ` over ${n_} judgement(s)` : ""}${orderText(order)}`);
       g.appendChild(rect);
+      if (biased) {
+        g.appendChild(s("text", { x: x + cell - 4, y: y + 10, "text-anchor": "end", class: "bias-mark",
+          "data-testid": "position-bias-mark" }, "⇄"));
+      }
       if (showValues) {
         g.appendChild(s("text", { x: x + (cell - 2) / 2, y: y + (cell - 2) / 2 + 4, "text-anchor": "middle",
           class: Math.abs(p - 0.5) > 0.3 ? "cell-value light" : "cell-value" }, p.toFixed(2)));
@@ -138,7 +148,31 @@ export function heatmap({ matrix, rowLabels, colLabels, titles, counts, onCell }
   const gx = lx + steps * sw + 16;
   svg.appendChild(s("rect", { x: gx, y: ly, width: 12, height: 12, class: "cell empty" }));
   svg.appendChild(s("text", { x: gx + 16, y: ly + 11, class: "tick" }, "not compared"));
+  if (orders && orders.some((row) => row.some((o) => o && o.position_bias))) {
+    svg.appendChild(s("text", { x: gx + 104, y: ly + 11, class: "tick bias-legend" }, "⇄ position bias"));
+  }
   return svg;
+}
+
+/** The per-order values of a cell, for its hover title. */
+function orderText(order) {
+  if (!order) return "";
+  const v = (p, n) => (typeof p === "number" ? `${p.toFixed(4)}${n > 1 ? ` (mean of ${n})` : ""}` : "not judged");
+  return ` · row shown first: ${v(order.first, order.n_first)} · row shown second: ${v(order.second, order.n_second)}` +
+    (order.position_bias ? " · position bias: the verdict flips with the slot order" : "");
+}
+
+/**
+ * A label cut to about `width` px (7 px a character): a leading "#<index> " is kept, the rest keeps
+ * its end ("#1 …tail-ZQ9"), where ids differ. The full text goes in the element's title.
+ */
+export function fitLabel(label, width) {
+  const t = String(label);
+  const max = Math.max(6, Math.floor(width / 7));
+  if (t.length <= max) return t;
+  const number = (t.match(/^#\d+ /) || [""])[0];
+  const room = Math.max(3, max - number.length - 1);
+  return `${number}…${t.slice(t.length - room)}`;
 }
 
 // -- label distribution ------------------------------------------------------------------------

@@ -5,9 +5,10 @@ import { api, trajectoryHref } from "../api.js";
 import { errorBox, fill, fmtDuration, fmtNum, fmtTime, h, pretty, statusChip } from "../dom.js";
 import { harnessSection } from "./harness.js";
 import { progressSection } from "./progress.js";
+import { proxySection } from "./proxy.js";
 import { injectionChip, selectionSection } from "./selection.js";
 
-const SECTIONS = { selection: selectionSection, progress: progressSection, harness: harnessSection };
+const SECTIONS = { selection: selectionSection, progress: progressSection, harness: harnessSection, proxy: proxySection };
 
 export async function runPage(ctx, id) {
   const run = await api.run(id);

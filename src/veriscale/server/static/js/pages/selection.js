@@ -14,7 +14,10 @@ export async function selectionSection(ctx, run, body) {
   const byIndex = [...sel.candidates].sort((a, b) => a.index - b.index);
   const ids = byIndex.map((c) => c.id);
   const short = shortNames(ids);
+  // One numbering everywhere: #<index> is the candidate's place in the input (the "index" of
+  // select --json), in the table, the charts, the matrix and the panels; its rank is shown apart.
   const name = (i) => `#${i} ${short[i] ?? "?"}`;
+  const fullName = (i) => `#${i} ${ids[i] ?? "?"}`;
   const withSteps = new Set((run.trajectories || []).map((t) => t.trajectory));
   const best = byIndex.find((c) => c.index === sel.best);
 
@@ -27,7 +30,7 @@ export async function selectionSection(ctx, run, body) {
     if (selectedCell) selectedCell.classList.remove("selected");
     selectedCell = cellEl;
     if (cellEl) cellEl.classList.add("selected");
-    fill(panelSlot, judgementPanel(ctx, sel, i, j, name, () => {
+    fill(panelSlot, judgementPanel(ctx, sel, i, j, name, fullName, () => {
       if (selectedCell) selectedCell.classList.remove("selected");
       fill(panelSlot);
     }));
@@ -42,9 +45,13 @@ export async function selectionSection(ctx, run, body) {
         h("div", { class: "card" }, h("h2", {}, "Win mass (Bradley–Terry)"), winMass(sel, byIndex, name)),
         h("div", { class: "card" }, h("h2", {}, "Pairwise preferences"),
           h("p", { class: "muted small" }, "Mean P(row candidate beats column candidate) over all judgements of the pair."),
+          (sel.position_bias || []).length ? h("p", { class: "small bias-note", "data-testid": "position-bias-note" },
+            `⇄ ${sel.position_bias.length} pair(s) flip with the slot order (position bias): shown first, one side wins; `,
+            `shown second, the other, ${fmtNum(sel.position_bias_gap ?? 0.5, 1)} or more apart. Their mean is not a close call.`) : null,
           sel.matrix && sel.matrix.length
             ? h("div", { class: "scroll-x" }, heatmap({ matrix: sel.matrix, rowLabels: byIndex.map((c) => name(c.index)),
-              colLabels: byIndex.map((c) => `#${c.index}`), titles: ids, counts: sel.counts, onCell: openPair }))
+              colLabels: byIndex.map((c) => `#${c.index}`), titles: ids.map((id, k) => `#${k} ${id}`), counts: sel.counts,
+              orders: sel.orders, onCell: openPair }))
             : h("p", { class: "muted" }, "No pair was compared."))),
       panelSlot)));
 }
@@ -91,11 +98,13 @@ function candidatesTable(sel, byIndex, withSteps, runId) {
   const maxScore = Math.max(1e-9, ...ranked.map((c) => c.score ?? 0));
   return h("div", { class: "card" }, h("h2", {}, "Candidates"),
     h("div", { class: "table-wrap" }, h("table", { class: "table candidates" },
-      h("thead", {}, h("tr", {}, h("th", {}, "rank"), h("th", {}, "candidate"), h("th", {}, "win mass"),
+      h("thead", {}, h("tr", {}, h("th", {}, "rank"), h("th", { title: "the candidate's place in the input, as in the charts and the matrix" }, "#"),
+        h("th", {}, "candidate"), h("th", {}, "win mass"),
         criteria.map((c) => h("th", {}, c)), h("th", {}, "labels"))),
       h("tbody", {}, ranked.map((c) => h("tr", { "data-testid": "candidate-row", "data-index": c.index,
         class: c.index === sel.best ? "best" : null },
       h("td", { class: "num" }, c.rank ?? "—"),
+      h("td", { class: "num mono", "data-testid": "cand-number" }, `#${c.index}`),
       h("td", {}, h("div", { class: "cand-id" },
         withSteps.has(c.id) ? h("a", { href: trajectoryHref(runId, c.id), title: "open the trajectory" }, c.id) : h("span", {}, c.id),
         c.index === sel.best ? h("span", { class: "chip st-ok" }, "pick") : null,
@@ -128,20 +137,39 @@ function winMass(sel, byIndex, name) {
 
 // -- the judgement panel ---------------------------------------------------------------------
 
-function judgementPanel(ctx, sel, i, j, name, close) {
+function judgementPanel(ctx, sel, i, j, name, fullName, close) {
   const judgements = (sel.judgements || []).filter((jd) => (jd.i === i && jd.j === j) || (jd.i === j && jd.j === i));
   const mean = sel.matrix?.[i]?.[j];
   const list = h("div", { class: "judgements" });
   const panel = h("div", { class: "card panel", "data-testid": "judgement-panel", "data-i": i, "data-j": j },
-    h("div", { class: "panel-head" }, h("h2", {}, `${name(i)} vs ${name(j)}`),
+    h("div", { class: "panel-head" }, h("h2", { "data-testid": "pair-names" }, `${fullName(i)} vs ${fullName(j)}`),
       h("button", { class: "ghost", onclick: close, "aria-label": "close" }, "×")),
     h("p", {}, "P(", h("strong", {}, name(i)), " beats ", h("strong", {}, name(j)), ") = ",
       h("strong", { "data-testid": "pair-mean" }, typeof mean === "number" ? mean.toFixed(3) : "—"),
       h("span", { class: "muted" }, ` · ${judgements.length} judgement(s), shown from ${name(i)}'s side`)),
+    slotOrders(sel.orders?.[i]?.[j], i, j, name),
     list);
   judgements.forEach((jd, k) => list.appendChild(judgementCard(ctx, sel, jd, i, j, name, k === 0)));
   if (!judgements.length) list.appendChild(h("p", { class: "muted" }, "No judgement of this pair was recorded."));
   return panel;
+}
+
+// P(i beats j) in each slot order, and the position-bias warning when the two flip the verdict.
+function slotOrders(order, i, j, name) {
+  if (!order) return null;
+  const v = (p) => (typeof p === "number" ? p.toFixed(4) : "not judged");
+  return h("div", { class: ["slot-orders", order.position_bias ? "biased" : null], "data-testid": "slot-orders" },
+    h("table", { class: "table compact" },
+      h("thead", {}, h("tr", {}, h("th", {}, "shown first"), h("th", {}, `P(${name(i)} beats ${name(j)})`), h("th", {}, "judgements"))),
+      h("tbody", {},
+        h("tr", {}, h("td", {}, name(i)), h("td", { class: "num", "data-testid": "order-first" }, v(order.first)), h("td", { class: "num" }, order.n_first)),
+        h("tr", {}, h("td", {}, name(j)), h("td", { class: "num", "data-testid": "order-second" }, v(order.second)), h("td", { class: "num" }, order.n_second)))),
+    order.position_bias
+      ? h("p", { class: "bias-warning", "data-testid": "position-bias", role: "note" }, h("strong", {}, "⇄ Position bias. "),
+        "The verdict flips with the slot order: each order names a different winner. ",
+        `The mean ${typeof order.first === "number" && typeof order.second === "number" ? ((order.first + order.second) / 2).toFixed(3) : ""} `,
+        "averages two opposite verdicts; it does not say the pair is close.")
+      : null);
 }
 
 function judgementCard(ctx, sel, jd, i, j, name, open) {
@@ -153,7 +181,9 @@ function judgementCard(ctx, sel, jd, i, j, name, open) {
     h("summary", {}, h("span", { class: "jd-title" }, `judgement ${jd.n}`),
       h("span", { class: "chip" }, `repeat ${jd.repeat}`),
       h("span", { class: "jd-p" }, `P = ${typeof p === "number" ? p.toFixed(3) : "—"}`),
-      h("span", { class: "muted small" }, `judged as ${name(jd.i)} vs ${name(jd.j)}${same ? "" : " (flipped here)"}`)),
+      h("span", { class: "muted small" }, `judged as ${name(jd.i)} vs ${name(jd.j)}${same ? "" : " (flipped here)"}`),
+      typeof jd.repeat === "number" ? h("span", { class: "chip", "data-testid": "shown-first" },
+        `${name(jd.repeat % 2 === 0 ? jd.i : jd.j)} shown first`) : null),
     criteria.length ? h("table", { class: "table compact rewards" },
       h("thead", {}, h("tr", {}, h("th", {}, "criterion"), h("th", {}, name(i)), h("th", {}, name(j)))),
       h("tbody", {}, criteria.map((c) => {

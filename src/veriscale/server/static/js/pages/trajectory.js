@@ -4,7 +4,8 @@
 // A side panel shows a step's full text; search and jump-to-error use /steps/find.
 
 import { api } from "../api.js";
-import { errorBox, fill, h } from "../dom.js";
+import { errorBox, fill, fmtNum, h } from "../dom.js";
+import { toolCallBlock } from "../tool_blocks.js";
 
 const ROW_H = 28;
 const OVERSCAN = 8;
@@ -109,7 +110,9 @@ export async function trajectoryPage(ctx, runId, name, step) {
     },
     h("span", { class: "idx" }, String(index)),
     h("span", { class: "role" }, step ? step.role ?? "" : ""),
-    h("span", { class: "first-line" }, step ? firstLine(step.text) : "…"),
+    h("span", { class: "first-line" }, step ? firstLine(step.detail ? step.detail.text || step.text : step.text) : "…"),
+    step?.detail?.tool_calls?.length ? h("span", { class: "chip tool", "data-testid": "row-tool" },
+      step.detail.tool_calls.map((c) => String((c.function || c).name ?? "tool")).join(", ")) : null,
     step?.error ? h("span", { class: "chip st-failed" }, "error") : null);
     el.style.transform = `translateY(${index * ROW_H}px)`;
     return el;
@@ -132,7 +135,14 @@ export async function trajectoryPage(ctx, runId, name, step) {
         h("span", { class: "grow" }),
         h("button", { class: "small", disabled: index <= 0, onclick: () => goTo(index - 1) }, "↑"),
         h("button", { class: "small", disabled: index >= total - 1, onclick: () => goTo(index + 1) }, "↓")),
-      h("pre", { class: "step-text", "data-testid": "step-text" }, step.text ?? ""));
+      step.detail ? stepMeta(step.detail.metrics, previousTime(index)) : null,
+      step.detail ? stepBlocks(step.detail) : h("pre", { class: "step-text", "data-testid": "step-text" }, step.text ?? ""));
+  }
+
+  /** The timestamp of the step before `index`, when it is loaded and has one (for the step's time). */
+  function previousTime(index) {
+    const before = index > 0 ? stepAt(index - 1) : null;
+    return before?.detail?.metrics?.timestamp ?? null;
   }
 
   /** Scroll so that step `index` is in the middle of the viewport, and select it. */
@@ -233,4 +243,36 @@ function firstLine(text) {
   const t = String(text ?? "");
   const line = t.split("\n").find((l) => l.trim()) ?? "";
   return line.length > 300 ? line.slice(0, 300) + "…" : line;
+}
+
+// A step with structure: its words, then each tool call as a block with the result tied to it
+// (by call id; a lone call takes the step's observation); output no call claims comes last.
+function stepBlocks(detail) {
+  const calls = Array.isArray(detail.tool_calls) ? detail.tool_calls : [];
+  const results = detail.tool_results && typeof detail.tool_results === "object" ? detail.tool_results : {};
+  const tied = calls.some((c) => c && c.id && Object.prototype.hasOwnProperty.call(results, c.id));
+  const lone = calls.length === 1 && !tied;
+  return h("div", { class: "step-blocks" },
+    detail.text ? h("pre", { class: "step-text", "data-testid": "step-text" }, String(detail.text)) : null,
+    calls.map((c) => toolCallBlock(c, c && c.id && Object.prototype.hasOwnProperty.call(results, c.id) ? results[c.id]
+      : lone && detail.observation ? detail.observation : null, { exitCode: calls.length === 1 ? detail.exit_code : null })),
+    detail.observation && !lone && !tied ? h("div", { class: "tool-result", "data-testid": "step-observation" },
+      h("div", { class: "tool-call-head" }, h("span", { class: "chip" }, calls.length ? "output of the calls above" : "output")),
+      h("pre", { class: "tool-output" }, String(detail.observation))) : null);
+}
+
+// Per-step time and tokens, where the trajectory's format has them.
+function stepMeta(metrics, previous) {
+  const m = metrics && typeof metrics === "object" ? metrics : {};
+  const facts = [];
+  if (typeof m.timestamp === "string") {
+    facts.push(h("span", { "data-testid": "step-time", title: m.timestamp }, m.timestamp.replace("T", " ").slice(0, 19)));
+    const took = previous ? (Date.parse(m.timestamp) - Date.parse(previous)) / 1000 : NaN;
+    if (Number.isFinite(took) && took >= 0) facts.push(h("span", { "data-testid": "step-took" }, `+${took.toFixed(1)} s since the step before`));
+  }
+  if (typeof m.prompt_tokens === "number") facts.push(h("span", { "data-testid": "step-prompt-tokens" }, `${fmtNum(m.prompt_tokens)} prompt tokens`));
+  if (typeof m.completion_tokens === "number") facts.push(h("span", { "data-testid": "step-completion-tokens" }, `${fmtNum(m.completion_tokens)} completion tokens`));
+  if (typeof m.cached_tokens === "number") facts.push(h("span", {}, `${fmtNum(m.cached_tokens)} cached`));
+  if (typeof m.cost_usd === "number") facts.push(h("span", {}, `$${m.cost_usd.toFixed(4)}`));
+  return facts.length ? h("div", { class: "step-meta muted small", "data-testid": "step-meta" }, facts) : null;
 }
