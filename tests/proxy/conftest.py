@@ -50,6 +50,13 @@ def tool_reply(name: str, arguments: dict[str, Any], call_id: str = "call_abc123
                                              "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
+def index_of(body: dict[str, Any]) -> int:
+    """Which candidate an upstream chat request is: its seed is base + index (``candidates.SEED_STRIDE``)."""
+    from veriscale.proxy.candidates import SEED_STRIDE
+
+    return body["seed"] % SEED_STRIDE
+
+
 def chat_requests(srv: Any) -> list[dict[str, Any]]:
     """The upstream chat requests a FaultServer received (bodies and headers)."""
     return [r for r in srv.requests if r["path"].endswith("/chat/completions")]
