@@ -26,8 +26,9 @@ from veriscale.server.stream import sse
 PING = sse({"type": "ping"}, event="ping")
 STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 #: Messages fields that would change the answer but that the proxy cannot honour: refused with a 400.
-#: Accepted with no effect on the answer: metadata, service_tier, thinking (a chat upstream writes no
-#: thinking blocks), context_management, output_config (Claude Code sends these).
+#: Accepted with no effect on the answer: metadata, service_tier, speed, inference_geo, cache_control,
+#: diagnostics, thinking (a chat upstream writes no thinking blocks), context_management and
+#: output_config.effort (Claude Code sends several of these); output_config.format is honoured.
 REFUSED = {
     "mcp_servers": lambda v: None if v == [] else "a chat upstream cannot reach MCP servers: leave it out",
     "container": "a chat upstream has no code-execution container: leave it out",
@@ -47,13 +48,29 @@ def _tool_choice(body: dict[str, Any], tools: list[dict[str, Any]]) -> str | dic
     return {"any": "required"}.get(kind, kind)
 
 
+def _output_format(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``output_config.format`` (structured output) as the chat ``response_format``; its ``effort`` is a hint."""
+    config = body.get("output_config")
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise ApiError(400, "output_config: must be an object", param="output_config")
+    fmt = config.get("format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+        raise ApiError(400, "output_config.format: must be {\"type\": \"json_schema\", \"schema\": {...}}",
+                       param="output_config.format")
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"]}}
+
+
 def sampling_options(body: dict[str, Any], conv: Conversation) -> None:
     """The sampling and tool fields of a Messages body, checked, into ``conv``."""
     refuse_fields(body, REFUSED)
     options = {"stop": stop_list(body, "stop_sequences", 64), "top_p": optional_number(body, "top_p", 0, 1),
-               "top_k": optional_int(body, "top_k")}
+               "top_k": optional_int(body, "top_k"), "response_format": _output_format(body)}
     conv.options.update({k: v for k, v in options.items() if v is not None})
-    conv.option_fields.update(stop="stop_sequences")
+    conv.option_fields.update(stop="stop_sequences", response_format="output_config.format")
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
         if choice.get("disable_parallel_tool_use") is not None and not isinstance(choice["disable_parallel_tool_use"], bool):
