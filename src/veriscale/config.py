@@ -186,6 +186,8 @@ def load_config(path: Path | str | None = None) -> Config:
                           **({"prices": data["prices"]} if "prices" in data else {}),  # veriscale.engine.prices
                           **({"proxy.schedule": data["proxy"]["schedule"]}  # veriscale.proxy.settings checks [proxy]
                              if isinstance(data.get("proxy"), dict) and "schedule" in data["proxy"] else {}),
+                          **({"proxy.aliases": data["proxy"]["aliases"]}  # veriscale.proxy.settings.parse_aliases
+                             if isinstance(data.get("proxy"), dict) and "aliases" in data["proxy"] else {}),
                           **{f"{name}.{k}": v for name, table in tables.items() for k, v in table.items()}})
 
 

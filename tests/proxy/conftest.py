@@ -50,6 +50,30 @@ def tool_reply(name: str, arguments: dict[str, Any], call_id: str = "call_abc123
                                              "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
+def scripted_verifier() -> Any:
+    """TEST DOUBLE: the scripted scorer (grades by the marker GOOD), answering the proxy's start-up probe."""
+    from tests.support.scripted_model import ScriptedScoreModel
+    from veriscale.models.base import ScoreResponse
+
+    class Probed(ScriptedScoreModel):
+        def score(self, request):
+            user = request.messages[-1].content
+            if "## Response" not in user and "## First response" not in user:  # the start-up probe
+                labels = request.labels
+                return ScoreResponse(label_probs={lab: float(lab == labels[0]) for lab in labels},
+                                     label_mass=0.9, unseen_mass=0.0, prompt_tokens=10, prompt_tokens_total=10)
+            return super().score(request)
+
+    return Probed()
+
+
+def index_of(body: dict[str, Any]) -> int:
+    """Which candidate an upstream chat request is: its seed is base + index (``candidates.SEED_STRIDE``)."""
+    from veriscale.proxy.candidates import SEED_STRIDE
+
+    return body["seed"] % SEED_STRIDE
+
+
 def chat_requests(srv: Any) -> list[dict[str, Any]]:
     """The upstream chat requests a FaultServer received (bodies and headers)."""
     return [r for r in srv.requests if r["path"].endswith("/chat/completions")]

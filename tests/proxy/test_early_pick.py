@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.proxy.conftest import fault_uri, proxied, settings_for
+from tests.proxy.conftest import fault_uri, index_of, proxied, settings_for
 from tests.support.fault_server import FaultServer
 from tests.support.scripted_model import ScriptedScoreModel
 from veriscale import runtime
@@ -159,10 +159,10 @@ def test_a_disagreeing_request_at_n3_with_joint_scoring_makes_at_most_6_calls_sc
     waited: list[bool] = []
 
     def reply(body: dict[str, Any]) -> str:
-        if body["seed"] == 2:  # the slowest candidate answers only once the verifier got both earlier ones
+        if index_of(body) == 2:  # the slowest candidate answers only once the verifier got both earlier ones
             waited.append(judge.scored.wait(GUARD_S))
             return "GOOD: run pytest -q, then read the diff."
-        return ["GOOD: run pytest -q.", "Push it and see."][body["seed"]]
+        return ["GOOD: run pytest -q.", "Push it and see."][index_of(body)]
 
     with FaultServer(chat_reply=reply) as up, \
             proxied(store_path, settings_for((fault_uri(up), 3), schedule="early"), judge) as p:
@@ -187,7 +187,7 @@ def test_a_disagreeing_request_at_n3_with_joint_scoring_makes_at_most_6_calls_sc
 
 def test_a_clear_pointwise_lead_skips_the_pairwise_comparison(store_path: Path, joint_on) -> None:
     replies = ["Push it and see.", "GOOD: run pytest -q.", "Push it now."]
-    with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
+    with FaultServer(chat_reply=lambda body: replies[index_of(body)]) as up, \
             proxied(store_path, settings_for((fault_uri(up), 3), schedule="early"), Judge()) as p:
         text, result, run_id = ask(p)
     assert result["how"] == "verified" and result["winner"] == 1 and text == replies[1]
@@ -207,7 +207,7 @@ def test_agreeing_candidates_make_no_verifier_call_under_the_early_schedule(stor
 def test_a_failed_candidate_is_left_out_of_the_early_pick(store_path: Path, joint_on) -> None:
     judge = Judge()
     replies = ["GOOD: run pytest -q.", "Push it and see.", "Push it now."]
-    with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
+    with FaultServer(chat_reply=lambda body: replies[index_of(body)]) as up, \
             proxied(store_path, settings_for((fault_uri(up), 3), schedule="early"), judge) as p:
         up.queue("500")
         _, result, _ = ask(p)
@@ -221,7 +221,7 @@ def test_a_verification_failure_returns_the_first_valid_candidate(store_path: Pa
     judge = Judge()
     judge.fail_when = lambda req: True
     replies = ["GOOD: run pytest -q.", "Push it and see.", "Push it now."]
-    with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
+    with FaultServer(chat_reply=lambda body: replies[index_of(body)]) as up, \
             proxied(store_path, settings_for((fault_uri(up), 3), schedule="early"), judge) as p:
         text, result, _ = ask(p)
     assert result["how"] == "verification failed" and result["winner"] == 0 and text == replies[0]
@@ -232,7 +232,7 @@ def test_a_verification_failure_returns_the_first_valid_candidate(store_path: Pa
 def test_the_timeout_gives_up_the_early_pick(store_path: Path, joint_on) -> None:
     judge = Judge()
     replies = ["GOOD: run pytest -q.", "Push it and see."]
-    with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
+    with FaultServer(chat_reply=lambda body: replies[index_of(body)]) as up, \
             proxied(store_path, settings_for((fault_uri(up), 2), timeout_s=1.0, schedule="early"), judge) as p:
         judge.hang_s = 2.0  # every judged call takes 2 s: past the 1 s timeout
         text, result, _ = ask(p)
@@ -247,7 +247,7 @@ def test_the_timeout_gives_up_the_early_pick(store_path: Path, joint_on) -> None
 def test_auto_picks_the_schedule_by_joint_and_n(store_path: Path, monkeypatch, n: int, joint: bool, expected: str) -> None:
     runtime.choose({"joint": "on" if joint else "off"})
     replies = ["GOOD: run pytest -q.", "Push it and see.", "Push it now.", "Read the diff."]
-    with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
+    with FaultServer(chat_reply=lambda body: replies[index_of(body)]) as up, \
             proxied(store_path, settings_for((fault_uri(up), n)), Judge()) as p:
         _, result, _ = ask(p)
     assert result["schedule"] == expected and result["how"] == "verified"
@@ -272,7 +272,7 @@ def test_veriscale_serve_takes_the_schedule_from_flag_environment_or_file(tmp_pa
     monkeypatch.delenv("VERISCALE_PROXY_SCHEDULE", raising=False)
     store = tmp_path / "s.sqlite3"
     replies = ["GOOD: run pytest -q.", "Push it and see."]
-    with FaultServer(chat_reply=lambda body: replies[body["seed"]]) as up, \
+    with FaultServer(chat_reply=lambda body: replies[index_of(body)]) as up, \
             registered_scheme("scripted", lambda uri: Judge(), ("scripted",)):
         config = tmp_path / "config.toml"
         config.write_text("[proxy]\nprogress = false\n" + ('schedule = "early"\n' if source == "file" else "")

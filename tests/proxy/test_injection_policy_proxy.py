@@ -16,6 +16,7 @@ from typing import Any
 import openai
 import pytest
 
+from tests.proxy.conftest import index_of
 from tests.support.fault_server import FaultServer
 from tests.support.scripted_model import ScriptedScoreModel, registered_scheme
 from tests.support.serve_in_process import serve_while
@@ -46,7 +47,7 @@ def scripted_scheme():
 def _proxied_pick(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, source: str, policy: str) -> dict[str, Any]:
     """One chat request through the served proxy, the policy given by ``source``; the request's record."""
     store = tmp_path / "s.sqlite3"
-    with FaultServer(chat_reply=lambda body: INJECTED if body["seed"] == 0 else CLEAN) as up:
+    with FaultServer(chat_reply=lambda body: INJECTED if index_of(body) == 0 else CLEAN) as up:
         config = tmp_path / "config.toml"
         config.write_text(("[injection]\n" f'policy = "{policy}"\n' if source == "file" else "")
                           + f'[proxy]\nprogress = false\n[[proxy.candidates]]\nmodel = "{up.url}?retries=0#fault-model"\nn = 2\n')

@@ -2,7 +2,7 @@
 candidates are kept with their error, and a verification that fails still answers.
 
 The upstream is a FaultServer (instant, deterministic) whose reply can depend on the request's
-``seed``, which the proxy sets to each candidate's index; the verifier is the embedded model,
+``seed``, whose remainder by SEED_STRIDE the proxy sets to each candidate's index (index_of); the verifier is the embedded model,
 or a FaultServer that goes down (or slow) after the start-up probe.
 """
 
@@ -19,6 +19,7 @@ import pytest
 from tests.proxy.conftest import (
     chat_requests,
     fault_uri,
+    index_of,
     proxied,
     settings_for,
     tool_reply,
@@ -30,7 +31,7 @@ QUESTION = [{"role": "user", "content": "What is 2 + 8? Answer in one sentence."
 
 
 def by_seed(body: dict[str, Any]) -> str:
-    return f"The answer is {10 + 2 * body['seed']}."
+    return f"The answer is {10 + 2 * index_of(body)}."
 
 
 def ask(p, messages=QUESTION, **kwargs: Any) -> tuple[Any, Any]:
@@ -50,7 +51,7 @@ def test_identical_candidates_agree_and_the_verifier_is_never_asked(store_path: 
         assert result["how"] == "agreed" and result["winner"] == 0 and "agreed" in result["reason"]
         assert [c["index"] for c in result["candidates"]] == [0, 1, 2]
         assert all(c["reply"]["text"] == "Run the tests first." and c["error"] is None for c in result["candidates"])
-        assert sorted(r["body"]["seed"] for r in chat_requests(up)) == [0, 1, 2]  # one seed a candidate
+        assert sorted(index_of(r["body"]) for r in chat_requests(up)) == [0, 1, 2]  # one seed a candidate
         linked = p.store.run_calls(run.id)
         assert [c["kind"] for c in linked] == ["chat"] * 3 and p.score_calls(run.id) == []
         assert p.store.count_calls() == probe_calls + 3  # no score call anywhere: the verifier was not asked
@@ -59,9 +60,9 @@ def test_identical_candidates_agree_and_the_verifier_is_never_asked(store_path: 
 @pytest.mark.embedded
 def test_the_same_action_in_other_whitespace_and_key_order_agrees(store_path: Path, verifier) -> None:
     def same_action(body: dict[str, Any]) -> Any:
-        args = {"cmd": "ls", "cwd": "/tmp"} if body["seed"] % 2 else {"cwd": "/tmp", "cmd": "ls"}
-        reply = tool_reply("bash", args, call_id=f"call_{body['seed']}", text="Listing  now." if body["seed"] else " Listing now.\n")
-        reply["tool_calls"][0]["function"]["arguments"] = json.dumps(args, indent=body["seed"])
+        args = {"cmd": "ls", "cwd": "/tmp"} if index_of(body) % 2 else {"cwd": "/tmp", "cmd": "ls"}
+        reply = tool_reply("bash", args, call_id=f"call_{index_of(body)}", text="Listing  now." if index_of(body) else " Listing now.\n")
+        reply["tool_calls"][0]["function"]["arguments"] = json.dumps(args, indent=index_of(body))
         return reply
 
     with FaultServer(chat_reply=same_action) as up, proxied(store_path, settings_for((fault_uri(up), 3)), verifier) as p:

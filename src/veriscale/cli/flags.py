@@ -87,6 +87,7 @@ FLAG_FOR: dict[str, str] = {
     "handback_max_depth": "--handback-max-depth",
     "joint": "--joint",
     "proxy_schedule": "--proxy-schedule",  # the proxy's pick (veriscale.proxy.pick)
+    "proxy_aliases": "--proxy-aliases",  # the proxy's model names (veriscale.proxy.settings)
 }
 
 

@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[Optional[int], typer.Option("--workers", help="Jobs that run at once (default 1).")] = None,
         proxy_n: Annotated[Optional[int], typer.Option("--proxy-n", help="Serve the proxy APIs (/v1/chat/completions, /v1/responses, /v1/messages) with N candidates of --model, unless \\[proxy] in the config file names its candidates.")] = None,
         proxy_schedule: Annotated[Optional[str], typer.Option("--proxy-schedule", help="How the proxy picks: early, round_robin or auto (early when --joint is on and N > 3; config proxy.schedule; $VERISCALE_PROXY_SCHEDULE).")] = None,
+        proxy_aliases: Annotated[Optional[str], typer.Option("--proxy-aliases", help="Model names the proxy answers, each with its candidate pool: 'fast=MODEL*2; best=MODEL*3, MODEL2*1' (config proxy.aliases table; $VERISCALE_PROXY_ALIASES). Unset: every name goes to the one pool.")] = None,
         model: o.ModelOpt = None, store: o.StoreOpt = None, concurrency: o.ConcurrencyOpt = None,
         redact: o.RedactOpt = None, no_redact: o.NoRedactOpt = False,
     ) -> None:
@@ -62,8 +63,10 @@ def register(app: typer.Typer) -> None:
                                workers=settings.workers, concurrency=c, injection=injection)
             policy = AccessPolicy.for_bind(settings.host, settings.port, token=settings.token,
                                            max_body_bytes=settings.max_body_bytes)
-            schedule = current().with_flags(proxy_schedule=proxy_schedule).proxy_schedule
-            proxy = _proxy(current().config, runner.model, st, proxy_n, injection, schedule)
+            proxy_flags = current().with_flags(proxy_schedule=proxy_schedule, proxy_aliases=proxy_aliases)
+            schedule = proxy_flags.proxy_schedule
+            proxy = _proxy(current().config, runner.model, st, proxy_n, injection, schedule,
+                           (proxy_flags.proxy_aliases or None, proxy_flags.origin("proxy_aliases")))
             from veriscale.engine.prices import price_table
 
             app_ = create_app(st, runner, policy, roots=settings.allow_dirs, proxy=proxy, redactor=settings.redactor,
@@ -95,12 +98,13 @@ def register(app: typer.Typer) -> None:
             runner.stop()
 
 
-def _proxy(config, server_model, store, proxy_n: Optional[int], injection=None, schedule=None):
-    """The proxy service when ``[proxy]`` or ``--proxy-n`` asks for one, checked at start."""
+def _proxy(config, server_model, store, proxy_n: Optional[int], injection=None, schedule=None, aliases=(None, None)):
+    """The proxy service when ``[proxy]`` or ``--proxy-n`` asks for one, checked at start;
+    ``aliases``: the resolved proxy_aliases setting and where it came from."""
     from veriscale.proxy.settings import proxy_settings
 
     settings = proxy_settings(config, fallback_model=server_model.uri, n=proxy_n, injection=injection,
-                              schedule=schedule)
+                              schedule=schedule, aliases=aliases[0], aliases_where=aliases[1])
     if settings is None:
         return None
     from veriscale.models.uri import load_backend

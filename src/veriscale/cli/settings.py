@@ -162,6 +162,11 @@ SPECS: tuple[Spec, ...] = (
          "a schedule name", choices=("auto", "early", "round_robin"),
          help="how the proxy picks: early (score each candidate as it arrives, compare the top two if close), "
               "round_robin (every pair at N <= 3, PPT above), auto (early when joint is on and N > 3)"),
+    # the proxy's model names (veriscale.proxy.settings.parse_aliases): text here, a table in the file
+    Spec("proxy_aliases", "--proxy-aliases", "VERISCALE_PROXY_ALIASES", "proxy.aliases", str.strip, "",
+         "NAME=MODEL*N entries",
+         help="model names the proxy answers, each with its candidate pool (\"fast=qwen*2; best=qwen*3, gpt*1\", "
+              "or the [proxy.aliases] table); unset: every name goes to the one pool"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -198,6 +203,7 @@ class Settings:
     handback_max_depth: int = _CAP_DEFAULTS.handback_max_depth
     joint: str = "off"
     proxy_schedule: str = "auto"
+    proxy_aliases: Any = ""  # text, or the file's [proxy.aliases] table (veriscale.proxy.settings.parse_aliases)
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:

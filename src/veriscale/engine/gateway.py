@@ -487,19 +487,25 @@ class Gateway:
     # -- chat calls --------------------------------------------------------------------------
     async def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                    max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None,
-                   label: str | None = None, run_id: int | None = None) -> ChatResponse:
+                   label: str | None = None, run_id: int | None = None,
+                   options: dict[str, Any] | None = None) -> ChatResponse:
         """One chat completion, cached by (messages, tools, parameters, seed); ModelCallError on failure.
 
         ``run_id`` links the call to that run instead of the gateway's current one (a proxy
-        answers many requests at once on one gateway, each its own run)."""
+        answers many requests at once on one gateway, each its own run). ``options``: more chat
+        parameters (``{"stop": ["3"], "top_p": 0.9}``) for a backend that lists them in its
+        ``chat_options``; part of the cache key when given."""
         request = {"messages": messages, "tools": tools or [], "max_tokens": max_tokens,
                    "temperature": temperature, "seed": seed}
+        if options:  # only then: the keys of calls without options stay what they were
+            request["options"] = options
 
         async def make() -> tuple[ChatResponse, None]:
             text = "\n".join(str(m.get("content") or "") for m in messages)
             return await self._invoke(self.pool.pick(text), "chat", text, list(messages),
                                       tools=tools, max_tokens=max_tokens, temperature=temperature,
-                                      **({"seed": seed} if seed is not None else {})), None
+                                      **({"seed": seed} if seed is not None else {}),
+                                      **({"options": options} if options else {})), None
 
         return await self._once(call_key(await self.afingerprint(), CHAT_KEY_VERSION, request), request, kind="chat",
                                 make=make, label=label, run_id=run_id)

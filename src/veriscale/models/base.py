@@ -134,7 +134,9 @@ class ModelBackend(Protocol):
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
         """Plain chat completion (used by the two-stage reasoner, the harness and the proxies);
-        ``seed`` is passed only when set, so N samples of one request differ reproducibly."""
+        ``seed`` is passed only when set, so N samples of one request differ reproducibly.
+        A backend that lists more parameters in ``chat_options`` (``frozenset({"stop", "top_p"})``)
+        also takes ``options={"stop": [...], ...}``; one without that attribute gets none."""
 
     # Optional: ``async def aclose()`` / ``def close()`` free what the backend holds (HTTP clients,
     # a loaded model); :func:`aclose_backend` calls whichever a backend has.

@@ -145,6 +145,7 @@ class EmbeddedModel:
 
     is_embedded = True
     supports_joint = True  # reads a joint request slot by slot (teacher-forced)
+    chat_options = frozenset({"stop", "top_p", "top_k"})  # what chat(options=...) honours
 
     def __init__(self, gguf: Path, n_ctx: int = DEFAULT_N_CTX, template: str | None = None,
                  threads: int | None = None) -> None:
@@ -300,8 +301,10 @@ class EmbeddedModel:
         return tokens
 
     def _generate(self, tokens: list[int], max_tokens: int, temperature: float, seed: int | None,
-                  stop: tuple[str, ...], cancel: Any = None) -> tuple[str, list[int], int]:
-        """Sample a continuation of ``tokens`` (already evaluated); returns text, tokens, count."""
+                  stop: tuple[str, ...], cancel: Any = None, top_p: float | None = None,
+                  top_k: int | None = None) -> tuple[str, list[int], int]:
+        """Sample a continuation of ``tokens`` (already evaluated); returns text, tokens, count.
+        ``top_k`` / ``top_p`` keep the k most likely tokens / the smallest set with that much mass."""
         rng = np.random.default_rng(seed)
         out: list[int] = []
         eos = self._llm.token_eos()
@@ -312,7 +315,7 @@ class EmbeddedModel:
             if temperature <= 0:
                 tok = int(np.argmax(logits))
             else:
-                tok = int(rng.choice(self._n_vocab, p=self._softmax(logits / temperature)))
+                tok = int(rng.choice(self._n_vocab, p=_kept(self._softmax(logits / temperature), top_p, top_k)))
             if tok == eos or self._llm.detokenize([tok], special=True).decode("utf-8", "replace") in ("<|im_end|>", "<|endoftext|>"):
                 break
             out.append(tok)
@@ -418,24 +421,51 @@ class EmbeddedModel:
         return ranked[min(self.joint_written_rank, len(ranked) - 1)]
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-             max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
-        return self._chat(messages, tools=tools, max_tokens=max_tokens, temperature=temperature, seed=seed)
+             max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None,
+             options: dict[str, Any] | None = None) -> ChatResponse:
+        """``options``: any of :attr:`chat_options` (``{"stop": ["3"], "top_p": 0.9, "top_k": 40}``)."""
+        return self._chat(messages, tools=tools, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                          options=options)
 
     async def achat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                    max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
+                    max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None,
+                    options: dict[str, Any] | None = None) -> ChatResponse:
         """:meth:`chat` in a worker thread; cancelling the caller stops the model at its next token."""
         return await in_worker(self._chat, messages, tools=tools, max_tokens=max_tokens,
-                               temperature=temperature, seed=seed)
+                               temperature=temperature, seed=seed, options=options)
 
     def _chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None, max_tokens: int,
-              temperature: float, seed: int | None, stop: Any = None) -> ChatResponse:
+              temperature: float, seed: int | None, stop: Any = None,
+              options: dict[str, Any] | None = None) -> ChatResponse:
         if tools:
             raise UserError("the embedded model cannot call tools: set "
                             f"{setting('model')} to an OpenAI-compatible server that supports tool calls")
+        options = dict(options or {})
+        unknown = sorted(set(options) - self.chat_options)
+        if unknown:
+            raise UserError(f"the embedded model takes no chat option {', '.join(unknown)}: use "
+                            f"{', '.join(sorted(self.chat_options))}")
+        sequences = tuple(options.get("stop") or ())
         msgs = [Message(m["role"], m.get("content") or "") for m in messages]
         with self._lock:
             stopped(stop)
             tokens = self._tokenize_prompt(render_chat(self.template, msgs, ""))
             self._eval_prompt(tokens, stop)
-            text, _, n = self._generate(tokens, max_tokens, temperature, seed or 0, stop=(), cancel=stop)
+            text, _, n = self._generate(tokens, max_tokens, temperature, seed or 0, stop=sequences, cancel=stop,
+                                        top_p=options.get("top_p"), top_k=options.get("top_k"))
         return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason="stop")
+
+
+def _kept(probs: np.ndarray, top_p: float | None, top_k: int | None) -> np.ndarray:
+    """``probs`` cut to the ``top_k`` most likely tokens, then to the smallest set holding ``top_p``
+    of the mass, renormalised (unchanged when neither is set)."""
+    if not top_k and (top_p is None or top_p >= 1):
+        return probs
+    order = np.argsort(probs)[::-1]
+    if top_k:
+        order = order[:top_k]
+    if top_p is not None and top_p < 1:
+        order = order[:int(np.searchsorted(np.cumsum(probs[order]), top_p)) + 1]
+    kept = np.zeros_like(probs)
+    kept[order] = probs[order]
+    return kept / kept.sum()

@@ -115,6 +115,10 @@ class OpenAICompatModel:
 
     is_embedded = False
     supports_joint = True  # one generation with logprobs at every position (``_score_joint``)
+    #: chat parameters :meth:`chat` passes through as they are (the Chat Completions names); top_k is
+    #: not OpenAI's own but llama.cpp's, vLLM's and most compatible servers' (left out for api.openai.com)
+    chat_options = frozenset({"stop", "top_p", "top_k", "presence_penalty", "frequency_penalty", "tool_choice",
+                              "response_format"})
 
     def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                  template: str | None = None, endpoint: str = "auto", top_logprobs: int = 20,
@@ -128,6 +132,8 @@ class OpenAICompatModel:
         if endpoint == "completions" and template is None:
             raise UserError("the completions endpoint needs a chat template to prefill the score slot: add template=chatml (or llama3, gemma) to the model URI")
         self.base_url = base_url.rstrip("/")
+        if httpx.URL(self.base_url).host == "api.openai.com":
+            self.chat_options = self.chat_options - {"top_k"}
         self.requested_model = model
         self.template = template
         self.endpoint = endpoint if endpoint != "auto" else ("completions" if template else "chat")
@@ -457,16 +463,24 @@ class OpenAICompatModel:
             system_fingerprint=str(data.get("system_fingerprint") or ""), slots=slots)
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-             max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
-        return drive_sync(self._chat(messages, tools, max_tokens, temperature, seed, self._sync_post))
+             max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None,
+             options: dict[str, Any] | None = None) -> ChatResponse:
+        """``options``: more body fields, each one of :attr:`chat_options` (``{"stop": ["3"]}``)."""
+        return drive_sync(self._chat(messages, tools, max_tokens, temperature, seed, self._sync_post, options))
 
     async def achat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                    max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None) -> ChatResponse:
+                    max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None,
+                    options: dict[str, Any] | None = None) -> ChatResponse:
         """:meth:`chat` on the running event loop."""
-        return await self._chat(messages, tools, max_tokens, temperature, seed, self._apost)
+        return await self._chat(messages, tools, max_tokens, temperature, seed, self._apost, options)
 
     async def _chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int,
-                    temperature: float, seed: int | None, post: Post) -> ChatResponse:
+                    temperature: float, seed: int | None, post: Post,
+                    options: dict[str, Any] | None = None) -> ChatResponse:
+        unknown = sorted(set(options or {}) - self.chat_options)
+        if unknown:
+            raise UserError(f"{self.display_name} takes no chat option {', '.join(unknown)}: use "
+                            f"{', '.join(sorted(self.chat_options))}")
         body: dict[str, Any] = {"model": await self._ident(post), "messages": messages, "max_tokens": max_tokens,
                                 "temperature": temperature}
         if seed is not None:
@@ -474,6 +488,7 @@ class OpenAICompatModel:
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"
+        body.update(options or {})
         data = await post("/chat/completions", body)
         try:
             choice = data["choices"][0]

@@ -18,12 +18,67 @@ import json
 from typing import Any
 
 from veriscale.data.reader import shown
-from veriscale.proxy.conversation import (ApiError, Conversation, Reply, arguments_of, model_name, new_id, optional_bool,
-                                          optional_temperature)
+from veriscale.proxy.conversation import (ApiError, Conversation, Reply, apply_tool_choice, arguments_of, function_choice,
+                                          model_name, new_id, optional_bool, optional_int, optional_number,
+                                          optional_temperature, refuse_fields, stop_list)
 from veriscale.server.stream import sse
 
 PING = sse({"type": "ping"}, event="ping")
 STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+#: Messages fields that would change the answer but that the proxy cannot honour: refused with a 400.
+#: Accepted with no effect on the answer: metadata, service_tier, speed, inference_geo, cache_control,
+#: diagnostics, thinking (a chat upstream writes no thinking blocks), context_management and
+#: output_config.effort (Claude Code sends several of these); output_config.format is honoured.
+REFUSED = {
+    "mcp_servers": lambda v: None if v == [] else "a chat upstream cannot reach MCP servers: leave it out",
+    "container": "a chat upstream has no code-execution container: leave it out",
+}
+
+
+def _tool_choice(body: dict[str, Any], tools: list[dict[str, Any]]) -> str | dict[str, Any] | None:
+    choice = body.get("tool_choice")
+    if choice is None:
+        return None
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if kind not in ("auto", "any", "tool", "none"):
+        raise ApiError(400, "tool_choice: must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"tool\", "
+                            "\"name\": ...} or {\"type\": \"none\"}", param="tool_choice")
+    if kind == "tool":
+        return function_choice(tools, "tool_choice.name", choice.get("name"))
+    return {"any": "required"}.get(kind, kind)
+
+
+def _output_format(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``output_config.format`` (structured output) as the chat ``response_format``; its ``effort`` is a hint."""
+    config = body.get("output_config")
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise ApiError(400, "output_config: must be an object", param="output_config")
+    fmt = config.get("format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+        raise ApiError(400, "output_config.format: must be {\"type\": \"json_schema\", \"schema\": {...}}",
+                       param="output_config.format")
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"]}}
+
+
+def sampling_options(body: dict[str, Any], conv: Conversation) -> None:
+    """The sampling and tool fields of a Messages body, checked, into ``conv``."""
+    refuse_fields(body, REFUSED)
+    options = {"stop": stop_list(body, "stop_sequences", 64), "top_p": optional_number(body, "top_p", 0, 1),
+               "top_k": optional_int(body, "top_k"), "response_format": _output_format(body)}
+    conv.options.update({k: v for k, v in options.items() if v is not None})
+    conv.option_fields.update(stop="stop_sequences", response_format="output_config.format")
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        if choice.get("disable_parallel_tool_use") is not None and not isinstance(choice["disable_parallel_tool_use"], bool):
+            raise ApiError(400, "tool_choice.disable_parallel_tool_use: must be true or false",
+                           param="tool_choice.disable_parallel_tool_use")
+        if choice.get("disable_parallel_tool_use"):
+            conv.max_tool_calls = 1
+    apply_tool_choice(conv, _tool_choice(body, conv.tools))
 
 
 def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
@@ -99,9 +154,11 @@ def parse(body: Any) -> Conversation:
         if "input_schema" in t:  # a client tool (server tools such as web search cannot run upstream)
             tools.append({"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
                                                            "parameters": t["input_schema"]}})
-    return Conversation(messages=messages, tools=tools, max_tokens=body["max_tokens"],
+    conv = Conversation(messages=messages, tools=tools, max_tokens=body["max_tokens"],
                         temperature=optional_temperature(body), stream=optional_bool(body, "stream"),
                         model=model_name(body))
+    sampling_options(body, conv)
+    return conv
 
 
 def content_blocks(reply: Reply) -> list[dict[str, Any]]:
@@ -157,3 +214,8 @@ def block_events(reply: Reply) -> list[str]:
 
 def error_body(message_text: str, kind: str = "invalid_request_error") -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message_text}}
+
+
+def error_of(exc: ApiError) -> dict[str, Any]:
+    """An ApiError in Anthropic's shape (an unknown model: not_found_error)."""
+    return error_body(exc.message, exc.kind)

@@ -9,6 +9,11 @@ these, so fan-out, agreement and picking know one format::
     reply = Reply(text="", tool_calls=[tool_call("call_1", "bash", {"cmd": "ls"})])
     reply.finish_reason       # "tool_calls"
     transcript(conv)          # the conversation as text, for the judge
+
+Sampling and tool fields each front takes (``stop``, ``top_p``, ``tool_choice``, ...) are kept
+in ``conv.options`` under their Chat Completions names, for every candidate call::
+
+    Conversation(messages=[...], options={"stop": ["3"], "top_p": 0.9}, seed=7)
 """
 
 from __future__ import annotations
@@ -22,9 +27,17 @@ from typing import Any
 class ApiError(Exception):
     """A request the front refuses, with its HTTP status and error type."""
 
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", param: str | None = None):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None):
         super().__init__(message)
-        self.status, self.message, self.kind, self.param = status, message, kind, param
+        self.status, self.message, self.kind, self.param, self.code = status, message, kind, param, code
+
+
+def unknown_model(name: str, known: list[str]) -> ApiError:
+    """The not-found error for a model name the proxy has no pool for (each front spells it its way)."""
+    return ApiError(404, f"the model '{name}' does not exist on this proxy: use one of {', '.join(known)} "
+                         "(GET /v1/models lists them; [proxy.aliases] in the config file adds names)",
+                    kind="not_found_error", param="model", code="model_not_found")
 
 
 @dataclass
@@ -35,6 +48,12 @@ class Conversation:
     temperature: float | None = None
     stream: bool = False
     model: str = ""  # the model name the client asked for, echoed back
+    #: upstream chat parameters the client set, by their Chat Completions names: stop, top_p, top_k,
+    #: presence_penalty, frequency_penalty, tool_choice, response_format (veriscale.proxy.candidates.OPTIONS)
+    options: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None  # the client's seed: candidate seeds derive from it, and only then are samples cached
+    max_tool_calls: int | None = None  # parallel_tool_calls false: 1; Responses' max_tool_calls
+    option_fields: dict[str, str] = field(default_factory=dict)  # option -> the client's name, where it differs
 
 
 @dataclass
@@ -110,6 +129,74 @@ def optional_temperature(body: dict[str, Any], key: str = "temperature") -> floa
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 2:
         raise ApiError(400, f"'{key}' must be a number from 0 to 2", param=key)
     return value
+
+
+def optional_number(body: dict[str, Any], key: str, low: float, high: float) -> float | None:
+    """``body[key]`` when it is a number in [low, high], None when absent."""
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high:
+        raise ApiError(400, f"'{key}' must be a number from {low:g} to {high:g}", param=key)
+    return value
+
+
+def optional_seed(body: dict[str, Any], key: str = "seed") -> int | None:
+    """``body[key]`` when it is an integer (not a bool), None when absent."""
+    value = body.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ApiError(400, f"'{key}' must be an integer", param=key)
+    return value
+
+
+def stop_list(body: dict[str, Any], key: str, most: int) -> list[str] | None:
+    """``body[key]`` as a list of 1 to ``most`` non-empty strings (one string is a list of one)."""
+    value = body.get(key)
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or len(items) > most or any(not isinstance(v, str) or not v for v in items):
+        raise ApiError(400, f"'{key}' must be a non-empty string or an array of up to {most} of them", param=key)
+    return items or None
+
+
+def refuse_fields(body: dict[str, Any], refused: dict[str, Any]) -> None:
+    """A 400 naming the first field of ``refused`` (name -> why) that the body sets: a field the proxy
+    cannot honour is refused, never dropped. ``why`` may be a callable of the value: None accepts it."""
+    for key, why in refused.items():
+        value = body.get(key)
+        if value is None:
+            continue
+        reason = why(value) if callable(why) else why
+        if reason:
+            raise ApiError(400, f"'{key}' is not supported by this proxy: {reason}", param=key)
+
+
+def function_choice(tools: list[dict[str, Any]], key: str, name: Any) -> dict[str, Any]:
+    """The chat ``tool_choice`` that forces the function ``name``, which must be one of ``tools``."""
+    names = [t.get("function", {}).get("name") for t in tools]
+    if not isinstance(name, str) or name not in names:
+        raise ApiError(400, f"'{key}' names the tool {shown_name(name)}, which is not in 'tools': name one of "
+                            f"{', '.join(map(str, names)) or '(no tools given)'}", param=key)
+    return {"type": "function", "function": {"name": name}}
+
+
+def shown_name(name: Any) -> str:
+    text = str(name)
+    return repr(text[:60] + ("…" if len(text) > 60 else ""))
+
+
+def apply_tool_choice(conv: "Conversation", mode: str | dict[str, Any] | None) -> None:
+    """``auto`` (the default) changes nothing; ``none`` sends no tools upstream (so none is called);
+    ``required`` and a named function go upstream as the chat ``tool_choice``."""
+    if mode is None or mode == "auto":
+        return
+    if mode == "none":
+        conv.tools = []
+        return
+    if not conv.tools:
+        raise ApiError(400, "'tool_choice' asks for a tool call but the request has no 'tools'", param="tool_choice")
+    conv.options["tool_choice"] = mode
 
 
 def optional_bool(body: dict[str, Any], key: str) -> bool:

@@ -14,12 +14,64 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from veriscale.proxy.conversation import (ApiError, Conversation, Reply, check_tool_calls, model_name, new_id, optional_bool,
-                                          optional_int, optional_temperature)
+from veriscale.proxy.conversation import (ApiError, Conversation, Reply, apply_tool_choice, check_tool_calls,
+                                          function_choice, model_name, new_id, optional_bool, optional_int, optional_number,
+                                          optional_seed, optional_temperature, refuse_fields, stop_list)
 from veriscale.server.stream import sse
 
 KEEPALIVE = ": keep-alive\n\n"
 ROLES = ("system", "developer", "user", "assistant", "tool")
+#: Chat Completions fields that would change the answer but that the proxy cannot honour: refused with a 400.
+#: Accepted with no effect on the answer: user, metadata, store, service_tier, prompt_cache_key,
+#: safety_identifier, reasoning_effort, verbosity (hints a chat upstream need not take).
+REFUSED = {
+    "n": lambda v: None if v == 1 else "the proxy answers with the one candidate it picked: send n = 1 or leave it out",
+    "logprobs": lambda v: None if v is False else "the picked candidate's token log-probabilities are not kept: leave it out",
+    "top_logprobs": "the picked candidate's token log-probabilities are not kept: leave it out",
+    "logit_bias": lambda v: None if v == {} else "token ids differ between upstream models: leave it out",
+    "functions": "use 'tools' instead (the proxy takes tool definitions only there)",
+    "function_call": "use 'tool_choice' instead",
+    "audio": "the upstream models answer in text only: leave it out",
+    "modalities": lambda v: None if v == ["text"] else "the upstream models answer in text only: send [\"text\"]",
+    "prediction": "predicted outputs are not passed upstream: leave it out",
+    "web_search_options": "a chat upstream cannot search the web: leave it out",
+}
+
+
+def _tool_choice(body: dict[str, Any], tools: list[dict[str, Any]]) -> str | dict[str, Any] | None:
+    choice = body.get("tool_choice")
+    if choice is None or choice in ("auto", "none", "required"):
+        return choice
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
+        return function_choice(tools, "tool_choice", choice["function"].get("name"))
+    raise ApiError(400, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                        "\"function\": {\"name\": ...}}", param="tool_choice")
+
+
+def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
+    value = body.get("response_format")
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") not in ("text", "json_object", "json_schema") or \
+            value["type"] == "json_schema" and not isinstance(value.get("json_schema"), dict):
+        raise ApiError(400, "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                            "{\"type\": \"json_schema\", \"json_schema\": {...}}", param="response_format")
+    return None if value["type"] == "text" else value
+
+
+def sampling_options(body: dict[str, Any], tools: list[dict[str, Any]], conv: Conversation) -> None:
+    """The sampling and tool fields of a chat body, checked, into ``conv`` (its options, seed, tools)."""
+    refuse_fields(body, REFUSED)
+    options = {"stop": stop_list(body, "stop", 4), "top_p": optional_number(body, "top_p", 0, 1),
+               "presence_penalty": optional_number(body, "presence_penalty", -2, 2),
+               "frequency_penalty": optional_number(body, "frequency_penalty", -2, 2),
+               "response_format": _response_format(body)}
+    conv.options.update({k: v for k, v in options.items() if v is not None})
+    conv.seed = optional_seed(body)
+    if body.get("parallel_tool_calls") is False:
+        conv.max_tool_calls = 1
+    optional_bool(body, "parallel_tool_calls")
+    apply_tool_choice(conv, _tool_choice(body, tools))
 
 
 def _check_content(content: Any, where: str) -> None:
@@ -55,8 +107,10 @@ def parse(body: Any) -> Conversation:
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise ApiError(400, "'stream_options' must be an object such as {\"include_usage\": true}", param="stream_options")
-    return Conversation(messages=out, tools=tools, max_tokens=max_tokens, temperature=optional_temperature(body),
+    conv = Conversation(messages=out, tools=tools, max_tokens=max_tokens, temperature=optional_temperature(body),
                         stream=optional_bool(body, "stream"), model=model_name(body))
+    sampling_options(body, tools, conv)
+    return conv
 
 
 def _usage(reply: Reply) -> dict[str, int]:
@@ -95,5 +149,12 @@ def chunks(reply: Reply, conv: Conversation, include_usage: bool = False) -> lis
     return out
 
 
-def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None,
+               code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_of(exc: ApiError) -> dict[str, Any]:
+    """An ApiError in OpenAI's shape (an unknown model: type invalid_request_error, code model_not_found)."""
+    kind = "invalid_request_error" if exc.kind == "not_found_error" else exc.kind
+    return error_body(exc.message, kind, exc.param, exc.code)

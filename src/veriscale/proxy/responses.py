@@ -23,11 +23,69 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from veriscale.data.reader import shown
-from veriscale.proxy.conversation import (ApiError, Conversation, Reply, content_text, model_name, new_id, optional_bool,
-                                          optional_int, optional_temperature)
+from veriscale.proxy.conversation import (ApiError, Conversation, Reply, apply_tool_choice, content_text, function_choice,
+                                          model_name, new_id, optional_bool, optional_int, optional_number,
+                                          optional_temperature, refuse_fields)
 from veriscale.server.stream import sse
 
 MAX_HISTORY = 256
+#: Responses fields that would change the answer but that the proxy cannot honour: refused with a 400.
+#: Accepted with no effect on the answer: reasoning, include, store, metadata, user, service_tier,
+#: prompt_cache_key, safety_identifier, truncation, client_metadata (Codex sends several of them).
+REFUSED = {
+    "top_logprobs": lambda v: None if v == 0 else "the picked candidate's token log-probabilities are not kept: "
+                                                 "leave it out",
+    "background": lambda v: None if v is False else "the proxy answers in the request itself: leave it out",
+    "conversation": "the proxy keeps no conversation objects: send the input (or previous_response_id)",
+    "prompt": "the proxy has no stored prompt templates: send 'instructions' and 'input'",
+}
+
+
+def _tool_choice(body: dict[str, Any], tools: list[dict[str, Any]]) -> str | dict[str, Any] | None:
+    choice = body.get("tool_choice")
+    if choice is None or choice in ("auto", "none", "required"):
+        return choice
+    if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
+        return function_choice(tools, "tool_choice", choice.get("name"))
+    raise ApiError(400, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                        "\"name\": ...}: hosted tools and allowed_tools cannot run on a chat upstream",
+                   param="tool_choice")
+
+
+def _text_format(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``text.format`` as the chat ``response_format`` (None for plain text)."""
+    text = body.get("text")
+    if text is None:
+        return None
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if fmt is None and isinstance(text, dict):
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object", "json_schema") or \
+            fmt["type"] == "json_schema" and not isinstance(fmt.get("schema"), dict):
+        raise ApiError(400, "'text.format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                            "{\"type\": \"json_schema\", \"name\", \"schema\": {...}}", param="text.format")
+    if fmt["type"] == "text":
+        return None
+    if fmt["type"] == "json_object":
+        return {"type": "json_object"}
+    schema = {"name": str(fmt.get("name") or "response"), "schema": fmt["schema"]}
+    if "strict" in fmt:
+        schema["strict"] = bool(fmt["strict"])
+    return {"type": "json_schema", "json_schema": schema}
+
+
+def sampling_options(body: dict[str, Any], conv: Conversation) -> None:
+    """The sampling and tool fields of a Responses body, checked, into ``conv``."""
+    refuse_fields(body, REFUSED)
+    options = {"top_p": optional_number(body, "top_p", 0, 1), "response_format": _text_format(body)}
+    conv.options.update({k: v for k, v in options.items() if v is not None})
+    conv.option_fields.update(response_format="text.format")
+    optional_bool(body, "parallel_tool_calls")
+    most = optional_int(body, "max_tool_calls")
+    if body.get("parallel_tool_calls") is False:
+        most = 1
+    conv.max_tool_calls = most
+    apply_tool_choice(conv, _tool_choice(body, conv.tools))
 
 
 @dataclass
@@ -133,9 +191,11 @@ def parse(body: Any, history: History) -> tuple[Conversation, ToolKinds]:
     if not any(m["role"] in ("user", "tool") for m in messages):
         raise ApiError(400, "'input' holds no user message or tool output to answer", param="input")
     tools, kinds = _tools(body.get("tools"))
-    return Conversation(messages=messages, tools=tools, max_tokens=optional_int(body, "max_output_tokens"),
+    conv = Conversation(messages=messages, tools=tools, max_tokens=optional_int(body, "max_output_tokens"),
                         temperature=optional_temperature(body), stream=optional_bool(body, "stream"),
-                        model=model_name(body)), kinds
+                        model=model_name(body))
+    sampling_options(body, conv)
+    return conv, kinds
 
 
 def output_items(reply: Reply, kinds: ToolKinds) -> list[dict[str, Any]]:

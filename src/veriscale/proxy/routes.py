@@ -2,7 +2,7 @@
 
     add_proxy_routes(app, service)
     # POST /v1/chat/completions   POST /v1/responses   POST /v1/messages   POST /v1/messages/count_tokens
-    # GET  /v1/models
+    # GET  /v1/models           the model names a client may ask for ([proxy.aliases])
 
 Each answers in its own API's shapes, errors included: a malformed request gets that API's
 400 error object, every candidate failing gets its 502 (within the upstream timeout), and a
@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from veriscale.data.reader import JsonLimit, decode_json
 from veriscale.proxy import anthropic, openai_chat, responses
 from veriscale.proxy.body_schemas import BODIES
-from veriscale.proxy.conversation import ApiError, new_id, transcript
+from veriscale.proxy.conversation import ApiError, new_id, transcript, unknown_model
 from veriscale.proxy.service import Outcome, ProxyService
 from veriscale.proxy.streaming import while_choosing
 from veriscale.server.stream import sse
@@ -57,8 +57,9 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
         try:
             body = await _body(request)
             conv = openai_chat.parse(body)
+            service.pools.admit(conv)  # the model name and the options its pool takes, before any call
         except ApiError as exc:
-            return JSONResponse(openai_chat.error_body(exc.message, exc.kind, exc.param), status_code=exc.status)
+            return JSONResponse(openai_chat.error_of(exc), status_code=exc.status)
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         if conv.stream:
             def failed(exc: BaseException) -> list[str]:
@@ -83,8 +84,9 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
     async def create_response(request: Request) -> Any:
         try:
             conv, kinds = responses.parse(await _body(request), history)
+            service.pools.admit(conv)
         except ApiError as exc:
-            return JSONResponse(openai_chat.error_body(exc.message, exc.kind, exc.param), status_code=exc.status)
+            return JSONResponse(openai_chat.error_of(exc), status_code=exc.status)
         rid = new_id("resp_")
 
         def remember(outcome: Outcome) -> list[dict[str, Any]]:
@@ -125,8 +127,9 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
     async def create_message(request: Request) -> Any:
         try:
             conv = anthropic.parse(await _body(request))
+            service.pools.admit(conv)
         except ApiError as exc:
-            return JSONResponse(anthropic.error_body(exc.message), status_code=exc.status)
+            return JSONResponse(anthropic.error_of(exc), status_code=exc.status)
         mid = new_id("msg_")
         if conv.stream:
             def failed(exc: BaseException) -> list[str]:
@@ -153,15 +156,30 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
             if isinstance(body, dict) and "max_tokens" not in body:
                 body = {**body, "max_tokens": 1}
             conv = anthropic.parse(body)
+            model = service.pools.pool_for(conv)[0][0].model
         except ApiError as exc:
-            return JSONResponse(anthropic.error_body(exc.message), status_code=exc.status)
-        model = service.pools.pools[0][0].model
+            return JSONResponse(anthropic.error_of(exc), status_code=exc.status)
         return {"input_tokens": int(model.count_tokens(transcript(conv, max_chars=10**9)))}
 
     @app.get("/v1/models", tags=["proxy"])
     async def list_models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": "veriscale", "object": "model", "owned_by": "veriscale",
-                                            "type": "model", "display_name": "veriscale Best-of-N"}]}
+        """The names a request may give as ``model``, in OpenAI's list shape (Anthropic's fields too)."""
+        names = service.pools.names
+        return {"object": "list", "data": [_model_entry(name, service) for name in names],
+                "has_more": False, "first_id": names[0], "last_id": names[-1]}
+
+    @app.get("/v1/models/{name:path}", tags=["proxy"])
+    async def get_model(name: str) -> Any:
+        if service.pools.aliases and name not in service.pools.names:
+            return JSONResponse(openai_chat.error_of(unknown_model(name, service.pools.names)), status_code=404)
+        return _model_entry(name, service)
+
+
+def _model_entry(name: str, service: ProxyService) -> dict[str, Any]:
+    pool = service.pools.aliases.get(name, service.pools.pools)  # upstream URIs are not shown to clients
+    return {"id": name, "object": "model", "created": 0, "owned_by": "veriscale", "type": "model",
+            "display_name": f"veriscale Best-of-N ({sum(n for _, n in pool)} candidates)",
+            "created_at": "1970-01-01T00:00:00Z"}
 
 
 def _pick_headers(outcome: Outcome) -> dict[str, str]:

@@ -71,8 +71,9 @@ class ProxyService:
 
     async def answer(self, conv: Conversation, api: str) -> Outcome:
         started = time.perf_counter()
-        with recorded_run(self.store, f"proxy {api}", self.pools.models[0], {  # ~0.1 ms: not worth a thread hop
-                "api": api, "model": conv.model, "n": len(self.pools.models), "stream": conv.stream,
+        models = self.pools.models_for(conv)  # the pool conv.model names ([proxy.aliases])
+        with recorded_run(self.store, f"proxy {api}", models[0], {  # ~0.1 ms: not worth a thread hop
+                "api": api, "model": conv.model, "n": len(models), "stream": conv.stream,
                 "messages": len(conv.messages), "tools": [t.get("function", {}).get("name") for t in conv.tools]}) as run:
             return await self._answer(conv, api, run, started)  # the request's run is current: its calls link to it
 
@@ -80,7 +81,7 @@ class ProxyService:
         """The arrival-driven pick when the schedule is early (``veriscale.proxy.pick``), else None."""
         from veriscale.verify.joint import joint_default
 
-        n = len(self.pools.models)
+        n = len(self.pools.models_for(conv))
         if n < 2 or self.settings.schedule_now(joint_default(), n) != "early":
             return None
         from veriscale.verify.reward import Verifier

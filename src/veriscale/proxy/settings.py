@@ -37,7 +37,10 @@ from veriscale.verify.injection import check_policy
 
 _KNOWN = {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
           "progress": bool, "candidates": list, "max_tokens": int,
-          "schedule": str, "margin": (int, float)}
+          "schedule": str, "margin": (int, float), "aliases": dict}
+#: the model name of the [[proxy.candidates]] pool, listed on GET /v1/models
+DEFAULT_NAME = "veriscale"
+Aliases = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
 #: how the proxy picks among disagreeing candidates (``veriscale.proxy.pick``); auto: see ``schedule_now``
 SCHEDULES = ("auto", "early", "round_robin")
 
@@ -55,6 +58,7 @@ class ProxySettings:
     schedule: str = "auto"  # SCHEDULES; --proxy-schedule, $VERISCALE_PROXY_SCHEDULE, [proxy] schedule
     margin: float = 0.1  # the early pick's closeness margin (veriscale.proxy.pick.CLOSE_MARGIN)
     models: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the file's [models.NAME] endpoints, for candidate names
+    aliases: Aliases = ()  # (name, ((model, N), ...)): [proxy.aliases], --proxy-aliases
     #: SelectionSettings keywords for the pick: injection_detect, injection_mitigation, injection_policy
     injection: Mapping[str, Any] = field(default_factory=dict)
 
@@ -80,19 +84,75 @@ class ProxySettings:
         return sum(n for _, n in self.candidates)
 
 
+def _pool(text: str, where: str, default_n: int) -> tuple[tuple[str, int], ...]:
+    """``"MODEL*N, MODEL*M"`` (no ``*N``: ``default_n``) as ((model, N), ...)."""
+    pool = []
+    for part in text.split(","):
+        model, star, count = part.strip().rpartition("*") if "*" in part else (part.strip(), "", "")
+        model = model.strip()
+        if not model or (star and not count.strip().isdigit()) or (star and int(count) < 1):
+            raise UserError(f"{where}: {text!r} is not a pool: write MODEL*N, MODEL*M (N >= 1) with a model URI or "
+                            "[models] name each")
+        pool.append((model, int(count) if star else default_n))
+    return tuple(pool)
+
+
+def parse_aliases(value: Any, where: str, default_n: int) -> Aliases:
+    """Model names -> pools, from the file's ``[proxy.aliases]`` table or the text form
+    ``"fast=qwen*2; best=qwen*3, gpt*1"``::
+
+        parse_aliases({"fast": "qwen*2", "best": [{"model": "qwen", "n": 3}]}, "[proxy.aliases]", 3)
+        # (("fast", (("qwen", 2),)), ("best", (("qwen", 3),)))
+    """
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        table: dict[str, Any] = {}
+        for entry in value.split(";"):
+            if not entry.strip():
+                continue
+            name, eq, pool = entry.partition("=")
+            if not eq or not name.strip():
+                raise UserError(f"{where}: {entry.strip()!r} is not an alias: write NAME=MODEL*N, MODEL*M; NAME2=MODEL")
+            table[name.strip()] = pool.strip()
+    elif isinstance(value, Mapping):
+        table = dict(value)
+    else:
+        raise UserError(f"{where} must be a table of model names: fix that setting")
+    aliases = []
+    for name, pool in table.items():
+        spot = f"{where} '{name}'"
+        if not name.strip():
+            raise UserError(f"{where} has an empty model name: give each alias a name")
+        if isinstance(pool, str):
+            aliases.append((name, _pool(pool, spot, default_n)))
+            continue
+        if not isinstance(pool, list) or not pool or not all(
+                isinstance(e, dict) and isinstance(e.get("model"), str) and e["model"] and set(e) <= {"model", "n"}
+                and isinstance(e.get("n", 1), int) and not isinstance(e.get("n", 1), bool) and e.get("n", 1) >= 1
+                for e in pool):
+            raise UserError(f"{spot} must be \"MODEL*N, ...\" or a list of {{ model = \"...\", n = N }} tables "
+                            "(N >= 1): fix that line")
+        aliases.append((name, tuple((e["model"], e.get("n", default_n)) for e in pool)))
+    return tuple(aliases)
+
+
 def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | None = None,
-                   injection: Mapping[str, Any] | None = None, schedule: str | None = None) -> ProxySettings | None:
+                   injection: Mapping[str, Any] | None = None, schedule: str | None = None,
+                   aliases: Any = None, aliases_where: str | None = None) -> ProxySettings | None:
     """The ``[proxy]`` table, checked; None when there is none and no ``n`` is given.
 
     ``n`` (``veriscale serve --proxy-n N``) fans out N candidates of ``fallback_model`` when the
     file names no candidates. ``schedule`` is the resolved ``proxy_schedule`` setting (flag,
-    environment, ``[proxy] schedule``); None: the file's value.
+    environment, ``[proxy] schedule``); None: the file's value. ``aliases`` is the resolved
+    ``proxy_aliases`` setting (text or the file's table; ``aliases_where`` names where it came
+    from); None: the file's ``[proxy.aliases]``.
     """
     table: dict[str, Any] = cfg.raw.get("proxy", {})
     where = f"config file '{cfg.path}'"
     if not isinstance(table, dict):
         raise UserError(f"{where}: [proxy] must be a table: fix that section")
-    if not table and n is None:
+    if not table and n is None and not aliases:
         return None
     for key, value in table.items():
         if key not in _KNOWN:
@@ -100,6 +160,8 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
         kind = _KNOWN[key]
         if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
             raise UserError(f"{where}: proxy.{key} has the wrong type ({value!r}): fix that line")
+    if aliases is None:
+        aliases, aliases_where = table.get("aliases"), f"{where}: [proxy.aliases]"
     pools: list[tuple[str, int]] = []
     for entry in table.get("candidates", []):
         if not isinstance(entry, dict) or not isinstance(entry.get("model"), str) or not entry["model"]:
@@ -109,6 +171,10 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
             raise UserError(f"{where}: [[proxy.candidates]] model {entry['model']} has n = {count!r}: give 1 or more "
                             "candidates (N = 0 would answer nothing)")
         pools.append((entry["model"], count))
+    named = parse_aliases(aliases, aliases_where or setting("proxy_aliases"),
+                          sum(c for _, c in pools) or n or 1)
+    if not pools and named and n is None:  # only aliases: the first one is also the default pool
+        pools.extend(named[0][1])
     if not pools:
         if n is None or n < 1:
             raise UserError(f"the proxy needs N >= 1 candidates, not {n}: pass {setting('proxy_n', 3)} or add "
@@ -120,7 +186,7 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
                              timeout_s=float(table.get("timeout_s", 120.0)), progress=table.get("progress", True),
                              max_tokens=table.get("max_tokens", 1024), models=tuple(cfg.models.items()),
                              injection=dict(injection or {}), schedule=schedule or table.get("schedule", "auto"),
-                             margin=float(table.get("margin", 0.1)))
+                             margin=float(table.get("margin", 0.1)), aliases=named)
     if settings.k < 1 or settings.timeout_s <= 0 or not 0 <= settings.temperature <= 2:
         raise UserError(f"{where}: proxy.k must be >= 1, proxy.timeout_s > 0 and proxy.temperature in [0, 2]")
     return settings
