@@ -26,7 +26,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from veriscale.data.model import Candidate, Step, Task
 from veriscale.engine.run_log import RunLog
@@ -67,13 +67,15 @@ class ProxyService:
         self._trackers: OrderedDict[str, Any] = OrderedDict()
         self._track_lock = threading.Lock()
 
-    async def answer(self, conv: Conversation, api: str) -> Outcome:
+    async def answer(self, conv: Conversation, api: str,
+                     on_first: Callable[[Sampled], None] | None = None) -> Outcome:
+        """The picked reply; ``on_first(sampled)``: the first valid candidate, as it arrives (on this loop)."""
         started = time.perf_counter()
         with recorded_run(self.store, f"proxy {api}", self.pools.models[0], {  # ~0.1 ms: not worth a thread hop
                 "api": api, "model": conv.model, "n": len(self.pools.models), "stream": conv.stream,
                 "messages": len(conv.messages), "tools": [t.get("function", {}).get("name") for t in conv.tools]}) as run:
             try:
-                return await self._answer(conv, api, run, started)  # the request's run is current: its calls link to it
+                return await self._answer(conv, api, run, started, on_first)  # the run is current: its calls link to it
             except (asyncio.CancelledError, GeneratorExit):  # the client went away: its work has stopped by now
                 run.finish("cancelled", {"api": api, "error": "the client disconnected before the reply; the upstream "
                                          "and verifier calls in flight were cancelled"})
@@ -95,12 +97,13 @@ class ProxyService:
         return EarlyPick(verifier, transcript(conv), n, margin=self.settings.margin,
                          policy=self.settings.injection.get("injection_policy", "none"), spawn=scope.start)
 
-    async def _answer(self, conv: Conversation, api: str, run: RunHandle, started: float) -> Outcome:
+    async def _answer(self, conv: Conversation, api: str, run: RunHandle, started: float,
+                      on_first: Callable[[Sampled], None] | None = None) -> Outcome:
         gave_up = False
         async with RequestScope() as scope:  # leaving it any way stops every piece of the request's work
             early = self._early(conv, scope)
             picking = None if early is None else scope.start(early.result())  # links to the run: same context
-            results = await self.pools.fan_out(conv, run.id, on_arrival=None if early is None else early.arrive)
+            results = await self.pools.fan_out(conv, run.id, on_arrival=_arrivals(early, on_first))
             sampled_s = time.perf_counter() - started
             valid = [r for r in results if r.reply is not None]
             how, winner, error, selection = "agreed", valid[0] if valid else None, None, None
@@ -208,6 +211,22 @@ class ProxyService:
                     self.log.emit(run_id, "point", {"trajectory": key, "point": point.to_dict(), "voc": tracker.curve.voc})
                     self.log.emit_events(run_id, key, tracker.new_events)
             entry["seen"] = len(steps)
+
+
+def _arrivals(early: EarlyPick | None, on_first: Callable[[Sampled], None] | None) -> Callable[[Sampled], None] | None:
+    """What to call as each candidate arrives: the early pick's arrival, and ``on_first`` once."""
+    if on_first is None:
+        return None if early is None else early.arrive
+    told = []
+
+    def arrive(s: Sampled) -> None:
+        if s.reply is not None and not told:
+            told.append(s.index)
+            on_first(s)
+        if early is not None:
+            early.arrive(s)
+
+    return arrive
 
 
 def _reason(how: str, selection: dict[str, Any] | None, error: str | None) -> str:
