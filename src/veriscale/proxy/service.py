@@ -76,7 +76,9 @@ class ProxyService:
                 "messages": len(conv.messages), "tools": [t.get("function", {}).get("name") for t in conv.tools]}) as run:
             try:
                 return await self._answer(conv, api, run, started, on_first)  # the run is current: its calls link to it
-            except (asyncio.CancelledError, GeneratorExit):  # the client went away: its work has stopped by now
+            except (asyncio.CancelledError, GeneratorExit) as exc:  # the client went away: its work has stopped by now
+                if isinstance(exc, asyncio.CancelledError):  # a closed coroutine (GeneratorExit) can await nothing
+                    await self._landed()
                 run.finish("cancelled", {"api": api, "error": "the client disconnected before the reply; the upstream "
                                          "and verifier calls in flight were cancelled"})
                 raise
@@ -128,6 +130,7 @@ class ProxyService:
                     how, error = "verification failed", f"{type(exc).__name__}: {exc}" if not isinstance(
                         exc, ModelCallError) else str(exc)
         # nothing this request started still runs: its calls are recorded (the stopped ones cancelled)
+        await self._landed()
         record: dict[str, Any] = {"api": api, "candidates": [r.to_dict() for r in results], "sample_s": round(sampled_s, 4),
                                   "schedule": "round_robin" if early is None else "early"}
         if winner is None:
@@ -152,6 +155,10 @@ class ProxyService:
             record["reason"] = _reason(how, selection, error)
         run.finish("cancelled" if gave_up else "ok", record)  # a give-up is a cancel: the first valid reply went
         return Outcome(winner.reply, run.id, how, winner.index, results, error)
+
+    async def _landed(self) -> None:
+        """Wait until the call records handed to the store's writer so far have landed (before the run ends)."""
+        await asyncio.shield(asyncio.wrap_future(self.store.submit(lambda: None)))
 
     def _select(self, conv: Conversation, valid: list[Sampled], stop: Any = None) -> dict[str, Any]:
         """The round-robin (or PPT) pick, blocking; ``stop`` (in_worker's flag) also cancels its calls in flight."""
