@@ -5,6 +5,8 @@ The verifier is a FaultServer (it answers the start-up probe; these requests nev
 
 from __future__ import annotations
 
+import json
+
 import socket
 import time
 from collections.abc import Iterator
@@ -125,13 +127,17 @@ def test_a_hanging_upstream_fails_within_the_timeout_streamed_or_not(store_path:
             assert "every upstream candidate failed" in exc.value.message and exc.value.body["type"] == "api_error"
 
         def responses_stream() -> None:
-            with p.openai().responses.stream(model="m", input="hi") as stream:
-                events = list(stream)
-            assert [e.type for e in events] == ["response.created", "response.in_progress", "response.failed"]
-            assert [e.sequence_number for e in events] == [0, 1, 2]
-            failed = events[-1].response
-            assert failed.status == "failed" and failed.id == events[0].response.id
-            assert "every upstream candidate failed" in failed.error.message
+            events = []
+            with pytest.raises(openai.APIError, match="every upstream candidate failed"), \
+                    p.openai().responses.stream(model="m", input="hi") as stream:
+                for event in stream:
+                    events.append(event)
+            assert [e.type for e in events] == ["response.created", "response.in_progress"]  # then response.failed raised
+            raw = httpx.post(p.url + "/v1/responses", json={"model": "m", "input": "hi again", "stream": True}, timeout=60)
+            failed = json.loads(raw.text.rstrip().rsplit("data: ", 1)[1])
+            assert failed["type"] == "response.failed" and failed["sequence_number"] == 2
+            assert failed["response"]["status"] == "failed" and "every upstream candidate failed" in \
+                failed["response"]["error"]["message"] == failed["error"]["message"]
 
         def anthropic_stream() -> None:
             with pytest.raises(anthropic.APIStatusError) as exc, \

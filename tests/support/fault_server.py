@@ -30,6 +30,7 @@ scripted message instead::
 
     FaultServer(chat_reply="done")                                   # this text, finish_reason "stop"
     FaultServer(chat_reply={"content": "", "tool_calls": [...]})     # a message (tool calls: "tool_calls")
+    FaultServer(chat_reply={"content": "cut", "finish_reason": "length"})   # a reply cut by max_tokens
     FaultServer(chat_reply=lambda body: f"answer {body['seed']}")    # either, from the request body
 """
 
@@ -242,7 +243,7 @@ class FaultServer:
         scripted = self.chat_reply(body) if callable(self.chat_reply) else self.chat_reply
         message = {"content": scripted} if isinstance(scripted, str) else dict(scripted)
         message = {"role": "assistant", "content": message.get("content"), **message}
-        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        finish = message.pop("finish_reason", None) or ("tool_calls" if message.get("tool_calls") else "stop")
         return {"id": "c1", "object": "chat.completion", "model": "fault-model", "usage": {**usage, "completion_tokens": 5},
                 "choices": [{"index": 0, "finish_reason": finish, "message": message, "logprobs": None}]}
 

@@ -3,10 +3,15 @@
     async def ascore(self, request):
         return await in_worker(self._score, request)   # _score(request, stop=...) calls stopped(stop)
 
-The worker gets a ``threading.Event``. Cancelling the awaiting task (a deadline, a failed
-sibling, a job cancel) sets it and then waits for the worker to return: the worker raises
-:class:`Stopped` at its next check (the embedded model checks before every token and every
-prompt batch), so a caller's slot is freed only once the work itself has stopped.
+The worker gets a :class:`StopFlag` (a ``threading.Event``). Cancelling the awaiting task (a
+deadline, a failed sibling, a job cancel, a client that left) sets it and then waits for the
+worker to return: the worker raises :class:`Stopped` at its next check (the embedded model checks
+before every token and every prompt batch), so a caller's slot is freed only once the work itself
+has stopped. The flag is also the worker's :func:`current_stop`: gateway work the worker awaits
+through ``veriscale.engine.loop.run_sync`` is cancelled when it is set (one scope across threads)::
+
+    stop = current_stop()            # inside the worker: its flag (None outside any in_worker)
+    undo = stop.on_set(callback)     # called once, at the set (at once if already set)
 """
 
 from __future__ import annotations
@@ -23,6 +28,41 @@ T = TypeVar("T")
 
 class Stopped(Exception):
     """The work was asked to stop (its caller was cancelled)."""
+
+
+class StopFlag(threading.Event):
+    """A stop flag that also calls back whoever registered with :meth:`on_set` (any thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._guard = threading.Lock()
+        self._next = 0
+
+    def set(self) -> None:
+        with self._guard:
+            callbacks, self._callbacks = list(self._callbacks.values()), {}
+            super().set()
+        for callback in callbacks:
+            callback()
+
+    def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once when the flag is set (now, if it is); returns its un-registration."""
+        with self._guard:
+            if not self.is_set():
+                key = self._next = self._next + 1
+                self._callbacks[key] = callback
+                return lambda: self._callbacks.pop(key, None)
+        callback()
+        return lambda: None
+
+
+_CURRENT_STOP: contextvars.ContextVar[StopFlag | None] = contextvars.ContextVar("veriscale_stop", default=None)
+
+
+def current_stop() -> StopFlag | None:
+    """The stop flag of the :func:`in_worker` call this code runs in (None: none)."""
+    return _CURRENT_STOP.get()
 
 
 def stopped(stop: threading.Event | None) -> None:
@@ -42,8 +82,9 @@ def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 async def in_worker(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, stop=event, **kwargs)`` in a worker thread; cancelling the caller stops it (see above)."""
-    stop = threading.Event()
+    stop = StopFlag()
     context = contextvars.copy_context()  # the worker sees the caller's context (its current run), as to_thread does
+    context.run(_CURRENT_STOP.set, stop)  # and its own stop flag, for the gateway work it waits on
     work = asyncio.get_running_loop().run_in_executor(
         None, functools.partial(context.run, _run, fn, *args, stop=stop, **kwargs))
     cancelled = False

@@ -2,14 +2,17 @@
 
     conv = parse(body)               # system + messages with text / tool_use / tool_result blocks
     message(outcome.reply, conv)     # the message object (text and tool_use blocks, stop_reason)
-    opening(conv, mid) + block_events(outcome.reply)   # message_start, ping, content_block_* ... message_stop
+    opening(conv, mid, input_tokens) + block_events(outcome.reply)   # message_start, ping, content_block_* ... message_stop
     error_body("...", "invalid_request_error")
 
 Translation to the chat shape: ``system`` → a system message; a user turn's ``tool_result``
 blocks → ``tool`` messages (before its text); an assistant turn's ``tool_use`` blocks → its
 ``tool_calls``; tools' ``input_schema`` → ``parameters``. Images and thinking blocks are left
 out (a chat upstream gets their place as text). Keep-alive while candidates run is the
-``ping`` event Anthropic's own streams send.
+``ping`` event Anthropic's own streams send. ``message_start`` goes out once the first candidate
+is back, with its input token count (the one the non-streamed reply gives; pings before it, which
+the SDK skips); ``message_delta`` repeats the winner's. Text and ``tool_use`` input are streamed
+in pieces (``veriscale.proxy.streaming.pieces``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from veriscale.data.reader import shown
 from veriscale.proxy.conversation import (ApiError, Conversation, Reply, apply_tool_choice, arguments_of, function_choice,
                                           model_name, new_id, optional_bool, optional_int, optional_number,
                                           optional_temperature, refuse_fields, stop_list)
+from veriscale.proxy.streaming import pieces
 from veriscale.server.stream import sse
 
 PING = sse({"type": "ping"}, event="ping")
@@ -184,9 +188,10 @@ def message(reply: Reply, conv: Conversation, mid: str | None = None) -> dict[st
             "usage": _usage(reply)}
 
 
-def opening(conv: Conversation, mid: str) -> list[str]:
+def opening(conv: Conversation, mid: str, input_tokens: int | None = None) -> list[str]:
+    """``message_start`` (``input_tokens``: the first candidate's count, None: none came back) and a ping."""
     start = {"id": mid, "type": "message", "role": "assistant", "model": conv.model, "content": [],
-             "stop_reason": None, "stop_sequence": None, "usage": _usage(None)}
+             "stop_reason": None, "stop_sequence": None, "usage": {**_usage(None), "input_tokens": input_tokens or 0}}
     return [sse({"type": "message_start", "message": start}, event="message_start"), PING]
 
 
@@ -196,18 +201,19 @@ def block_events(reply: Reply) -> list[str]:
         if block["type"] == "text":
             out.append(sse({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
                            event="content_block_start"))
-            out.append(sse({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}},
-                           event="content_block_delta"))
+            out.extend(sse({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": piece}},
+                           event="content_block_delta") for piece in pieces(block["text"]))
         else:
             out.append(sse({"type": "content_block_start", "index": i,
                             "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}},
                            event="content_block_start"))
-            out.append(sse({"type": "content_block_delta", "index": i,
-                            "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}},
-                           event="content_block_delta"))
+            out.extend(sse({"type": "content_block_delta", "index": i,
+                            "delta": {"type": "input_json_delta", "partial_json": piece}},
+                           event="content_block_delta") for piece in pieces(json.dumps(block["input"])))
         out.append(sse({"type": "content_block_stop", "index": i}, event="content_block_stop"))
     out.append(sse({"type": "message_delta", "delta": {"stop_reason": STOP[reply.finish_reason], "stop_sequence": None},
-                    "usage": {"output_tokens": reply.completion_tokens}}, event="message_delta"))
+                    "usage": {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens}},
+                    event="message_delta"))
     out.append(sse({"type": "message_stop"}, event="message_stop"))
     return out
 

@@ -2,7 +2,7 @@
 
     conv = parse(body)                    # ApiError(400, ...) when it is not a chat request
     completion(outcome.reply, conv)       # the chat.completion object
-    chunks(outcome.reply, conv)           # the chat.completion.chunk SSE lines, then [DONE]
+    chunks(outcome.reply, conv)           # the chat.completion.chunk SSE lines (text and arguments in pieces), then [DONE]
     error_body(exc)                       # {"error": {"message", "type", "param", "code"}}
 
 Keep-alive while candidates run is an SSE comment line (``: keep-alive``), which SDK stream
@@ -17,6 +17,7 @@ from typing import Any
 from veriscale.proxy.conversation import (ApiError, Conversation, Reply, apply_tool_choice, check_tool_calls,
                                           function_choice, model_name, new_id, optional_bool, optional_int, optional_number,
                                           optional_seed, optional_temperature, refuse_fields, stop_list)
+from veriscale.proxy.streaming import pieces
 from veriscale.server.stream import sse
 
 KEEPALIVE = ": keep-alive\n\n"
@@ -136,12 +137,13 @@ def chunks(reply: Reply, conv: Conversation, include_usage: bool = False) -> lis
 
     out = [chunk({"role": "assistant", "content": ""})]
     if reply.text:
-        out.append(chunk({"content": reply.text}))
+        out.extend(chunk({"content": piece}) for piece in pieces(reply.text))
     for k, call in enumerate(reply.tool_calls):
         fn = call["function"]
         out.append(chunk({"tool_calls": [{"index": k, "id": call["id"], "type": "function",
                                           "function": {"name": fn["name"], "arguments": ""}}]}))
-        out.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": fn["arguments"]}}]}))
+        out.extend(chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]})
+                   for piece in pieces(fn["arguments"]))
     out.append(chunk({}, reply.finish_reason))
     if include_usage:
         out.append(sse({**base, "choices": [], "usage": _usage(reply)}))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from veriscale.errors import ModelCallError
@@ -115,10 +116,13 @@ class EarlyPick:
     """Runs an :class:`EarlySchedule` with a Verifier, on the caller's event loop."""
 
     def __init__(self, verifier: Any, task: str, n: int, *, margin: float = CLOSE_MARGIN,
-                 policy: str = "none") -> None:
+                 policy: str = "none", spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task] = asyncio.ensure_future
+                 ) -> None:
         """``verifier``: a Verifier, or a function that builds one (called at the first score only,
-        so agreeing requests never build one)."""
+        so agreeing requests never build one). ``spawn`` starts each score as a task (the request's
+        ``RequestScope.start``, so leaving the request stops the scores in flight too)."""
         self._verifier = verifier
+        self._spawn = spawn
         self.task = task
         self.schedule = EarlySchedule(n=n, margin=margin, policy=policy)
         self.events: list[dict[str, Any]] = []
@@ -148,7 +152,7 @@ class EarlyPick:
         self._event("arrived" if s.reply is not None else "failed", s.index)
         for key in self.schedule.arrive(s):
             self._event("score started", key)
-            self._scores[key] = asyncio.ensure_future(self._score(key, s if key == s.index else self._sampled(key)))
+            self._scores[key] = self._spawn(self._score(key, s if key == s.index else self._sampled(key)))
         if self.schedule.done:
             self.last_arrival_s = time.perf_counter() - self._t0
             self._all_arrived.set()

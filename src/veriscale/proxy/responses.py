@@ -4,7 +4,9 @@
     items = output_items(outcome.reply, tools)  # message / function_call / custom_tool_call items
     response(outcome.reply, conv, rid, items)   # the response object
     numbers = EventNumbers()                    # a stream: each event numbered in order
-    opening(conv, rid, numbers) + item_events(items, numbers)   # response.created ... output_item.done
+    opening(conv, rid, numbers) + item_events(items, numbers)   # response.created ... output_item.done (deltas in pieces)
+    closing(reply, conv, rid, items, numbers)   # response.completed, or response.incomplete (max_output_tokens)
+    failed(conv, rid, "every upstream candidate failed: ...", numbers)   # response.failed: the SDK raises APIError
 
 Input items translated: ``message`` (input_text / output_text parts), ``function_call``,
 ``function_call_output``, ``custom_tool_call`` / ``custom_tool_call_output`` (a custom tool
@@ -26,6 +28,7 @@ from veriscale.data.reader import shown
 from veriscale.proxy.conversation import (ApiError, Conversation, Reply, apply_tool_choice, content_text, function_choice,
                                           model_name, new_id, optional_bool, optional_int, optional_number,
                                           optional_temperature, refuse_fields)
+from veriscale.proxy.streaming import pieces
 from veriscale.server.stream import sse
 
 MAX_HISTORY = 256
@@ -225,6 +228,8 @@ def response(reply: Reply | None, conv: Conversation, rid: str, items: list[dict
         "output_tokens": reply.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": reply.prompt_tokens + reply.completion_tokens}
     incomplete = {"reason": "max_output_tokens"} if reply is not None and reply.truncated and not reply.tool_calls else None
+    if incomplete is not None and status == "completed":
+        status = "incomplete"  # cut by max_output_tokens, as OpenAI says it
     return {"id": rid, "object": "response", "created_at": int(time.time()), "status": status, "model": conv.model,
             "output": items, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "temperature": conv.temperature,
             "top_p": None, "usage": usage, "error": error, "incomplete_details": incomplete, "instructions": None,
@@ -257,8 +262,8 @@ def item_events(items: list[dict[str, Any]], numbers: EventNumbers) -> list[str]
                                item={**item, "status": "in_progress", "content": []}))
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             out.append(numbers("response.content_part.added", item_id=item["id"], output_index=i, content_index=0, part=part))
-            out.append(numbers("response.output_text.delta", item_id=item["id"], output_index=i, content_index=0,
-                               delta=text, logprobs=[]))
+            out.extend(numbers("response.output_text.delta", item_id=item["id"], output_index=i, content_index=0,
+                               delta=piece, logprobs=[]) for piece in pieces(text))
             out.append(numbers("response.output_text.done", item_id=item["id"], output_index=i, content_index=0,
                                text=text, logprobs=[]))
             out.append(numbers("response.content_part.done", item_id=item["id"], output_index=i, content_index=0,
@@ -266,13 +271,30 @@ def item_events(items: list[dict[str, Any]], numbers: EventNumbers) -> list[str]
         elif item["type"] == "function_call":
             out.append(numbers("response.output_item.added", output_index=i,
                                item={**item, "arguments": "", "status": "in_progress"}))
-            out.append(numbers("response.function_call_arguments.delta", item_id=item["id"], output_index=i,
-                               delta=item["arguments"]))
+            out.extend(numbers("response.function_call_arguments.delta", item_id=item["id"], output_index=i,
+                               delta=piece) for piece in pieces(item["arguments"]))
             out.append(numbers("response.function_call_arguments.done", item_id=item["id"], output_index=i,
                                arguments=item["arguments"], name=item["name"]))
         else:  # custom_tool_call
             out.append(numbers("response.output_item.added", output_index=i, item={**item, "input": "", "status": "in_progress"}))
-            out.append(numbers("response.custom_tool_call_input.delta", item_id=item["id"], output_index=i, delta=item["input"]))
+            out.extend(numbers("response.custom_tool_call_input.delta", item_id=item["id"], output_index=i, delta=piece)
+                       for piece in pieces(item["input"]))
             out.append(numbers("response.custom_tool_call_input.done", item_id=item["id"], output_index=i, input=item["input"]))
         out.append(numbers("response.output_item.done", output_index=i, item=item))
     return out
+
+
+def closing(reply: Reply, conv: Conversation, rid: str, items: list[dict[str, Any]], numbers: EventNumbers) -> str:
+    """The stream's last event: ``response.completed``, or ``response.incomplete`` for a reply cut by
+    ``max_output_tokens`` (as OpenAI ends such a stream)."""
+    done = response(reply, conv, rid, items)
+    return numbers("response.incomplete" if done["status"] == "incomplete" else "response.completed", response=done)
+
+
+def failed(conv: Conversation, rid: str, message: str, numbers: EventNumbers) -> str:
+    """``response.failed``, with the error also at the event's top level: the openai SDK raises an
+    event carrying ``error`` as ``openai.APIError`` (a ``response.failed`` alone ends its stream
+    helper with a bare RuntimeError), and Codex reads ``response.error``."""
+    error = {"code": "server_error", "message": message}
+    return numbers("response.failed", response=response(None, conv, rid, [], status="failed", error=error),
+                   error={"type": "server_error", **error})

@@ -11,6 +11,7 @@ stream that fails after it opened ends with that API's error event.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Callable
 
@@ -102,13 +103,10 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
 
             def render(outcome: Outcome) -> list[str]:
                 items = remember(outcome)
-                return responses.item_events(items, numbers) + [
-                    numbers("response.completed", response=responses.response(outcome.reply, conv, rid, items))]
+                return responses.item_events(items, numbers) + [responses.closing(outcome.reply, conv, rid, items, numbers)]
 
             def failed(exc: BaseException) -> list[str]:
-                err = _failure(exc)
-                return [numbers("response.failed", response=responses.response(
-                    None, conv, rid, [], status="failed", error={"code": "server_error", "message": err.message}))]
+                return [responses.failed(conv, rid, _failure(exc).message, numbers)]
 
             return StreamingResponse(while_choosing(
                 service.answer(conv, "responses"), keepalive=": keep-alive\n\n", failed=failed, after=after(conv),
@@ -136,9 +134,11 @@ def add_proxy_routes(app: FastAPI, service: ProxyService) -> None:
                 err = _failure(exc)
                 return [sse(anthropic.error_body(err.message, "api_error"), event="error")]
 
+            first = asyncio.get_running_loop().create_future()  # the first candidate's input token count
             return StreamingResponse(while_choosing(
-                service.answer(conv, "anthropic"), keepalive=anthropic.PING, failed=failed, after=after(conv),
-                opening=anthropic.opening(conv, mid), render=lambda o: anthropic.block_events(o.reply)),
+                service.answer(conv, "anthropic", on_first=lambda s: first.done() or first.set_result(s.reply.prompt_tokens)),
+                keepalive=anthropic.PING, failed=failed, after=after(conv), first=first, keepalive_before=anthropic.PING,
+                opening=lambda tokens: anthropic.opening(conv, mid, tokens), render=lambda o: anthropic.block_events(o.reply)),
                 media_type="text/event-stream", headers=SSE_HEADERS)
         try:
             outcome = await service.answer(conv, "anthropic")

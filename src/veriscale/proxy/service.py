@@ -26,23 +26,21 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from veriscale.data.model import Candidate, Step, Task
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import RunHandle, open_run, recorded_run
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError
+from veriscale.models.cancel import in_worker, stopped
 from veriscale.proxy.candidates import Sampled, UpstreamPools, agreeing
 from veriscale.proxy.conversation import Conversation, Reply, content_text, recorded_conversation, reply_text, transcript
 from veriscale.proxy.pick import EarlyPick
+from veriscale.proxy.request_scope import RequestScope
 from veriscale.proxy.settings import ProxySettings
 
 MAX_TRACKED_CONVERSATIONS = 64
-
-
-class VerificationAbandoned(Exception):
-    """Raised in a pick's own thread once the request stopped waiting for it."""
 
 
 class UpstreamFailed(ModelCallError):
@@ -69,15 +67,24 @@ class ProxyService:
         self._trackers: OrderedDict[str, Any] = OrderedDict()
         self._track_lock = threading.Lock()
 
-    async def answer(self, conv: Conversation, api: str) -> Outcome:
+    async def answer(self, conv: Conversation, api: str,
+                     on_first: Callable[[Sampled], None] | None = None) -> Outcome:
+        """The picked reply; ``on_first(sampled)``: the first valid candidate, as it arrives (on this loop)."""
         started = time.perf_counter()
         models = self.pools.models_for(conv)  # the pool conv.model names ([proxy.aliases])
         with recorded_run(self.store, f"proxy {api}", models[0], {  # ~0.1 ms: not worth a thread hop
                 "api": api, "model": conv.model, "n": len(models), "stream": conv.stream,
                 "messages": len(conv.messages), "tools": [t.get("function", {}).get("name") for t in conv.tools]}) as run:
-            return await self._answer(conv, api, run, started)  # the request's run is current: its calls link to it
+            try:
+                return await self._answer(conv, api, run, started, on_first)  # the run is current: its calls link to it
+            except (asyncio.CancelledError, GeneratorExit) as exc:  # the client went away: its work has stopped by now
+                if isinstance(exc, asyncio.CancelledError):  # a closed coroutine (GeneratorExit) can await nothing
+                    await self._landed()
+                run.finish("cancelled", {"api": api, "error": "the client disconnected before the reply; the upstream "
+                                         "and verifier calls in flight were cancelled"})
+                raise
 
-    def _early(self, conv: Conversation) -> EarlyPick | None:
+    def _early(self, conv: Conversation, scope: RequestScope) -> EarlyPick | None:
         """The arrival-driven pick when the schedule is early (``veriscale.proxy.pick``), else None."""
         from veriscale.verify.joint import joint_default
 
@@ -91,53 +98,48 @@ class ProxyService:
                             **{k: v for k, v in self.settings.injection.items() if k != "injection_policy"})
 
         return EarlyPick(verifier, transcript(conv), n, margin=self.settings.margin,
-                         policy=self.settings.injection.get("injection_policy", "none"))
+                         policy=self.settings.injection.get("injection_policy", "none"), spawn=scope.start)
 
-    async def _answer(self, conv: Conversation, api: str, run: RunHandle, started: float) -> Outcome:
-        early = self._early(conv)
-        picking = None if early is None else asyncio.ensure_future(early.result())  # links to the run: same context
-        try:
-            results = await self.pools.fan_out(conv, run.id, on_arrival=None if early is None else early.arrive)
-        except (asyncio.CancelledError, GeneratorExit):  # the client went away while the candidates ran
-            if picking is not None:
-                picking.cancel()
-            run.finish("cancelled", {"api": api, "error": "the client disconnected before the reply"})
-            raise
-        sampled_s = time.perf_counter() - started
-        valid = [r for r in results if r.reply is not None]
+    async def _answer(self, conv: Conversation, api: str, run: RunHandle, started: float,
+                      on_first: Callable[[Sampled], None] | None = None) -> Outcome:
+        gave_up = False
+        async with RequestScope() as scope:  # leaving it any way stops every piece of the request's work
+            early = self._early(conv, scope)
+            picking = None if early is None else scope.start(early.result())  # links to the run: same context
+            results = await self.pools.fan_out(conv, run.id, on_arrival=_arrivals(early, on_first))
+            sampled_s = time.perf_counter() - started
+            valid = [r for r in results if r.reply is not None]
+            how, winner, error, selection = "agreed", valid[0] if valid else None, None, None
+            if not valid:
+                how = "every candidate failed"
+            elif len(results) == 1:
+                how = "single candidate"
+            elif len(valid) == 1:
+                how = "only one valid"
+            elif not agreeing(results):
+                try:  # the worker thread inherits this context, so the pick's calls link to the request's run
+                    if picking is None:  # round robin: blocking code in a worker that the scope can stop
+                        picking = scope.start(in_worker(self._select, conv, valid))
+                    selection = await scope.within(picking, self.settings.timeout_s)  # early: scoring already
+                    winner = valid[selection["index"]]
+                    how = "verified"
+                except asyncio.TimeoutError:  # the [proxy] timeout_s bounds the verification too
+                    gave_up = True
+                    how, error = "verification failed", (f"the verification passed its {self.settings.timeout_s:g} s "
+                                                         "timeout (proxy.timeout_s); its calls in flight were cancelled")
+                except Exception as exc:  # noqa: BLE001 - the agent still gets an answer; the failure is shown
+                    how, error = "verification failed", f"{type(exc).__name__}: {exc}" if not isinstance(
+                        exc, ModelCallError) else str(exc)
+        # nothing this request started still runs: its calls are recorded (the stopped ones cancelled)
+        await self._landed()
         record: dict[str, Any] = {"api": api, "candidates": [r.to_dict() for r in results], "sample_s": round(sampled_s, 4),
                                   "schedule": "round_robin" if early is None else "early",
                                   "conversation": recorded_conversation(conv)}  # the dashboard's request page
-        if picking is not None and (len(valid) < 2 or agreeing(results)):
-            picking.cancel()  # nothing to judge: the pick made no call (it starts at two different actions)
-            picking = None
-        if not valid:
+        if winner is None:
             errors = "; ".join(sorted({r.error or "no reply" for r in results}))[:500]
-            record.update(how="every candidate failed", error=errors, latency_s=round(sampled_s, 4))
+            record.update(how=how, error=errors, latency_s=round(sampled_s, 4))
             run.finish("failed", record)
             raise UpstreamFailed(f"every upstream candidate failed: {errors}")
-        how, winner, error, selection = "agreed", valid[0], None, None
-        if len(results) == 1:
-            how = "single candidate"
-        elif len(valid) == 1:
-            how = "only one valid"
-        elif not agreeing(results):
-            stop = threading.Event()  # set when the pick is given up: its thread stops at its next call
-            try:  # the worker thread inherits this context, so the pick's calls link to the request's run
-                if picking is not None:  # already scoring since the second different action arrived
-                    selection = await asyncio.wait_for(picking, self.settings.timeout_s)
-                else:
-                    selection = await asyncio.wait_for(asyncio.to_thread(self._select, conv, valid, stop),
-                                                       self.settings.timeout_s)
-                winner = valid[selection["index"]]
-                how = "verified"
-            except asyncio.TimeoutError:  # the [proxy] timeout_s bounds the verification too
-                stop.set()
-                how, error = "verification failed", (f"the verification passed its {self.settings.timeout_s:g} s "
-                                                     "timeout (proxy.timeout_s)")
-            except Exception as exc:  # noqa: BLE001 - the agent still gets an answer; the failure is shown
-                how, error = "verification failed", f"{type(exc).__name__}: {exc}" if not isinstance(
-                    exc, ModelCallError) else str(exc)
         total = time.perf_counter() - started
         record.update(how=how, winner=winner.index, error=error, latency_s=round(total, 4),
                       verify_s=round(total - sampled_s, 4), reason=_reason(how, selection, error))
@@ -153,10 +155,15 @@ class ProxyService:
                                                      "pairwise") if k in selection})
             record["index"] = next(i for i, r in enumerate(valid) if r is winner)
             record["reason"] = _reason(how, selection, error)
-        run.finish("ok", record)
+        run.finish("cancelled" if gave_up else "ok", record)  # a give-up is a cancel: the first valid reply went
         return Outcome(winner.reply, run.id, how, winner.index, results, error)
 
-    def _select(self, conv: Conversation, valid: list[Sampled], stop: threading.Event | None = None) -> dict[str, Any]:
+    async def _landed(self) -> None:
+        """Wait until the call records handed to the store's writer so far have landed (before the run ends)."""
+        await asyncio.shield(asyncio.wrap_future(self.store.submit(lambda: None)))
+
+    def _select(self, conv: Conversation, valid: list[Sampled], stop: Any = None) -> dict[str, Any]:
+        """The round-robin (or PPT) pick, blocking; ``stop`` (in_worker's flag) also cancels its calls in flight."""
         from veriscale.selection.select import plan_selection, run_selection
         from veriscale.selection.settings import SelectionSettings
 
@@ -168,9 +175,9 @@ class ProxyService:
         candidates = [Candidate(id=f"candidate-{r.index}", text=reply_text(r.reply), metadata={"model": r.model})
                       for r in valid]
         plan = plan_selection(Task(text=transcript(conv), id="proxy"), candidates, verifier=verifier, settings=settings)
+
         def given_up(_done: int, _planned: int) -> None:
-            if stop is not None and stop.is_set():
-                raise VerificationAbandoned("the pick passed its timeout; its remaining calls were not made")
+            stopped(stop)  # between calls too: a set flag starts no next one
 
         return run_selection(plan, verifier=verifier, on_progress=given_up).to_dict()
 
@@ -213,6 +220,22 @@ class ProxyService:
                     self.log.emit(run_id, "point", {"trajectory": key, "point": point.to_dict(), "voc": tracker.curve.voc})
                     self.log.emit_events(run_id, key, tracker.new_events)
             entry["seen"] = len(steps)
+
+
+def _arrivals(early: EarlyPick | None, on_first: Callable[[Sampled], None] | None) -> Callable[[Sampled], None] | None:
+    """What to call as each candidate arrives: the early pick's arrival, and ``on_first`` once."""
+    if on_first is None:
+        return None if early is None else early.arrive
+    told = []
+
+    def arrive(s: Sampled) -> None:
+        if s.reply is not None and not told:
+            told.append(s.index)
+            on_first(s)
+        if early is not None:
+            early.arrive(s)
+
+    return arrive
 
 
 def _reason(how: str, selection: dict[str, Any] | None, error: str | None) -> str:
