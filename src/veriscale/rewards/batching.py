@@ -111,6 +111,7 @@ class RequestBatcher:
         self._flushed: dict[tuple[str, str | None], float] = {}  # group -> when a slice of it was rewarded
         self._partial_flushed: set[tuple[str, str | None]] = set()
         self._tasks: set[asyncio.Task] = set()  # groups being rewarded
+        self.retried = 0  # retries answered with their first request's result
 
     def _key(self, prompt: str, label: str | None) -> Any:
         return (prompt, label) if self.group_size is not None else "window"
@@ -133,6 +134,7 @@ class RequestBatcher:
             if first is None and key in self._waiting and self._waiting[key].waiters == 0:
                 first = self._waiting[key]
             if first is not None:  # its first request's client left: this is its retry
+                self.retried += 1
                 first.waiters += 1
                 items.append(first)
                 retry.append(True)
@@ -213,6 +215,11 @@ class RequestBatcher:
         flags["reward_length_corr"] = [corr if corr is not None else 0.0] * len(rewards)
         return RewardBatch(rewards, sizes, criteria, unverified=unverified, scheme=self.service.rewarder.grouper.scheme,
                            pointwise=pointwise, flags=flags, length_corr=corr)
+
+    @property
+    def filling(self) -> int:
+        """Queries waiting in groups that are still filling."""
+        return sum(len(p.queries) for p in self._pending.values())
 
     def flush_all(self) -> None:
         """Reward every group still filling, now (on shutdown: the waiting requests get answers)."""

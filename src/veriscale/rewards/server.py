@@ -57,8 +57,8 @@ def create_reward_app(service: RewardService, *, token: str | None = None,
     app.state.batcher = batcher
 
     @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "filling": batcher.filling}  # queries waiting for their group to fill
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> JSONResponse:
