@@ -36,6 +36,7 @@ from veriscale.verify.reward import Verifier
 PROMPT = "user: What is 17 * 23?\nassistant:"
 OTHER = "user: Name the capital of France.\nassistant:"
 CRITERIA = ["Correctness", "Instruction following", "Completeness"]
+EDGE_FLAGS = ("partial_group", "split_group", "late", "retry", "reward_length_corr")
 
 
 @contextlib.contextmanager
@@ -111,8 +112,10 @@ def test_each_rollout_asks_alone_and_is_ranked_within_its_group(tokenizer) -> No
     for out in outputs:
         # OpenRLHF keeps the reply's lists as the rollout's reward, score and per-sample logs
         assert isinstance(out["reward"], list) and len(out["reward"]) == 1 and out["scores"] == out["reward"]
-        assert set(out["extra_logs"]) == {"veriscale_group_size", "veriscale_failed",
+        assert set(out["extra_logs"]) == {"veriscale_group_size", "veriscale_failed", "veriscale_pointwise",
+                                          *(f"veriscale_{f}" for f in EDGE_FLAGS),
                                           *(f"veriscale_{c}" for c in CRITERIA)}
+        assert all(out["extra_logs"][f"veriscale_{f}"] == [0.0] for f in ("pointwise", *EDGE_FLAGS[:4]))
         assert all(isinstance(v, list) and len(v) == 1 and isinstance(v[0], float)
                    for v in out["extra_logs"].values())
         assert out["extra_logs"]["veriscale_group_size"] == [3.0]
@@ -192,7 +195,7 @@ def test_concurrent_requests_are_judged_at_the_same_time(tokenizer) -> None:
 @pytest.mark.parametrize("content, needle", [
     (b'{"query": ["p x"], "prompts": "p"}', "'prompts' must be a list of strings, not str"),
     (b'[{"query": ["p x"], "prompts": ["p"]}]', "no 'query'"),
-    (b'{"query": ["p x"], "prompts": ["p"], "labels": "x"}', "'labels' must be a list of strings, not str"),
+    (b'{"query": ["p x"], "prompts": ["p"], "labels": "x"}', "'labels' must be a list with one label per query, not str"),
     (b'{"query": ["p x"], "prompts": ["p"], "labels": ["x", "y"]}', "'labels' has 2 items but 'query' has 1"),
 ])
 def test_bad_requests_not_covered_by_the_server_tests(content, needle) -> None:

@@ -35,7 +35,8 @@ from veriscale.verify.reward import Verifier
 
 QUESTION = "What is 17 * 23?"
 CRITERIA = ["Correctness", "Instruction following", "Completeness"]  # the 'general' set
-EXTRAS = {"score", "veriscale_failed", "veriscale_group_size", *(f"veriscale_{c}" for c in CRITERIA)}
+EXTRAS = {"score", "veriscale_failed", "veriscale_group_size", "veriscale_pointwise", "veriscale_reward_length_corr",
+          *(f"veriscale_{c}" for c in CRITERIA)}
 
 
 def data_proto(tokenizer, rows):

@@ -6,10 +6,14 @@
 It binds 127.0.0.1 by default; any other address needs ``--token`` (or
 ``$VERISCALE_REWARD_TOKEN``), which clients send as ``Authorization: Bearer <token>`` or, as
 OpenRLHF must (its client sends no headers), in the URL: ``/get_reward?token=<token>``.
+``--answer-within 150`` answers each request within 150 s (below OpenRLHF's fixed 180 s client
+timeout); ``--length-control residual`` takes the reward–length slope out of ranked rewards.
+SIGTERM rewards the groups still filling, answers their requests, then exits.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Annotated, Optional
 
@@ -34,6 +38,8 @@ def register(app: typer.Typer) -> None:
         group_wait: Annotated[float, typer.Option("--group-wait", help="Seconds to wait for a group to fill before rewarding what arrived.")] = 30.0,
         mode: Annotated[str, typer.Option("--mode", help="group: rank a prompt's completions against each other; pointwise: score each alone.")] = "group",
         group_scheme: Annotated[Optional[str], typer.Option("--group-scheme", help="How a group is ranked: round_robin (every pair) or sparse (at most 3n comparisons); config rewards.group_scheme, $VERISCALE_REWARD_GROUP_SCHEME.")] = None,
+        answer_within: Annotated[Optional[float], typer.Option("--answer-within", help="Answer every request within this many seconds (0: no limit): a group waits at most half of it, a request still waiting then gets the neutral value flagged late. Set it below the trainer client's timeout (OpenRLHF: 180 s); config rewards.answer_within, $VERISCALE_REWARD_ANSWER_WITHIN.")] = None,
+        length_control: Annotated[Optional[str], typer.Option("--length-control", help="off, or residual: take the within-group reward-length slope out of ranked rewards; config rewards.length_control, $VERISCALE_REWARD_LENGTH_CONTROL.")] = None,
         on_failure: Annotated[str, typer.Option("--on-failure", help="A query that could not be verified gets: neutral (its group's mean verified reward, flagged in extra_logs; OpenRLHF cannot take null) or null.")] = "neutral",
         model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
         criteria: o.CriteriaOpt = "general", repeats: o.RepeatsOpt = None,
@@ -61,25 +67,31 @@ def register(app: typer.Typer) -> None:
             if group_size is not None and group_size < 1 or group_wait <= 0:
                 raise UserError("--group-size must be 1 or more and --group-wait above 0 seconds")
             try:
-                import uvicorn
+                importlib.import_module("uvicorn")  # serve() runs it
 
-                from veriscale.rewards.server import create_reward_app
+                from veriscale.rewards.server import create_reward_app, serve
             except ImportError:
                 raise UserError("serve-reward needs FastAPI and uvicorn: pip install 'veriscale[server]'") from None
             from veriscale.rewards.batch import BatchRewarder
             from veriscale.rewards.service import RewardService
             from veriscale.verify.reward import Verifier
 
-            cs = o.command_settings(model, store, concurrency).with_flags(reward_group_scheme=group_scheme)
+            cs = o.command_settings(model, store, concurrency).with_flags(
+                reward_group_scheme=group_scheme, reward_answer_within=answer_within,
+                reward_length_control=length_control)
             c = cs.concurrency
             verifier = Verifier(o.open_model(cs), store=o.open_store(cs), scale=scale,
                                 criteria=criteria, repeats=repeats, max_calls=max_calls, concurrency=c)
-            service = RewardService(BatchRewarder(verifier, mode=mode, scheme=cs.reward_group_scheme),
+            service = RewardService(BatchRewarder(verifier, mode=mode, scheme=cs.reward_group_scheme,
+                                                  length_control=cs.reward_length_control),
                                     on_failure=on_failure)
-            app_ = create_reward_app(service, token=token,
-                                     max_body_bytes=limit, group_size=group_size, group_wait_s=group_wait)
-            grouping = (f", groups of {group_size} (wait up to {group_wait:g} s)" if group_size else "")
+            within = cs.reward_answer_within or None
+            app_ = create_reward_app(service, token=token, max_body_bytes=limit, group_size=group_size,
+                                     group_wait_s=group_wait, answer_within_s=within)
+            grouping = (f", groups of {group_size} (wait up to {app_.state.batcher.wait_s:g} s)" if group_size else "")
             grouping += f", groups ranked by {cs.reward_group_scheme}" if mode == "group" else ""
+            grouping += f", answers within {within:g} s" if within else ""
+            grouping += ", length-controlled" if cs.reward_length_control != "off" else ""
             err_console.print(f"reward server on http://{host}:{port}/get_reward ({mode} rewards{grouping})"
                               + (" (token required)" if token else ""), highlight=False)
-        uvicorn.run(app_, host=host, port=port, log_level="warning")
+        serve(app_, host=host, port=port)

@@ -142,6 +142,14 @@ SPECS: tuple[Spec, ...] = (
     Spec("reward_group_scheme", "--group-scheme", "VERISCALE_REWARD_GROUP_SCHEME", "rewards.group_scheme", str.strip,
          "sparse", "a group scheme name", choices=("round_robin", "sparse"),
          help="how RL rewards rank a group: round_robin (every pair) or sparse (at most 3n comparisons)"),
+    # RL rewards at the trainer's edges (veriscale.rewards.length, veriscale.rewards.batching)
+    Spec("reward_length_control", "--length-control", "VERISCALE_REWARD_LENGTH_CONTROL", "rewards.length_control",
+         str.strip, "off", "a length control name", choices=("off", "residual"),
+         help="RL rewards with the within-group reward-length slope taken out (residual) or as judged (off)"),
+    Spec("reward_answer_within", "--answer-within", "VERISCALE_REWARD_ANSWER_WITHIN", "rewards.answer_within",
+         _number, 0.0, "a number of seconds", minimum=0,
+         help="serve-reward answers every request within this many seconds (0: no limit); set it below "
+              "the trainer client's timeout (OpenRLHF: 180)"),
     # honest cost: money only where a price table is set (veriscale.engine.prices)
     Spec("prices", "--prices", "VERISCALE_PRICES", "prices", str.strip, "",
          "MODEL=PROMPT/CACHED/COMPLETION entries",
@@ -192,6 +200,8 @@ class Settings:
     injection_policy: str = "none"
     injection_mitigation: str = DEFAULT_MITIGATION
     reward_group_scheme: str = "sparse"
+    reward_length_control: str = "off"
+    reward_answer_within: float = 0.0
     prices: Any = ""  # text or the file's [prices] table; veriscale.engine.prices.price_table reads it
     budget: str | None = None
     zip_member_mb: float = _CAP_DEFAULTS.zip_member_mb  # these seven: veriscale.harness.host_caps

@@ -294,10 +294,12 @@ class EmbeddedModel:
         tokens = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         limit = self.context_size()
         if len(tokens) >= limit:
-            raise UserError(
+            from veriscale.models.context import ContextOverflow  # a UserError callers can tell apart
+
+            raise ContextOverflow(
                 f"the prompt is {len(tokens)} tokens, more than the embedded model's context of {limit}: "
-                f"shorten the task or candidates, or set {setting('model')} to a longer-context server"
-            )
+                f"shorten the task or candidates, or set {setting('model')} to a longer-context server",
+                context=limit, requested=len(tokens))
         return tokens
 
     def _generate(self, tokens: list[int], max_tokens: int, temperature: float, seed: int | None,

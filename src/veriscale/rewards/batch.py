@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from veriscale.engine.usage import Usage
 from veriscale.errors import UserError, setting
 from veriscale.rewards.group import DEFAULT_GROUP_SCHEME, GROUP_SETTINGS, GroupRewarder, groups_by_prompt
+from veriscale.rewards.length import LengthControl, check_length_control, correlation
 from veriscale.selection.settings import SelectionSettings
 from veriscale.verify.reward import Verifier
 
@@ -46,10 +47,21 @@ class RewardBatch:
     unverified: list[bool] = field(default_factory=list)   # no reward of its own (None, or filled in)
     scheme: str = DEFAULT_GROUP_SCHEME                     # the group scheme that ranked the groups
     comparisons: int = 0                                   # pairwise comparisons judged, all groups
+    #: a pointwise value (scored alone: mode pointwise, or a group of one), on another scale than
+    #: a ranked group's Bradley–Terry rewards (those average 0.5 per group)
+    pointwise: list[bool] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)       # each response's length (characters or tokens)
+    #: reward–length correlation of the rewards given (veriscale.rewards.length); None: undefined
+    length_corr: float | None = None
+    length_corr_raw: float | None = None                   # before length control, when it is on
+    #: per-response flags for OpenRLHF's extra_logs (``veriscale_<name>``: 1.0 or 0.0), e.g. partial_group
+    flags: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.groups = self.groups or list(range(len(self.rewards)))
         self.unverified = self.unverified or [r is None for r in self.rewards]
+        self.pointwise = self.pointwise or [n == 1 for n in self.group_sizes]
+        self.lengths = self.lengths or [0] * len(self.rewards)
 
     @property
     def failed(self) -> int:
@@ -69,8 +81,7 @@ class RewardBatch:
         names = sorted({name for scores in self.criteria for name in scores}) or []
         columns = {name: filled([scores.get(name) for scores in self.criteria]) for name in names}
         criteria = [{name: columns[name][i] for name in names} for i in range(len(self.rewards))]
-        return RewardBatch(filled(self.rewards), self.group_sizes, criteria, self.errors, self.usage, self.groups,
-                           self.unverified, self.scheme, self.comparisons)
+        return replace(self, rewards=filled(self.rewards), criteria=criteria)
 
     def criterion_columns(self) -> dict[str, list[float | None]]:
         """Per-criterion scores as columns (one value per response, None where unscored)."""
@@ -79,16 +90,24 @@ class RewardBatch:
 
     def metrics(self) -> dict[str, float]:
         """What the batch cost, as scalars a trainer can log."""
-        return {"model_calls": float(self.usage.model_calls), "cache_hits": float(self.usage.cache_hits),
-                "prompt_tokens": float(self.usage.prompt_tokens), "failed": float(self.failed),
-                "comparisons": float(self.comparisons)}
+        out = {"model_calls": float(self.usage.model_calls), "cache_hits": float(self.usage.cache_hits),
+               "prompt_tokens": float(self.usage.prompt_tokens), "failed": float(self.failed),
+               "comparisons": float(self.comparisons), "pointwise": float(sum(self.pointwise))}
+        if self.length_corr is not None:  # undefined (fewer than two verified, or no spread): not logged
+            out["reward_length_corr"] = self.length_corr
+        if self.length_corr_raw is not None:
+            out["reward_length_corr_raw"] = self.length_corr_raw
+        return out
 
     def to_openrlhf(self) -> dict[str, Any]:
         """OpenRLHF's remote reward answer: ``rewards``, ``scores`` and ``extra_logs`` lists."""
         failed = [1.0 if bad else 0.0 for bad in self.unverified]
-        logs = {"veriscale_group_size": [float(n) for n in self.group_sizes], "veriscale_failed": failed}
+        logs = {"veriscale_group_size": [float(n) for n in self.group_sizes], "veriscale_failed": failed,
+                "veriscale_pointwise": [float(p) for p in self.pointwise]}
         for name, values in self.criterion_columns().items():
             logs[f"veriscale_{name}"] = values
+        for name, values in self.flags.items():
+            logs[f"veriscale_{name}"] = [float(v) for v in values]
         return {"rewards": self.rewards, "scores": self.rewards, "extra_logs": logs}
 
 
@@ -108,23 +127,30 @@ class BatchRewarder:
     """Rewards for a batch of (prompt, response) pairs (see the module docstring)."""
 
     def __init__(self, verifier: Verifier, *, mode: str = "group",
-                 settings: SelectionSettings = GROUP_SETTINGS, scheme: str = DEFAULT_GROUP_SCHEME) -> None:
+                 settings: SelectionSettings = GROUP_SETTINGS, scheme: str = DEFAULT_GROUP_SCHEME,
+                 length_control: str = "off") -> None:
         if mode not in MODES:
             raise UserError(f"reward {setting('mode', mode)} is unknown: use one of {', '.join(MODES)}")
         self.verifier, self.mode = verifier, mode
         self.grouper = GroupRewarder(verifier, settings, scheme=scheme)
+        self.length_control = check_length_control(length_control)
+        self.control = LengthControl() if length_control == "residual" else None
 
-    def rewards(self, prompts: Sequence[str], responses: Sequence[str | None]) -> RewardBatch:
+    def rewards(self, prompts: Sequence[str], responses: Sequence[str | None],
+                lengths: Sequence[int] | None = None) -> RewardBatch:
+        """``lengths``: each response's length for the length figures (default: its characters;
+        TRL passes completion token counts)."""
         check_pairs(prompts, responses)
         n = len(prompts)
         batch = RewardBatch([None] * n, [0] * n, [{} for _ in range(n)], scheme=self.grouper.scheme)
+        batch.lengths = list(lengths) if lengths is not None else [len(r) if isinstance(r, str) else 0 for r in responses]
         by_prompt = groups_by_prompt(list(prompts))
         for members in by_prompt:
             for i in members:
                 batch.groups[i] = members[0]  # the prompt's group, also in pointwise mode (neutral fill)
         if self.mode == "pointwise":
             self._pointwise(prompts, responses, batch)
-            return batch
+            return self._length_figures(batch)
         for members in by_prompt:
             result = self.grouper.group(prompts[members[0]], [responses[i] for i in members])
             batch.errors += [f"prompt {members[0]}: {e}" for e in result.errors]
@@ -134,6 +160,16 @@ class BatchRewarder:
                 batch.rewards[i], batch.criteria[i] = result.rewards[local], result.criteria[local]
                 batch.unverified[i] = result.rewards[local] is None
                 batch.group_sizes[i] = len(members)
+                batch.pointwise[i] = result.pointwise
+        return self._length_figures(batch)
+
+    def _length_figures(self, batch: RewardBatch) -> RewardBatch:
+        """The batch's reward–length correlation, and its rewards length-controlled when asked."""
+        if self.control is not None:
+            batch.length_corr_raw = correlation(batch.rewards, batch.lengths)
+            ranked = [g if not p else -1 - i for i, (g, p) in enumerate(zip(batch.groups, batch.pointwise))]
+            batch.rewards = self.control.adjust(batch.rewards, batch.lengths, ranked)
+        batch.length_corr = correlation(batch.rewards, batch.lengths)
         return batch
 
     def _pointwise(self, prompts: Sequence[str], responses: Sequence[str | None], batch: RewardBatch) -> None:
@@ -146,6 +182,7 @@ class BatchRewarder:
                 j = first[key]
                 batch.rewards[i], batch.criteria[i] = batch.rewards[j], dict(batch.criteria[j])
                 batch.unverified[i], batch.group_sizes[i] = batch.unverified[j], 1
+                batch.pointwise[i] = True
                 continue
             first[key] = i
             result = self.grouper.group(prompt, [response])
@@ -153,7 +190,9 @@ class BatchRewarder:
             batch.usage.add(result.usage)
             batch.rewards[i], batch.criteria[i] = result.rewards[0], result.criteria[0]
             batch.unverified[i], batch.group_sizes[i] = result.rewards[0] is None, 1
+            batch.pointwise[i] = True
 
-    async def arewards(self, prompts: Sequence[str], responses: Sequence[str | None]) -> RewardBatch:
+    async def arewards(self, prompts: Sequence[str], responses: Sequence[str | None],
+                       lengths: Sequence[int] | None = None) -> RewardBatch:
         """:meth:`rewards` without blocking the caller's loop; model calls still go through the gateway."""
-        return await asyncio.to_thread(self.rewards, prompts, responses)
+        return await asyncio.to_thread(self.rewards, prompts, responses, lengths)

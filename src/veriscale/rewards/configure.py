@@ -5,8 +5,9 @@
     verifier = reward_verifier(model="http://127.0.0.1:8000/v1#judge", criteria="general")
 
 Settings, highest first: keyword arguments, environment (``VERISCALE_REWARD_MODEL``,
-``VERISCALE_REWARD_CRITERIA``, ``VERISCALE_REWARD_MODE``, ``VERISCALE_REWARD_GROUP_SCHEME``), the
-config file's ``[rewards]`` table (``model``, ``criteria``, ``scale``, ``mode``, ``group_scheme``),
+``VERISCALE_REWARD_CRITERIA``, ``VERISCALE_REWARD_MODE``, ``VERISCALE_REWARD_GROUP_SCHEME``,
+``VERISCALE_REWARD_LENGTH_CONTROL``), the config file's ``[rewards]`` table (``model``, ``criteria``,
+``scale``, ``mode``, ``group_scheme``, ``length_control``),
 then the file's ``model`` and the defaults (embedded; ``group_scheme`` is the
 ``reward_group_scheme`` entry of :data:`veriscale.cli.settings.SPECS`, resolved by its rule). Trainers that load a reward function by module path (veRL) get their verifier this way::
 
@@ -15,6 +16,8 @@ then the file's ``model`` and the defaults (embedded; ``group_scheme`` is the
     criteria = "general"
     mode = "group"                               # or "pointwise"
     group_scheme = "sparse"                      # or "round_robin" (every pair)
+    length_control = "off"                       # or "residual" (veriscale.rewards.length)
+    answer_within = 150                          # serve-reward: answer each request within 150 s
     joint = true                                 # one call reads every criterion (default: off)
 """
 
@@ -47,6 +50,7 @@ def reward_settings(cfg: Config | None = None) -> dict[str, Any]:
         "scale": table.get("scale", "letters"),
         "mode": pick(env="VERISCALE_REWARD_MODE", file=table.get("mode"), default="group"),
         "group_scheme": resolve(cfg).reward_group_scheme,
+        "length_control": resolve(cfg).reward_length_control,
         "joint": table.get("joint"),  # None: the process default (veriscale.verify.joint.joint_default)
     }
 
@@ -65,13 +69,15 @@ def reward_verifier(model: str | None = None, *, criteria: str | None = None, sc
 
 
 def build_rewarder(verifier: Verifier | None = None, *, model: str | None = None, mode: str | None = None,
-                   criteria: str | None = None, group_scheme: str | None = None) -> BatchRewarder:
-    """A BatchRewarder on ``verifier`` (else one built from the settings), in ``mode`` and ranking groups
-    by ``group_scheme`` (else the settings')."""
+                   criteria: str | None = None, group_scheme: str | None = None,
+                   length_control: str | None = None) -> BatchRewarder:
+    """A BatchRewarder on ``verifier`` (else one built from the settings), in ``mode``, ranking groups
+    by ``group_scheme`` and controlling length by ``length_control`` (else the settings')."""
     if verifier is None:
         verifier = reward_verifier(model, criteria=criteria)
-    base = reward_settings() if mode is None or group_scheme is None else {}
-    return BatchRewarder(verifier, mode=mode or base["mode"], scheme=check_scheme(group_scheme or base["group_scheme"]))
+    base = reward_settings() if None in (mode, group_scheme, length_control) else {}
+    return BatchRewarder(verifier, mode=mode or base["mode"], scheme=check_scheme(group_scheme or base["group_scheme"]),
+                         length_control=length_control or base["length_control"])
 
 
 def default_rewarder() -> BatchRewarder:

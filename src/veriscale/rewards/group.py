@@ -40,6 +40,8 @@ from veriscale.models.context import ContextOverflow, learned_context
 from veriscale.selection.aggregate import TournamentResult
 from veriscale.selection.judge import VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection
+from veriscale.selection.prompt_fit import fit_prompt
+from veriscale.selection.rendering import Renderer
 from veriscale.selection.select import Selection, SelectionFailed, SelectionSettings, criteria_means, select
 from veriscale.selection.sparse import sparse_ranking
 from veriscale.verify.reward import Verifier
@@ -77,6 +79,7 @@ class GroupResult:
     #: each member's mean reward per criterion over its judgements ({} where it has no reward)
     criteria: list[dict[str, float | None]] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)  # what this group's judgements cost
+    pointwise: bool = False  # one completion scored alone: a pointwise value, not a ranked one
 
     def __post_init__(self) -> None:
         if not self.criteria:
@@ -112,12 +115,7 @@ class GroupRewarder:
         if not present:
             return GroupResult(rewards, errors, scheme=self.scheme)
         if len(present) == 1:
-            only = self.verifier.score(task, completions[present[0]])
-            rewards[present[0]] = only.reward
-            result = GroupResult(rewards, errors + list(only.errors), usage=only.usage, scheme=self.scheme)
-            if only.reward is not None:
-                result.criteria[present[0]] = {name: c["reward"] for name, c in only.criteria.items()}
-            return result
+            return self._alone(task, completions[present[0]], present[0], rewards, errors)
         candidates = [Candidate(id=f"completion-{i}", text=completions[i]) for i in present]
         try:
             if self.scheme == "sparse":
@@ -136,6 +134,35 @@ class GroupRewarder:
             rewards[index] = reward
             result.criteria[index] = dict(criteria[local])
         return result
+
+    def _alone(self, task: str, text: str, index: int, rewards: list[float | None], errors: list[str]) -> GroupResult:
+        """One completion scored pointwise, rendered to the judge's budget as a selection renders it
+        (a completion longer than the context keeps its head and tail); one that still overflows is
+        "not scored" (None, with the reason) rather than an exception that ends the trainer's call."""
+        try:
+            only = self._score_fitted(task, text)
+        except ContextOverflow as overflow:
+            return GroupResult(rewards, errors + [f"completion {index} not scored: {overflow}"], scheme=self.scheme,
+                               pointwise=True)
+        rewards[index] = only.reward
+        result = GroupResult(rewards, errors + list(only.errors), usage=only.usage, scheme=self.scheme, pointwise=True)
+        if only.reward is not None:
+            result.criteria[index] = {name: c["reward"] for name, c in only.criteria.items()}
+        return result
+
+    def _score_fitted(self, task: str, text: str):
+        """``verifier.score`` on the task and completion as rendered for a one-slot prompt (planned
+        again, once, for the context an overflow reply names)."""
+        for attempt in range(2):
+            fit = fit_prompt(self.verifier, Task(task), pairwise=False)
+            shown = Renderer(self.verifier.model.count_tokens).candidate(Candidate(id="completion", text=text),
+                                                                          fit.budget_tokens)
+            try:
+                return self.verifier.score(fit.task_text or task, shown)
+            except ContextOverflow as overflow:
+                if attempt or learned_context(overflow, self.verifier.model) is None:
+                    raise
+        raise AssertionError("unreachable")
 
     def _sparse(self, task: str, candidates: list[Candidate]) -> tuple[GroupResult, list[dict[str, float | None]]]:
         """The sparse scheme over the group, rendered as a selection renders it (planned once more

@@ -8,11 +8,16 @@ Bad requests get HTTP 400 (413 for a body over ``max_body_bytes``, 401 without t
 JSON ``{"error": "<one sentence>"}``. Concurrent requests are merged by prompt before they are
 rewarded (:mod:`veriscale.rewards.batching`): OpenRLHF sends one query per request, so a GRPO
 group's completions meet again here. Groups are rewarded in worker threads whose model calls
-share the verifier's gateway (cache, concurrency, budget).
+share the verifier's gateway (cache, concurrency, budget). A request whose client leaves before
+its answer (a client timeout) leaves its queries to the client's retry, which gets their result
+and joins no group twice; ``answer_within_s`` answers every request within that time. Labels may
+be any JSON value. :func:`serve` runs the app and, on SIGTERM, rewards the groups still filling
+before it exits.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 from typing import Any
@@ -25,6 +30,7 @@ from veriscale.rewards.batching import RequestBatcher
 from veriscale.rewards.service import RewardService
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20
+DISCONNECT_POLL_S = 0.25  # how often a waiting request checks that its client is still there
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -41,14 +47,18 @@ def _has_token(request: Request, token: str) -> bool:
 
 def create_reward_app(service: RewardService, *, token: str | None = None,
                       max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, group_size: int | None = None,
-                      group_wait_s: float = 30.0, window_s: float = 0.05) -> FastAPI:
-    """The FastAPI app answering ``POST /get_reward`` (and ``GET /health``)."""
+                      group_wait_s: float = 30.0, window_s: float = 0.05,
+                      answer_within_s: float | None = None) -> FastAPI:
+    """The FastAPI app answering ``POST /get_reward`` (and ``GET /health``); ``app.state.batcher``
+    is its :class:`RequestBatcher` (``answer_within_s``: answer every request within that time)."""
     app = FastAPI(title="veriscale reward server")
-    batcher = RequestBatcher(service, group_size=group_size, group_wait_s=group_wait_s, window_s=window_s)
+    batcher = RequestBatcher(service, group_size=group_size, group_wait_s=group_wait_s, window_s=window_s,
+                             answer_within_s=answer_within_s)
+    app.state.batcher = batcher
 
     @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "filling": batcher.filling}  # queries waiting for their group to fill
 
     @app.post("/get_reward")
     async def get_reward(request: Request) -> JSONResponse:
@@ -70,9 +80,40 @@ def create_reward_app(service: RewardService, *, token: str | None = None,
             return _error(400, "the body has no 'prompts': send the prompt of each query")
         try:
             labels = data.get("labels") or None  # OpenRLHF sends [] or null when there are none
-            batch = await batcher.submit(data["query"], data["prompts"], labels)
+            ticket = batcher.join(data["query"], data["prompts"], labels)
+        except UserError as exc:
+            return _error(400, str(exc))
+        answer = asyncio.ensure_future(batcher.answer(ticket))
+        while not answer.done():  # a client that leaves (its timeout) leaves its queries to its retry
+            await asyncio.wait({answer}, timeout=DISCONNECT_POLL_S)
+            if not answer.done() and await request.is_disconnected():
+                batcher.release(ticket)
+                answer.cancel()
+                return _error(499, "the client left before its rewards were ready: its retry gets them")
+        try:
+            batch = answer.result()
         except UserError as exc:
             return _error(400, str(exc))
         return JSONResponse(batch.to_openrlhf())
 
     return app
+
+
+def serve(app: FastAPI, *, host: str, port: int) -> None:
+    """Run ``app`` on uvicorn until SIGINT/SIGTERM. The first signal rewards the groups still filling
+    (their waiting requests get answers, flagged ``partial_group``) before uvicorn's graceful
+    shutdown waits for those requests; a second one exits at once, as uvicorn does."""
+    import uvicorn
+
+    class RewardServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            loop = getattr(self, "_veriscale_loop", None)
+            if loop is not None and not self.should_exit:
+                loop.call_soon_threadsafe(app.state.batcher.flush_all)
+            super().handle_exit(sig, frame)
+
+        async def serve(self, sockets: Any = None) -> None:
+            self._veriscale_loop = asyncio.get_running_loop()
+            await super().serve(sockets)
+
+    RewardServer(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()

@@ -13,6 +13,7 @@ are rewarded against each other (:mod:`veriscale.rewards.batch`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,7 +52,7 @@ class RewardService:
         tasks = list(prompts)
         if labels is not None:
             check_labels(labels, len(queries))
-            tasks = [with_reference(t, label) for t, label in zip(tasks, labels)]
+            tasks = [with_reference(t, label_key(label)) for t, label in zip(tasks, labels)]
         batch = self.rewarder.rewards(tasks, responses)
         return batch.neutral_filled() if self.on_failure == "neutral" else batch
 
@@ -69,11 +70,17 @@ def check_batch(queries: Any, prompts: Any) -> None:
 
 
 def check_labels(labels: Any, n: int) -> None:
-    """UserError when ``labels`` is given but is not one string (or null) per query."""
+    """UserError when ``labels`` is given but is not one label per query. A label is any JSON
+    value: OpenRLHF sends the dataset's label column as it is (``[3]``, ``{"answer": 3}``, ``"3"``)."""
     if not isinstance(labels, list):
-        raise UserError(f"'labels' must be a list of strings, not {type(labels).__name__}")
+        raise UserError(f"'labels' must be a list with one label per query, not {type(labels).__name__}")
     if len(labels) != n:
         raise UserError(f"'labels' has {len(labels)} items but 'query' has {n}: give one label per query or none")
-    bad = next((i for i, item in enumerate(labels) if item is not None and not isinstance(item, str)), None)
-    if bad is not None:
-        raise UserError(f"'labels[{bad}]' is {type(labels[bad]).__name__}, not a string")
+
+
+def label_key(label: Any) -> str | None:
+    """A label as the text it groups by: a string as it is, any other JSON value as canonical JSON
+    (sorted keys, compact), so ``{"b": 1, "a": [3]}`` and ``{"a": [3], "b": 1}`` are one group."""
+    if label is None or isinstance(label, str):
+        return label
+    return json.dumps(label, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -14,9 +14,13 @@ of identical prompts in one call are one GRPO group and are ranked against each 
 (``mode="group"``); ``mode="pointwise"`` scores each alone.
 
 Per-criterion scores go to ``log_extra`` (columns ``veriscale_<criterion>``, with
-``veriscale_group_size`` and ``veriscale_group_scheme``) and the cost to ``log_metric``
+``veriscale_group_size``, ``veriscale_group_scheme`` and ``veriscale_pointwise``: True where a value was
+scored alone, on another scale than a ranked group's) and the cost to ``log_metric``
 (``veriscale/model_calls``, ``veriscale/cache_hits``, ``veriscale/prompt_tokens``,
-``veriscale/failed``, ``veriscale/comparisons``). :class:`AsyncTRLReward` is the same reward as an ``async`` callable:
+``veriscale/failed``, ``veriscale/comparisons``, ``veriscale/pointwise``), with the step's reward–length
+correlation (``veriscale/reward_length_corr``, over completion token counts; :mod:`veriscale.rewards.length`,
+``length_control="residual"`` for the length-controlled reward). A completion longer than the judge's
+context is rendered to its budget (head and tail kept); one that still cannot fit gets None, alone. :class:`AsyncTRLReward` is the same reward as an ``async`` callable:
 TRL runs async reward functions concurrently with each other on its own event loop.
 """
 
@@ -39,10 +43,11 @@ class TRLReward:
 
     def __init__(self, verifier: Verifier | None = None, *, model: str | None = None, mode: str | None = None,
                  criteria: str | None = None, reference_column: str | None = None,
-                 name: str = "veriscale") -> None:
+                 name: str = "veriscale", length_control: str | None = None) -> None:
         from veriscale.rewards.configure import build_rewarder
 
-        self.rewarder = build_rewarder(verifier, model=model, mode=mode, criteria=criteria)
+        self.rewarder = build_rewarder(verifier, model=model, mode=mode, criteria=criteria,
+                                       length_control=length_control)
         self.reference_column = reference_column
         self.__name__ = name  # TRL logs the reward under its callable's name
 
@@ -63,7 +68,7 @@ class TRLReward:
     def reward(self, prompts: Any, completions: Any, **kwargs: Any) -> RewardBatch:
         """The whole :class:`RewardBatch` (rewards, per-criterion scores, cost) for one call."""
         tasks, responses = self.inputs(prompts, completions, _columns(kwargs))
-        return self.rewarder.rewards(tasks, responses)
+        return self.rewarder.rewards(tasks, responses, _lengths(kwargs.get("completion_ids"), responses))
 
     def __call__(self, prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
         batch = self.reward(prompts, completions, **kwargs)
@@ -76,9 +81,19 @@ class AsyncTRLReward(TRLReward):
 
     async def __call__(self, prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:  # type: ignore[override]
         tasks, responses = self.inputs(prompts, completions, _columns(kwargs))
-        batch = await self.rewarder.arewards(tasks, responses)
+        batch = await self.rewarder.arewards(tasks, responses, _lengths(kwargs.get("completion_ids"), responses))
         log(batch, kwargs.get("log_extra"), kwargs.get("log_metric"))
         return batch.rewards
+
+
+def _lengths(completion_ids: Any, responses: Sequence[str | None]) -> list[int] | None:
+    """Each completion's token count from TRL's ``completion_ids`` (None: count characters)."""
+    if not isinstance(completion_ids, (list, tuple)) or len(completion_ids) != len(responses):
+        return None
+    try:
+        return [len(ids) for ids in completion_ids]
+    except TypeError:
+        return None
 
 
 def _columns(kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -93,6 +108,7 @@ def log(batch: RewardBatch, log_extra: Callable[[str, Sequence[Any]], None] | No
             log_extra(f"veriscale_{name}", values)
         log_extra("veriscale_group_size", batch.group_sizes)
         log_extra("veriscale_group_scheme", [batch.scheme] * len(batch.rewards))
+        log_extra("veriscale_pointwise", batch.pointwise)  # scored alone: another scale than a ranked group
     if log_metric is not None:
         for name, value in batch.metrics().items():
             log_metric(f"veriscale/{name}", value)

@@ -32,7 +32,10 @@ that key is the task the judge reads (a string or chat messages); a row without 
 UserError. ``ground_truth`` is shown to the judge as the reference answer.
 
 Each dict is ``{"score": ..., "veriscale_failed": 0.0|1.0, "veriscale_group_size": n,
-"veriscale_<criterion>": ...}`` with the same keys for every response (veRL collects the extra
+"veriscale_pointwise": 0.0|1.0, "veriscale_reward_length_corr": r, "veriscale_<criterion>": ...}``
+(``pointwise``: scored alone, a value on another scale than a ranked group's; ``reward_length_corr``:
+the reward–length correlation over this process's last 512 responses, 0.0 until defined,
+:mod:`veriscale.rewards.length`) with the same keys for every response (veRL collects the extra
 keys of its first sample for all). A criterion that was not scored reads NaN.
 
 A failed verification, or an empty response, has no score. veRL cannot take None (its reward
@@ -62,6 +65,7 @@ from typing import Any
 
 from veriscale.errors import UserError, VeriscaleError
 from veriscale.rewards.batch import BatchRewarder, RewardBatch
+from veriscale.rewards.length import LengthMonitor
 from veriscale.rewards.texts import prompt_text, with_reference
 from veriscale.verify.reward import Verifier
 
@@ -143,6 +147,7 @@ class VerlScorer:
     def __init__(self, rewarder: BatchRewarder | Verifier) -> None:
         self.rewarder = rewarder if isinstance(rewarder, BatchRewarder) else BatchRewarder(rewarder)
         self.criteria = [c.name for c in self.rewarder.verifier.criteria.items]
+        self.lengths = LengthMonitor()  # the reward–length correlation over this process's last responses
 
     def compute_score(self, data_source: Any = None, solution_str: Any = None, ground_truth: Any = None,
                       extra_info: Any = None, **kwargs: Any) -> dict[str, float]:
@@ -181,10 +186,14 @@ class VerlScorer:
                                      "V1 trainer leaves the rollout out, or set custom_reward_function."
                                      "reward_kwargs.on_failure=neutral to give it a neutral score")
         neutral = batch.neutral_filled().rewards
+        self.lengths.add(batch.rewards, batch.lengths)
+        corr = self.lengths.correlation()
         results = []
         for i, reward in enumerate(batch.rewards):
             row = {"score": neutral[i] if reward is None else float(reward), "veriscale_failed": float(reward is None),
-                   "veriscale_group_size": float(batch.group_sizes[i])}
+                   "veriscale_group_size": float(batch.group_sizes[i]),
+                   "veriscale_pointwise": float(batch.pointwise[i]),
+                   "veriscale_reward_length_corr": 0.0 if corr is None else corr}
             for name in self.criteria:
                 value = batch.criteria[i].get(name)
                 row[f"veriscale_{name}"] = math.nan if value is None else float(value)
