@@ -14,34 +14,12 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import chromium, new_page
+from tests.server.test_dashboard_browser import _open, browser, page  # noqa: F401  (fixtures)
 from tests.support.dashboard import dashboard
 from tests.support.scripted_model import ScriptedScoreModel
 
-READY = "body[data-ready='1']"
 PAYLOAD = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
 LONG = "merge-diff-arc-agi-task__attempt-with-a-rather-long-identifier-" + "x" * 40 + "-tail-ZQ9"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture()
-def page(browser):
-    with new_page(browser) as p:
-        p.set_default_timeout(20_000)
-        expect.set_options(timeout=20_000)
-        yield p
-        assert not [e for e in p.errors if "__pwned" not in e], f"the page logged errors: {p.errors}"
-
-
-def _open(page, url: str) -> None:
-    page.evaluate("document.body && (document.body.dataset.ready = '0')")
-    page.goto(url)
-    page.wait_for_selector(READY)
 
 
 class ProbedScriptedModel(ScriptedScoreModel):
