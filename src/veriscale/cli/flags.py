@@ -87,6 +87,8 @@ FLAG_FOR: dict[str, str] = {
     "handback_max_depth": "--handback-max-depth",
     "joint": "--joint",
     "proxy_schedule": "--proxy-schedule",  # the proxy's pick (veriscale.proxy.pick)
+    "reward_length_control": "--length-control",  # serve-reward (veriscale.rewards.length)
+    "reward_answer_within": "--answer-within",  # serve-reward (veriscale.rewards.batching)
     "proxy_aliases": "--proxy-aliases",  # the proxy's model names (veriscale.proxy.settings)
 }
 

@@ -183,7 +183,7 @@ def call_view(store: Store, key: str) -> dict[str, Any]:
     """One model call as the judgement panel shows it."""
     call = store.call(key)
     if call is None:
-        raise NotFound(f"there is no call {key[:16]}… in the store")
+        raise NotFound(f"there is no call {key[:16]!r}… in the store")  # repr: a key is the client's text
     request, response = call["request"] or {}, call["response"] or {}
     return {
         "key": call["key"], "kind": call["kind"], "model": call["model"], "status": call["status"],
