@@ -17,10 +17,11 @@ import httpx
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def dev_pairs(n: int, max_chars: int = 3000) -> list[dict]:
-    """The first n LLMBar/MT-Bench dev pairs whose texts are short enough for the small model."""
+def dev_pairs(n: int, max_chars: int = 3000, path: Path | None = None) -> list[dict]:
+    """The first n LLMBar/MT-Bench dev pairs whose texts are short enough for the small model
+    (from ``path``, default the shared dev data)."""
     rows = []
-    with open(DATA / "pairwise_dev.jsonl") as f:
+    with open(path or DATA / "pairwise_dev.jsonl") as f:
         for line in f:
             r = json.loads(line)
             if len(r["instruction"]) + len(r["output_1"]) + len(r["output_2"]) <= max_chars:
@@ -63,7 +64,7 @@ EVAL_LINE = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
 def start_verbose_server(log: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     """A ``llama_cpp.server`` of the embedded GGUF whose verbose log (the tokens each request
     really evaluated) goes to ``log``; returns the process and its /v1 URL."""
-    from veriscale.models.embedded import default_gguf_path
+    from veriscale.models.embedded_files import default_gguf_path
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

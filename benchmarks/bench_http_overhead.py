@@ -20,7 +20,7 @@ import httpx
 from _common import dev_pairs, llama_server
 
 from veriscale.engine.store import Store
-from veriscale.models.embedded import default_gguf_path
+from veriscale.models.embedded_files import default_gguf_path
 from veriscale.models.uri import load_backend
 from veriscale.verify.reward import Verifier
 

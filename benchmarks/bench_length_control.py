@@ -20,7 +20,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common
 
+from _common import dev_pairs  # noqa: E402
 from veriscale.models.uri import load_backend  # noqa: E402
 from veriscale.rewards.group import GroupRewarder  # noqa: E402
 from veriscale.rewards.length import DEFAULT_WINDOW, LengthControl, correlation  # noqa: E402
@@ -29,18 +31,6 @@ from veriscale.verify.reward import Verifier  # noqa: E402
 
 DATA_CANDIDATES = [REPO.parent / "shared" / "data" / "pairwise_dev.jsonl",
                    REPO.parents[1] / "shared" / "data" / "pairwise_dev.jsonl"]
-
-
-def pairs(path: Path, n: int, max_chars: int) -> list[dict]:
-    rows = []
-    with path.open() as f:
-        for line in f:
-            r = json.loads(line)
-            if len(r["instruction"]) + len(r["output_1"]) + len(r["output_2"]) <= max_chars:
-                rows.append(r)
-            if len(rows) == n:
-                break
-    return rows
 
 
 def accuracy(rewards: list, labels: list[int]) -> float:
@@ -62,7 +52,7 @@ def main() -> None:
     criteria = load_criteria("general") if args.criteria == "general" else load_criteria("general").only([args.criteria])
     verifier = Verifier(load_backend(args.model), scale="letters:5", criteria=criteria)
     rewarder = GroupRewarder(verifier)
-    rows = pairs(args.data, args.pairs, args.max_chars)
+    rows = dev_pairs(args.pairs, args.max_chars, args.data)
     rewards, lengths, groups, labels = [], [], [], []
     start = time.monotonic()
     for i, row in enumerate(rows):

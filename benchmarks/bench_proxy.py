@@ -571,7 +571,7 @@ def main() -> None:
         else:
             from _common import llama_server
 
-            from veriscale.models.embedded import default_gguf_path
+            from veriscale.models.embedded_files import default_gguf_path
 
             with llama_server(str(default_gguf_path())) as llama_url:
                 done("verify", part_verify(tmp, client, args, llama_url))

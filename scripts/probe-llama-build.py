@@ -7,7 +7,7 @@ script runs this in a child process and rebuilds llama-cpp-python portably when 
 
 from llama_cpp import Llama
 
-from veriscale.models.embedded import default_gguf_path
+from veriscale.models.embedded_files import default_gguf_path
 
 llm = Llama(model_path=str(default_gguf_path()), n_ctx=64, n_batch=32, verbose=False)
 llm.eval(llm.tokenize(b"Grade: A"))

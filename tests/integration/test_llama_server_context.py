@@ -34,7 +34,7 @@ def embedded_tokenizer():
     """The tokenizer of the GGUF the server serves (vocab only, no weights)."""
     from llama_cpp import Llama
 
-    from veriscale.models.embedded import default_gguf_path
+    from veriscale.models.embedded_files import default_gguf_path
 
     llm = Llama(model_path=str(default_gguf_path()), vocab_only=True, verbose=False)
     yield lambda text: len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))

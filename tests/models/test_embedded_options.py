@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from veriscale.cli import app
 from veriscale.errors import UserError
 from veriscale import runtime
-from veriscale.models.embedded import EmbeddedModel, all_cores
+from veriscale.models.embedded import EmbeddedModel
+from veriscale.models.embedded_files import all_cores
 from veriscale.models.uri import load_backend
 
 pytestmark = pytest.mark.embedded
@@ -76,7 +77,7 @@ def test_bad_embedded_options_say_what_to_write(uri, needle):
 
 
 def test_the_gguf_hash_is_kept_for_the_next_process(embedded_model, tmp_path, monkeypatch):
-    from veriscale.models import embedded
+    from veriscale.models import embedded_files as embedded
 
     monkeypatch.setenv("VERISCALE_CACHE_DIR", str(tmp_path))
     embedded.file_sha256.cache_clear()

@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 
 def start_llama_server(*extra_args: str, timeout_s: float = 120, n_ctx: int = 8192) -> tuple[subprocess.Popen, str]:
-    from veriscale.models.embedded import default_gguf_path
+    from veriscale.models.embedded_files import default_gguf_path
 
     port = _free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()), "--n_ctx", str(n_ctx),

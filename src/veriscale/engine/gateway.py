@@ -44,23 +44,22 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 from veriscale.engine.backend_calls import afingerprint, call_backend
 from veriscale.engine.claims import LEASE_S, CallClaims
+from veriscale.engine.composite_steps import CompositeSteps
 from veriscale.engine.planned import CallOutcome, PlannedCall, Progress
-from veriscale.engine.replies import cannot_grade, deterministic, score_reply_problem
-from veriscale.engine.routing import Endpoint, EndpointPool, endpoint_limits
+from veriscale.engine.replies import usable_reply
+from veriscale.engine.routing import Endpoint, EndpointPool
 from veriscale.engine.run_scope import current_run_id
-from veriscale.engine.store import Store, call_key
+from veriscale.engine.store import CHAT_KEY_VERSION, Store, call_key
 from veriscale.engine.usage import CallTokens, Estimate, Usage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting, worded
 from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 from veriscale.models import weights
 
-#: Version of the chat-call cache key (messages, tools, parameters, seed).
-CHAT_KEY_VERSION = "chat-v1"
 
 
 def _first_error(group: BaseExceptionGroup) -> BaseException:
@@ -73,29 +72,11 @@ def _first_error(group: BaseExceptionGroup) -> BaseException:
     return group.exceptions[0]
 
 
-class SubCalls:
-    """What a composite backend (two-stage) gets to make its steps as gateway calls::
-
-        async def ascore_with(self, request, calls):
-            analysis = await calls.chat(self.reasoner, messages, max_tokens=256)
-            return await calls.score(self.scorer, scorer_request)
-    """
-
-    def __init__(self, gateway: "Gateway") -> None:
-        self._gateway = gateway
-
-    async def chat(self, backend: ModelBackend, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
-        return await self._gateway.sub_chat(backend, messages, **kwargs)
-
-    async def score(self, backend: ModelBackend, request: ScoreRequest, **kwargs: Any) -> ScoreResponse:
-        return await self._gateway.sub_score(backend, request, **kwargs)
-
-
 def _prompt_text(request: ScoreRequest) -> str:
     return "\n".join(m.content for m in request.messages) + request.prefill
 
 
-class Gateway:
+class Gateway(CompositeSteps):
     """Model calls of one job (one model pool, one store, one budget, one run)."""
 
     def __init__(self, model: ModelBackend | EndpointPool | Sequence[ModelBackend], store: Store | None, *,
@@ -238,34 +219,12 @@ class Gateway:
             return 0
         return await asyncio.to_thread(endpoint.backend.count_tokens, text)
 
-    def _sub_endpoint(self, backend: ModelBackend) -> Endpoint:
-        return Endpoint(backend, endpoint_limits(backend, concurrency=self.concurrency))
-
-    async def _valid_score(self, backend: ModelBackend, request: ScoreRequest,
-                           send: Callable[[ModelBackend], Awaitable[ScoreResponse]]) -> tuple[ScoreResponse, str | None]:
-        """A reply and, when it cannot grade, why; a deterministic off-format reply is asked once more."""
-        resp = await send(backend)
-        problem = score_reply_problem(resp)
-        if problem is None or not deterministic(request):
-            return resp, problem
-        variant = getattr(backend, "retry_variant", None)
-        wider = variant() if callable(variant) else None
-        if wider is None or (self.max_calls is not None and self._spent >= self.max_calls):
-            return resp, cannot_grade(problem)
-        how = f"with top_logprobs={wider.top_logprobs}" if hasattr(wider, "top_logprobs") else "another way"
+    def _another_call(self) -> bool:
+        """Count one more call (an off-format reply asked again) when the budget allows it."""
+        if self.max_calls is not None and self._spent >= self.max_calls:
+            return False
         self._spend()
-        try:
-            again = await send(wider)
-        except ModelCallError as exc:
-            return resp, cannot_grade(problem, f"{how} (that call failed: {exc})")
-        both_cached = None if None in (again.cached_prompt_tokens, resp.cached_prompt_tokens) else \
-            again.cached_prompt_tokens + resp.cached_prompt_tokens  # type: ignore[operator]
-        again = replace(again, prompt_tokens=again.prompt_tokens + resp.prompt_tokens,
-                        prompt_tokens_total=again.prompt_tokens_total + resp.prompt_tokens_total,
-                        cached_prompt_tokens=both_cached,
-                        completion_tokens=again.completion_tokens + resp.completion_tokens)
-        later = score_reply_problem(again)
-        return again, (cannot_grade(later, how) if later else None)
+        return True
 
     def _record(self, key: str, request: dict[str, Any], *, kind: str, response: dict[str, Any] | None,
                 error: str | None, latency_s: float | None, tokens: CallTokens | None = None,
@@ -371,33 +330,6 @@ class Gateway:
             raise ModelCallError(problem)
         return reply
 
-    async def sub_chat(self, backend: ModelBackend, messages: list[dict[str, Any]], *, max_tokens: int = 512,
-                       temperature: float = 0.0, label: str | None = None) -> ChatResponse:
-        """A composite backend's chat step: cached under that backend's own fingerprint, recorded, linked."""
-        request = {"messages": messages, "tools": [], "max_tokens": max_tokens, "temperature": temperature, "seed": None}
-        fingerprint = await afingerprint(backend)
-        endpoint = self._sub_endpoint(backend)
-
-        async def make() -> tuple[ChatResponse, None]:
-            async with endpoint.slot():
-                return await call_backend(backend, "chat", messages, max_tokens=max_tokens, temperature=temperature), None
-
-        return await self._once(call_key(fingerprint, CHAT_KEY_VERSION, request), request, kind="chat",
-                                owner=backend, fingerprint=fingerprint, label=label, make=make)
-
-    async def sub_score(self, backend: ModelBackend, request: ScoreRequest, *, label: str | None = None) -> ScoreResponse:
-        """A composite backend's scoring step: cached under that backend's fingerprint, validated, recorded, linked."""
-        fingerprint = await afingerprint(backend)
-        endpoint = self._sub_endpoint(backend)
-
-        async def send(which: ModelBackend) -> ScoreResponse:
-            async with endpoint.slot():
-                return await call_backend(which, "score", request)
-
-        return await self._once(call_key(fingerprint, self.prompt_version, request.to_dict()), request.to_dict(),
-                                kind="score", owner=backend, fingerprint=fingerprint, label=label,
-                                make=lambda: self._valid_score(backend, request, send))
-
     # -- score calls -------------------------------------------------------------------------
     async def _score_call(self, call: PlannedCall) -> tuple[ScoreResponse | None, str | None, bool]:
         """One planned call not found in the store: ``(reply, error, answered_by_another_process)``.
@@ -418,9 +350,10 @@ class Gateway:
                     if composite is not None:
                         make = lambda: self._composite(backend, composite, call.request)  # noqa: E731
                     else:
-                        make = lambda: self._valid_score(  # noqa: E731
+                        make = lambda: usable_reply(  # noqa: E731
                             backend, call.request,
-                            lambda which: self._bounded(which, call_backend(which, "score", call.request)))
+                            lambda which: self._bounded(which, call_backend(which, "score", call.request)),
+                            another_call=self._another_call)
                     resp, error = await self._claimed_call(
                         call.key, call.request.to_dict(), kind="score", owner=owner, make=make, model=None,
                         fingerprint=None, label=None, run_id=None, counted=composite is None,
@@ -429,11 +362,6 @@ class Gateway:
             fresh = True
             if state == "held":
                 await self.claims.wait_unclaimed(call.key)
-
-    async def _composite(self, backend: ModelBackend, composite: Any, request: ScoreRequest
-                         ) -> tuple[ScoreResponse, str | None]:
-        resp = await self._bounded(backend, composite(request, SubCalls(self)))
-        return resp, score_reply_problem(resp)
 
     async def run(self, calls: Sequence[PlannedCall], progress: Progress | None = None) -> list[CallOutcome]:
         """Answer every call (cache first), in order; raises BudgetExceeded before spending, and the

@@ -2,6 +2,7 @@
 
     problem = score_reply_problem(resp)     # None, or why the reply cannot grade (a sentence part)
     if problem: ...                         # the gateway records the call as failed with it
+    resp, problem = await usable_reply(backend, request, send, another_call=lambda: True)  # may ask twice
 
 A reply that fails this is a failed call, never an ok one: a rerun asks again. At temperature
 0 the gateway asks once more in the same run (the backend's ``retry_variant()``, e.g. more
@@ -15,7 +16,11 @@ numbers are a problem here.
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
 
+from veriscale.errors import ModelCallError
 from veriscale.models.base import ScoreRequest, ScoreResponse
 
 NO_LABEL_MASS = "no probability on any score label (the model answered off-format)"
@@ -45,6 +50,34 @@ def cannot_grade(problem: str, retried: str | None = None) -> str:
     """The failure of a deterministic call whose reply stayed off-format (``retried``: how it was asked again)."""
     again = f", also when asked again {retried}" if retried else ""
     return f"the judge cannot grade this: {problem}{again}"
+
+
+async def usable_reply(backend: Any, request: ScoreRequest, send: Callable[[Any], Awaitable[ScoreResponse]], *,
+                       another_call: Callable[[], bool]) -> tuple[ScoreResponse, str | None]:
+    """``send(backend)``'s reply and, when it cannot grade, why. A deterministic off-format reply is
+    asked once more (``backend.retry_variant()``) if ``another_call()`` lets it spend one more call;
+    the second reply carries the cost of both."""
+    resp = await send(backend)
+    problem = score_reply_problem(resp)
+    if problem is None or not deterministic(request):
+        return resp, problem
+    variant = getattr(backend, "retry_variant", None)
+    wider = variant() if callable(variant) else None
+    if wider is None or not another_call():
+        return resp, cannot_grade(problem)
+    how = f"with top_logprobs={wider.top_logprobs}" if hasattr(wider, "top_logprobs") else "another way"
+    try:
+        again = await send(wider)
+    except ModelCallError as exc:
+        return resp, cannot_grade(problem, f"{how} (that call failed: {exc})")
+    both_cached = None if None in (again.cached_prompt_tokens, resp.cached_prompt_tokens) else \
+        again.cached_prompt_tokens + resp.cached_prompt_tokens  # type: ignore[operator]
+    again = replace(again, prompt_tokens=again.prompt_tokens + resp.prompt_tokens,
+                    prompt_tokens_total=again.prompt_tokens_total + resp.prompt_tokens_total,
+                    cached_prompt_tokens=both_cached,
+                    completion_tokens=again.completion_tokens + resp.completion_tokens)
+    later = score_reply_problem(again)
+    return again, (cannot_grade(later, how) if later else None)
 
 
 def _mass_ok(mass: object) -> bool:

@@ -56,6 +56,10 @@ def default_store_path() -> Path:
     return Path(platformdirs.user_data_dir("veriscale")) / "store.sqlite3"
 
 
+#: Version of the chat-call cache key (messages, tools, parameters, seed).
+CHAT_KEY_VERSION = "chat-v1"
+
+
 def call_key(fingerprint: str, prompt_version: str, request: dict[str, Any]) -> str:
     """Stable hash of everything that determines a model call's answer."""
     blob = json.dumps([fingerprint, prompt_version, request], sort_keys=True, ensure_ascii=False)

