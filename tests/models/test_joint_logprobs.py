@@ -75,3 +75,33 @@ def test_the_joint_grammar_writes_every_later_header_as_a_literal():
     g = joint_gbnf(['Say "x":', '\nBack\\slash:'], ("1", "2"))
     assert g == 'root ::= " "? label "\\nBack\\\\slash:" " "? label\nlabel ::= "1" | "2"\n'
     assert joint_gbnf(['Say "x":'], ("1",), first_header=True).startswith('root ::= "Say \\"x\\":" " "? label')
+
+
+def test_a_joint_reply_counts_its_cost_as_a_one_slot_reply_does():
+    """Sent, processed and cached prompt tokens come from the server's usage the same way (they
+    were read raw before: a cached prefix read as processed and the cache count was lost)."""
+    import asyncio
+
+    from veriscale.models.base import Message, ScoreRequest
+    from veriscale.models.openai_compat import OpenAICompatModel
+
+    tokens = [" ", "7", "\n", "B", ":", " ", "3"]
+    payload = legacy_payload(tokens)
+    payload["usage"] = {"prompt_tokens": 100, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 60}}
+    model = OpenAICompatModel("http://127.0.0.1:9/v1", model="m", template="chatml")
+    request = ScoreRequest(messages=(Message("user", "grade it"),), prefill="A:", labels=("3", "7"), joint=("\nB:",))
+
+    async def post(path, body):  # the server's reply, scripted
+        assert path == "/completions" and body["max_tokens"] > 0
+        return payload
+
+    async def ident(_post):
+        return "m"
+
+    model._ident = ident
+    try:
+        resp = asyncio.run(model._score_joint(request, post))
+    finally:
+        model.close()
+    assert [s["written"] for s in resp.slots] == ["7", "3"]
+    assert (resp.prompt_tokens_total, resp.cached_prompt_tokens, resp.prompt_tokens) == (100, 60, 40)

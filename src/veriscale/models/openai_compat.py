@@ -306,11 +306,12 @@ class OpenAICompatModel(HttpTransport):
             probs, mass, unseen = label_distribution(top, request.labels)
             slots.append(slot_entry(probs, mass, unseen, written,
                                     None if mass > 0 else f"the joint reply wrote {written!r} there, not a score label"))
-        usage = data.get("usage") or {}
+        usage = reply_usage(data)  # the same honest cost as a one-slot reply: sent, processed, cached
         return ScoreResponse(
             label_probs=slots[0]["label_probs"], label_mass=slots[0]["label_mass"], unseen_mass=slots[0]["unseen_mass"],
-            prompt_tokens=int(usage.get("prompt_tokens", 0)), prompt_tokens_total=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)), latency_s=time.perf_counter() - start,
+            prompt_tokens=usage.prompt_tokens if usage.processed is None else usage.processed,
+            prompt_tokens_total=usage.prompt_tokens, cached_prompt_tokens=usage.cached_prompt_tokens,
+            completion_tokens=usage.completion_tokens, latency_s=time.perf_counter() - start,
             system_fingerprint=str(data.get("system_fingerprint") or ""), slots=slots)
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
