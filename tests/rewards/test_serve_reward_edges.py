@@ -25,7 +25,7 @@ import pytest
 from tests.rewards.test_group_and_shaping import GradedModel
 from tests.rewards.test_openrlhf_client import PROMPT, ScriptedEngine, rollouts
 from tests.support.served_app import served
-from tests.support.serve_process import free_port
+from tests.support.serve_process import free_port, wait_up
 from tests.support.tiny_policy import byte_tokenizer
 from veriscale.rewards import BatchRewarder
 from veriscale.rewards.server import create_reward_app
@@ -156,19 +156,13 @@ def test_sigterm_answers_the_requests_waiting_for_their_group_then_exits(tmp_pat
                                 stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + GUARD_S
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(base + "/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        wait_up(base, proc, log, GUARD_S, health="/health")
         replies: list = []
         body = {"query": [PROMPT + " 391"], "prompts": [PROMPT], "labels": ["391"]}
         asker = threading.Thread(target=lambda: replies.append(httpx.post(base + "/get_reward", json=body,
                                                                          timeout=GUARD_S)))
         asker.start()
+        deadline = time.monotonic() + GUARD_S
         while time.monotonic() < deadline and httpx.get(base + "/health").json()["filling"] < 1:
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)

@@ -21,13 +21,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_up(url: str, proc: subprocess.Popen, log: Path, seconds: float = 120) -> None:
-    """Return once ``url``'s health route answers; fail with the server's log if it dies or never does."""
+def wait_up(url: str, proc: subprocess.Popen, log: Path, seconds: float = 120, health: str = "/api/health") -> None:
+    """Return once ``url``'s health route answers (``serve-reward``'s is ``/health``); fail with the
+    server's log if it dies or never does."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()
         try:
-            if httpx.get(url + "/api/health").status_code == 200:
+            if httpx.get(url + health).status_code == 200:
                 return
         except httpx.HTTPError:
             time.sleep(0.2)
