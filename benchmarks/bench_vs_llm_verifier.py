@@ -3,9 +3,13 @@
 One command, from a fresh clone (the first run builds the benchmark's own virtualenv,
 ``.bench-venv/``, with ``llm-verifier==0.3.0`` from PyPI; veriscale never depends on it)::
 
-    python benchmarks/bench_vs_llm_verifier.py
-    python benchmarks/bench_vs_llm_verifier.py --veriscale-args "--joint"   # pass flags to veriscale select
+    python benchmarks/bench_vs_llm_verifier.py                  # veriscale separate and --joint, then llm-verifier
+    python benchmarks/bench_vs_llm_verifier.py --veriscale-args "" --veriscale-args "--joint ?grammar=on"
     python benchmarks/bench_vs_llm_verifier.py --json out.json
+
+Each ``--veriscale-args`` is one veriscale row (flags for ``veriscale select``; a word starting
+with ``?`` is a model-URI option, e.g. ``?grammar=on``); every row and llm-verifier run on the
+same server in one run, so the ratios compare like with like.
 
 Both tools judge the same held Terminal-Bench 2.1 pool with disagreement (five real trials of
 ``merge-diff-arc-agi-task``, three passing, from ../shared/data; a copy is
@@ -108,7 +112,10 @@ def agent_criteria() -> list[dict]:
 
 
 def run_veriscale(url: str, store: Path, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "veriscale", "select", str(POOL), "--model", url + "?context=8192#smollm2", "--scale", "letters:20",
+    options = "".join("&" + word[1:] for word in extra if word.startswith("?"))
+    extra = [word for word in extra if not word.startswith("?")]
+    cmd = [sys.executable, "-m", "veriscale", "select", str(POOL), "--model", url + f"?context=8192{options}#smollm2",
+           "--scale", "letters:20",
            "--repeats", "1", "--criteria", "agent", "--pivots", "2", "--json", "--store", str(store), *extra]
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
@@ -136,12 +143,15 @@ def run_llm_verifier(python: Path, url: str, trace_chars: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--veriscale-args", default="", help='flags passed to veriscale select, e.g. "--joint"')
+    ap.add_argument("--veriscale-args", action="append",
+                    help='one veriscale row: flags for veriscale select, e.g. "--joint" (repeatable; '
+                         'default: one row separate, one --joint)')
     ap.add_argument("--budget-tokens", type=int, default=256,
                     help="what each tool reads of a candidate: veriscale's --budget-tokens, and llm-verifier's trace "
                          "cut to 4 characters a token (head + tail); 256 is veriscale's embedded default")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = ap.parse_args()
+    variants = args.veriscale_args if args.veriscale_args is not None else ["", "--joint"]
     python = ensure_venv()
     rewards = [json.loads(line)["reward"] for line in POOL.read_text().splitlines() if line.strip()]
     names = [json.loads(line)["trial_name"] for line in POOL.read_text().splitlines() if line.strip()]
@@ -150,9 +160,16 @@ def main() -> None:
         proc, url = start_verbose_server(log)
         try:
             _, _, offset = processed_since(log, 0)
-            vs = run_veriscale(url, Path(tmp) / "store.sqlite3",
-                               ["--budget-tokens", str(args.budget_tokens), *shlex.split(args.veriscale_args)])
-            vs["processed_tokens"], vs["evaluating_requests"], offset = processed_since(log, offset)
+            rows = {}
+            for i, variant in enumerate(variants):
+                row = run_veriscale(url, Path(tmp) / f"store-{i}.sqlite3",
+                                    ["--budget-tokens", str(args.budget_tokens), *shlex.split(variant)])
+                row["processed_tokens"], row["evaluating_requests"], offset = processed_since(log, offset)
+                rows["veriscale" + (f" {variant}" if variant else " (separate)")] = row
+                print(f"veriscale {variant or '(separate)'}: {row['http_calls']} calls, {row['processed_tokens']:,} "
+                      f"processed, {row['wall_s']:.1f} s", flush=True)
+                if args.json:  # a partial file: llm-verifier's free-text generations can take long
+                    args.json.write_text(json.dumps({"rows": rows, "partial": True}, indent=2))
             lv = run_llm_verifier(python, url, 4 * args.budget_tokens)
             lv["processed_tokens"], lv["evaluating_requests"], offset = processed_since(log, offset)
         finally:
@@ -162,7 +179,8 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
-    rows = {"veriscale" + (f" {args.veriscale_args}" if args.veriscale_args else ""): vs, "llm-verifier 0.3.0": lv}
+    veriscale_rows = dict(rows)
+    rows["llm-verifier 0.3.0"] = lv
     print(f"pool {POOL.name}: N = {len(rewards)}, rewards {rewards}; G = 20, K = 1, C = 3, k = 2; "
           f"{args.budget_tokens} tokens a candidate (llm-verifier: {4 * args.budget_tokens} characters)")
     print(f"{'tool':<28}{'calls':>7}{'sent':>10}{'processed':>11}{'completion':>12}{'wall s':>9}  pick")
@@ -170,12 +188,14 @@ def main() -> None:
         pick = names[r["pick"]]
         print(f"{name:<28}{r['http_calls']:>7}{r['prompt_tokens']:>10,}{r['processed_tokens']:>11,}"
               f"{r['completion_tokens']:>12,}{r['wall_s']:>9.1f}  {pick} (reward {rewards[r['pick']]})")
-    ratios = {"calls": vs["http_calls"] / max(1, lv["http_calls"]),
-              "processed": vs["processed_tokens"] / max(1, lv["processed_tokens"]),
-              "wall": vs["wall_s"] / max(1e-9, lv["wall_s"])}
-    for key, value in ratios.items():
-        print(f"ratio {key}: {value:.3f} (target <= {TARGETS[key]:.3f} with joint scoring: "
-              f"{'met' if value <= TARGETS[key] else 'not met'})")
+    ratios = {}
+    for name, vs in veriscale_rows.items():
+        ratios[name] = {"calls": vs["http_calls"] / max(1, lv["http_calls"]),
+                        "processed": vs["processed_tokens"] / max(1, lv["processed_tokens"]),
+                        "wall": vs["wall_s"] / max(1e-9, lv["wall_s"])}
+        for key, value in ratios[name].items():
+            print(f"{name}: ratio {key} {value:.3f} (target <= {TARGETS[key]:.3f} with joint scoring: "
+                  f"{'met' if value <= TARGETS[key] else 'not met'})")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "ratios": ratios, "targets": TARGETS, "rewards": rewards,
                                          "trials": names, "budget_tokens": args.budget_tokens}, indent=2))

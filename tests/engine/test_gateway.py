@@ -78,13 +78,16 @@ def test_chat_calls_are_cached_and_a_deadline_fails_the_call_without_a_record(tm
 def test_a_cancelled_call_is_recorded_as_cancelled_and_a_rerun_asks_again(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "s.sqlite3")
 
+    entered = asyncio.Event()
+
     class Hanging(ScriptedScoreModel):
         async def ascore(self, request):
+            entered.set()
             await asyncio.sleep(30)
 
     async def main() -> None:
         task = asyncio.ensure_future(Gateway(Hanging(), store, prompt_version="t").run([PlannedCall(_request())]))
-        await asyncio.sleep(0.1)
+        await asyncio.wait_for(entered.wait(), 60)  # the call is being sent (a loaded machine may take a while)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -1,0 +1,117 @@
+"""What happens to a call the gateway sends: its outcome (ok, failed with its reason, cancelled)
+recorded in the store as it completes, counted in the usage, and linked to the run. The
+:class:`veriscale.engine.gateway.Gateway` is an :class:`OutcomeRecording`::
+
+    reply, problem = await self._claimed_call(key, request, kind="chat", owner=lease, make=make, ...)
+    # every path (a reply, a failure, a cancellation, an error raised) leaves exactly one record
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from typing import Any
+
+from veriscale.engine.run_scope import current_run_id
+from veriscale.engine.store import CHAT_KEY_VERSION
+from veriscale.engine.usage import CallTokens
+from veriscale.errors import BudgetExceeded, ModelCallError, worded
+from veriscale.models import weights
+from veriscale.models.base import ModelBackend
+
+
+class OutcomeRecording:
+    """Recording a sent call's outcome; the gateway provides ``store``, ``usage``, ``claims``,
+    ``model``, ``pool``, ``run_id``, ``prompt_version``, ``fingerprint()``, ``_io`` and ``_spend``."""
+
+    def _link(self, key: str, *, cache_hit: bool, label: str | None = None, run_id: int | None = None) -> None:
+        if run_id is None:  # the gateway's own run if it was made for one, else the caller's current run
+            run_id = self.run_id if self.run_id is not None else current_run_id()
+        if self.store is not None and run_id is not None:
+            self.store.submit(self.store.link_call, run_id, key, cache_hit=cache_hit, label=label)
+
+    async def _settled(self) -> None:
+        """Wait until the writes handed to the store so far have landed."""
+        if self.store is not None:
+            await self._io(lambda: None)
+
+    def _record(self, key: str, request: dict[str, Any], *, kind: str, response: dict[str, Any] | None,
+                error: str | None, latency_s: float | None, tokens: CallTokens | None = None,
+                model: ModelBackend | None = None, counted: bool = True,
+                owner: str | None = None, fingerprint: str | None = None, cancelled: bool = False) -> Any:
+        """Hand one outcome to the store's writer (and drop ``owner``'s claim); count it
+        (``counted=False``: a composite's own record, whose steps counted). Returns the write's future.
+        ``tokens``: what the reply cost (sent, processed, cached: None where the model did not say)."""
+        written = None
+        tokens = tokens or CallTokens()
+        if self.store is not None:
+            who = model or self.model
+            self.store.submit(weights.note_reply, self.store, who.uri, response)  # a reply naming new weights: a note
+            written = self.store.submit(
+                self.store.finish_call, key, owner, model=who.uri,
+                fingerprint=fingerprint or (who.fingerprint() if model else self.fingerprint()),
+                prompt_version=self.prompt_version if kind == "score" else CHAT_KEY_VERSION,
+                request=request, status="cancelled" if cancelled else "failed" if error else "ok", response=response,
+                error=error, latency_s=latency_s, kind=kind, prompt_tokens=tokens.sent,
+                processed_tokens=tokens.processed, cached_tokens=tokens.cached, completion_tokens=tokens.completion)
+        if counted:
+            if cancelled:
+                self.usage.cancelled_calls += 1
+            elif error:
+                self.usage.failed_calls += 1
+            else:
+                self.usage.add_call(tokens, latency_s or 0.0)
+        return written
+
+    async def _committed(self, written: Any) -> None:
+        if written is not None:
+            await asyncio.shield(asyncio.wrap_future(written))
+
+    async def _claimed_call(self, key: str, request: dict[str, Any], *, kind: str, owner: str | None,
+                            make: Callable[[], Awaitable[tuple[Any, str | None]]], model: ModelBackend | None,
+                            fingerprint: str | None, label: str | None, run_id: int | None,
+                            counted: bool = True, link: bool = True) -> tuple[Any, str | None]:
+        """Send a claimed call (``make()`` gives the reply and its problem) and record its outcome,
+        whatever it is: ok; failed with its reason; cancelled; or failed by an error that is raised."""
+        try:
+            if counted:
+                self._spend()
+        except BudgetExceeded:
+            if owner is not None:
+                self.store.submit(self.store.release_lease, key, owner)
+            raise
+        started = time.perf_counter()
+        renewer = asyncio.ensure_future(self.claims.renew(key, owner))
+        common = dict(kind=kind, model=model, counted=counted, owner=owner, fingerprint=fingerprint)
+        try:
+            reply, problem = await make()
+        except ModelCallError as exc:
+            error = worded(exc.template)  # reads with Python names; the CLI names flags
+            await self._committed(self._record(key, request, response=None, error=error,
+                                               latency_s=time.perf_counter() - started, **common))
+            self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
+            return None, error
+        except asyncio.CancelledError:
+            self._record(key, request, response=None, error="cancelled before it finished (rerun to ask again)",
+                         latency_s=time.perf_counter() - started, cancelled=True, **common)
+            self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
+            raise
+        except BaseException as exc:
+            template = getattr(exc, "template", None) or f"{type(exc).__name__}: {exc}"
+            written = self._record(key, request, response=None, error=worded(template),
+                                   latency_s=time.perf_counter() - started, **common)
+            self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
+            await self._committed(written)
+            raise
+        finally:
+            renewer.cancel()
+        latency = getattr(reply, "latency_s", 0.0) or time.perf_counter() - started
+        written = self._record(key, request, response=asdict(reply), error=problem, latency_s=latency,
+                               tokens=CallTokens.of(reply, embedded=bool(
+                                   getattr(model, "is_embedded", False) if model is not None else self.pool.is_embedded)),
+                               **common)
+        self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
+        await self._committed(written)
+        return (None if problem else reply), problem
