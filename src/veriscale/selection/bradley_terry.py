@@ -118,9 +118,10 @@ def fit_bradley_terry(
 
     theta0 = np.zeros(n_items)
     if first.size:
-        solution = minimize(
-            objective, theta0, jac=True, method="L-BFGS-B", options={"gtol": 1e-10, "ftol": 1e-14, "maxiter": 2000}
-        )
+        with _one_blas_thread():
+            solution = minimize(
+                objective, theta0, jac=True, method="L-BFGS-B", options={"gtol": 1e-10, "ftol": 1e-14, "maxiter": 2000}
+            )
         theta = solution.x
     else:
         theta = theta0
@@ -152,6 +153,21 @@ def fit_bradley_terry(
         covariance=covariance,
         dispersion=phi,
     )
+
+
+_BLAS = None
+
+
+def _one_blas_thread():
+    """BLAS on one thread for the fit. L-BFGS-B's BLAS calls are on vectors of n strengths, far
+    too small to share: with OpenBLAS's threads the fit took 20–35 ms on a loaded 2-core machine
+    against 2–5 ms on one (benchmarks/bench_bt_threads.py). Found once, after scipy is loaded."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
 
 
 def _validated_arrays(
