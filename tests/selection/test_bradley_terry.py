@@ -137,3 +137,27 @@ def test_same_seed_same_confidence_and_seed_changes_sampling_only():
 def test_bad_input_raises_user_error(n_items, outcomes, kwargs):
     with pytest.raises(UserError):
         fit_bradley_terry(n_items, outcomes, **kwargs)
+
+
+def test_a_fit_runs_blas_on_one_thread_and_gives_the_process_its_setting_back() -> None:
+    """The fit's one-thread BLAS limit is its own: fits in four threads at once leave BLAS at the
+    thread count it had, and inside a fit BLAS runs on one thread."""
+    import threading
+
+    from threadpoolctl import threadpool_info
+
+    from veriscale.selection import bradley_terry
+
+    outcomes = [(i, j, 0.3 + 0.05 * (i + j)) for i in range(6) for j in range(i + 1, 6)]
+    fit_bradley_terry(6, outcomes)  # scipy's BLAS is loaded from here on
+    before = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    with bradley_terry._one_blas_thread():
+        inside = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    workers = [threading.Thread(target=lambda: [fit_bradley_terry(6, outcomes) for _ in range(10)]) for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    after = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    assert inside and set(inside) == {1}
+    assert after == before

@@ -20,8 +20,10 @@ weights if your judge's probabilities deserve more trust.
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -155,19 +157,32 @@ def fit_bradley_terry(
     )
 
 
-_BLAS = None
+_BLAS_LOCK = threading.Lock()
+_BLAS: dict[str, Any] = {"controller": None, "users": 0, "limit": None}
 
 
-def _one_blas_thread():
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
     """BLAS on one thread for the fit. L-BFGS-B's BLAS calls are on vectors of n strengths, far
     too small to share: with OpenBLAS's threads the fit took 20–35 ms on a loaded 2-core machine
-    against 2–5 ms on one (benchmarks/bench_bt_threads.py). Found once, after scipy is loaded."""
-    global _BLAS
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController
+    against 2–5 ms on one (benchmarks/bench_bt_threads.py). Fits in several threads at once share
+    one limit: the first sets it, the last restores BLAS's own setting."""
+    with _BLAS_LOCK:
+        if _BLAS["controller"] is None:  # found once, after scipy's BLAS is loaded
+            from threadpoolctl import ThreadpoolController
 
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
+            _BLAS["controller"] = ThreadpoolController()
+        if _BLAS["users"] == 0:
+            _BLAS["limit"] = _BLAS["controller"].limit(limits=1, user_api="blas")
+        _BLAS["users"] += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS["users"] -= 1
+            if _BLAS["users"] == 0:
+                _BLAS["limit"].restore_original_limits()
+                _BLAS["limit"] = None
 
 
 def _validated_arrays(
