@@ -70,20 +70,22 @@ def test_a_message_that_ended_on_a_stop_sequence_says_which(store_path: Path, ju
     assert recorded[0]["reply"]["stop_sequence"] is None and recorded[0]["reply"]["finish_reason"] == "stop"
 
 
-def test_message_start_counts_the_input_as_the_message_that_is_not_streamed(store_path: Path) -> None:
+@pytest.mark.parametrize("schedule", ["round_robin", "early"])
+def test_message_start_counts_the_input_as_the_message_that_is_not_streamed(store_path: Path, schedule: str) -> None:
     """Candidate 0 (40 input tokens) comes back after candidate 1 (70) and wins: every count is 40."""
     slow = FaultServer(chat_reply={"content": "GOOD: run pytest.", "prompt_tokens": 40}, delay_s=0.5)
     fast = FaultServer(chat_reply={"content": "Push it.", "prompt_tokens": 70})
     ask = dict(model="c", max_tokens=16, messages=[{"role": "user", "content": "Next step?"}],
                extra_body={"temperature": 0.7})  # sampled, no seed: nothing comes from the cache
-    with slow, fast, proxied(store_path, settings_for((fault_uri(slow), 1), (fault_uri(fast), 1)),
-                             scripted_verifier()) as p:
+    settings = settings_for((fault_uri(slow), 1), (fault_uri(fast), 1), schedule=schedule)
+    with slow, fast, proxied(store_path, settings, scripted_verifier()) as p:
         client = p.anthropic()
         whole = client.messages.create(**ask)
         with client.messages.stream(**ask) as stream:
             events = list(stream)
             final = stream.get_final_message()
         streamed = p.wait_finished("proxy anthropic").result
+    assert streamed["how"] == "verified" and streamed["schedule"] == schedule
     start = next(e for e in events if e.type == "message_start")
     assert whole.content[0].text == final.content[0].text == "GOOD: run pytest."  # candidate 0 won both
     assert [c["reply"]["prompt_tokens"] for c in streamed["candidates"]] == [40, 70]

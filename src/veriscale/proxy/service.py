@@ -246,10 +246,10 @@ def _arrivals(early: EarlyPick | None, on_first: Callable[[Sampled], None] | Non
 
     def arrive(s: Sampled) -> None:
         seen[s.index] = s
-        lowest = next((seen[i] for i in range(n) if i not in seen or seen[i].reply is not None), None)
-        if not told and lowest is not None and lowest.index in seen:
-            told.append(lowest.index)
-            on_first(lowest)
+        lowest = next((i for i in range(n) if i not in seen or seen[i].reply is not None), None)
+        if not told and lowest in seen:  # every lower one failed, and this one came back
+            told.append(lowest)
+            on_first(seen[lowest])
         if early is not None:
             early.arrive(s)
 
