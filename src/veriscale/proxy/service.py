@@ -245,13 +245,13 @@ def _arrivals(early: EarlyPick | None, on_first: Callable[[Sampled], None] | Non
     told = []
 
     def arrive(s: Sampled) -> None:
+        if early is not None:  # first: the pick never waits on what on_first does
+            early.arrive(s)
         seen[s.index] = s
         lowest = next((i for i in range(n) if i not in seen or seen[i].reply is not None), None)
         if not told and lowest in seen:  # every lower one failed, and this one came back
             told.append(lowest)
             on_first(seen[lowest])
-        if early is not None:
-            early.arrive(s)
 
     return arrive
 
