@@ -48,8 +48,11 @@ def test_a_failed_candidate_keeps_its_number_everywhere(store_path: Path, schedu
     assert shown["candidates"][0]["failed"] and shown["candidates"][0]["score"] is None
     assert "failed" not in shown["candidates"][2] and shown["candidates"][2]["score"] is not None
     assert len(shown["matrix"]) == 3 and shown["matrix"][0] == [None, None, None]  # a row, never judged
+    assert shown["candidates"][0]["strength"] is None
     if schedule == "round_robin":  # every pair judged; the early pick compares none when the lead is clear
         assert pairs and shown["matrix"][2][1] > 0.5  # 2 (GOOD) beats 1
+        strengths = result["tournament"]["strengths"]
+        assert len(strengths) == 3 and strengths[0] is None and strengths[2] > strengths[1]
     else:
         assert {e["index"] for e in result["events"] if e["event"] == "failed"} == {0}
         assert {e["index"] for e in result["events"] if e["event"] == "score done"} == {1, 2}
