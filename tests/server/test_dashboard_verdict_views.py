@@ -232,3 +232,28 @@ def test_the_trajectory_viewer_shows_tool_calls_as_blocks_with_their_results_and
         expect(detail.get_by_test_id("step-meta")).to_have_count(0)
         assert page.evaluate("typeof window.__pwned") == "undefined"
         assert page.evaluate("document.querySelectorAll('img').length") == 0
+
+
+def test_a_proxied_pick_with_a_failed_candidate_numbers_it_as_its_card(tmp_path, page) -> None:
+    """Three upstreams through the openai SDK, candidate 0 a closed port: the tournament's table lists
+    it as #0, failed, and the pick is #2, the card sent as candidate-2 (scripted test double verifier)."""
+    from tests.proxy.conftest import fault_uri, proxied, settings_for
+    from tests.proxy.test_numbering import closed_port_uri
+    from tests.support.fault_server import FaultServer
+
+    with FaultServer(chat_reply="Push it now.") as bad, FaultServer(chat_reply="GOOD: run the tests first.") as good:
+        settings = settings_for((closed_port_uri(), 1), (fault_uri(bad), 1), (fault_uri(good), 1), schedule="round_robin")
+        with _entered_off_loop(proxied(tmp_path / "s.sqlite3", settings, ProbedScriptedModel())) as p:
+            raw = p.openai().chat.completions.with_raw_response.create(
+                model="m", messages=[{"role": "user", "content": "Next step?"}])
+            assert raw.headers["x-veriscale-pick"] == "verified"
+            _open(page, f"{p.url}/#/runs/{raw.headers['x-veriscale-run']}")
+            expect(page.get_by_test_id("proxy-sent")).to_have_text("candidate-2")
+            tournament = page.get_by_test_id("tournament")
+            expect(tournament.get_by_test_id("candidate-row")).to_have_count(3)
+            failed = tournament.locator("[data-testid=candidate-row][data-index='0']")
+            expect(failed.get_by_test_id("cand-number")).to_have_text("#0")
+            expect(failed.get_by_test_id("failed-chip")).to_have_text("failed")
+            expect(tournament.get_by_test_id("pick-pick")).to_contain_text("#2")
+            expect(tournament.locator("[data-testid=candidate-row][data-index='2']")).to_contain_text("candidate-2")
+            expect(page.locator("[data-testid=candidate-card][data-index='0']")).to_contain_text("failed")

@@ -31,6 +31,7 @@ scripted message instead::
     FaultServer(chat_reply="done")                                   # this text, finish_reason "stop"
     FaultServer(chat_reply={"content": "", "tool_calls": [...]})     # a message (tool calls: "tool_calls")
     FaultServer(chat_reply={"content": "cut", "finish_reason": "length"})   # a reply cut by max_tokens
+    FaultServer(chat_reply={"content": "1, 2,", "stop_reason": "3", "prompt_tokens": 7})   # vLLM's stop string, a count
     FaultServer(chat_reply=lambda body: f"answer {body['seed']}")    # either, from the request body
 """
 
@@ -244,8 +245,13 @@ class FaultServer:
         message = {"content": scripted} if isinstance(scripted, str) else dict(scripted)
         message = {"role": "assistant", "content": message.get("content"), **message}
         finish = message.pop("finish_reason", None) or ("tool_calls" if message.get("tool_calls") else "stop")
-        return {"id": "c1", "object": "chat.completion", "model": "fault-model", "usage": {**usage, "completion_tokens": 5},
-                "choices": [{"index": 0, "finish_reason": finish, "message": message, "logprobs": None}]}
+        choice = {"index": 0, "finish_reason": finish, "message": message, "logprobs": None}
+        if "stop_reason" in message:  # vLLM's word for the stop string it stopped on
+            choice["stop_reason"] = message.pop("stop_reason")
+        prompt = message.pop("prompt_tokens", usage["prompt_tokens"])
+        return {"id": "c1", "object": "chat.completion", "model": "fault-model",
+                "usage": {**usage, "prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5},
+                "choices": [choice]}
 
     def hold_after(self, n: int) -> None:
         """Answer ``n`` more completion requests; hold every later one until :meth:`release`."""

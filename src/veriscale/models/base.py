@@ -105,6 +105,7 @@ class ChatResponse:
     finish_reason: str = ""
     system_fingerprint: str = ""
     cached_prompt_tokens: int | None = None  # of the prompt, served from the server's cache; None: it did not say
+    stop_sequence: str | None = None  # the stop string the server says it stopped on (vLLM, SGLang); None: not said
 
 
 @runtime_checkable

@@ -348,8 +348,10 @@ class OpenAICompatModel(HttpTransport):
         except (KeyError, IndexError, TypeError):
             raise ModelCallError(f"{self.display_name} returned a chat response without choices") from None
         usage = reply_usage(data)
+        matched = choice.get("stop_reason", choice.get("matched_stop"))  # vLLM / SGLang: the stop string (or token id)
         return ChatResponse(content=msg.get("content") or "", tool_calls=list(msg.get("tool_calls") or []),
                             prompt_tokens=usage.prompt_tokens, cached_prompt_tokens=usage.cached_prompt_tokens,
                             completion_tokens=usage.completion_tokens,
                             finish_reason=str(choice.get("finish_reason") or ""),
+                            stop_sequence=matched if isinstance(matched, str) and matched else None,
                             system_fingerprint=str(data.get("system_fingerprint") or ""))

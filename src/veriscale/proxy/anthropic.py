@@ -9,10 +9,12 @@ Translation to the chat shape: ``system`` → a system message; a user turn's ``
 blocks → ``tool`` messages (before its text); an assistant turn's ``tool_use`` blocks → its
 ``tool_calls``; tools' ``input_schema`` → ``parameters``. Images and thinking blocks are left
 out (a chat upstream gets their place as text). Keep-alive while candidates run is the
-``ping`` event Anthropic's own streams send. ``message_start`` goes out once the first candidate
-is back, with its input token count (the one the non-streamed reply gives; pings before it, which
-the SDK skips); ``message_delta`` repeats the winner's. Text and ``tool_use`` input are streamed
-in pieces (``veriscale.proxy.streaming.pieces``).
+``ping`` event Anthropic's own streams send. ``message_start`` goes out once the valid candidate
+with the lowest number is back, with its input token count: the one the non-streamed reply and
+``message_delta`` give too (``veriscale.proxy.service``, **Numbers**; pings before it, which the
+SDK skips). ``stop_reason`` is "stop_sequence", with the string, only when the upstream said which
+of the request's ``stop_sequences`` it stopped on (:func:`stop_of`). Text and ``tool_use`` input
+are streamed in pieces (``veriscale.proxy.streaming.pieces``).
 """
 
 from __future__ import annotations
@@ -182,14 +184,23 @@ def _usage(reply: Reply | None) -> dict[str, int]:
             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 
 
+def stop_of(reply: Reply) -> dict[str, str | None]:
+    """``stop_reason`` and ``stop_sequence``: "stop_sequence" and the string when the upstream said the
+    reply ended on one of the request's ``stop_sequences`` (``Reply.stop_sequence``), else end_turn,
+    tool_use or max_tokens with null."""
+    if reply.stop_sequence is not None and reply.finish_reason == "stop":
+        return {"stop_reason": "stop_sequence", "stop_sequence": reply.stop_sequence}
+    return {"stop_reason": STOP[reply.finish_reason], "stop_sequence": None}
+
+
 def message(reply: Reply, conv: Conversation, mid: str | None = None) -> dict[str, Any]:
     return {"id": mid or new_id("msg_"), "type": "message", "role": "assistant", "model": conv.model,
-            "content": content_blocks(reply), "stop_reason": STOP[reply.finish_reason], "stop_sequence": None,
-            "usage": _usage(reply)}
+            "content": content_blocks(reply), **stop_of(reply), "usage": _usage(reply)}
 
 
 def opening(conv: Conversation, mid: str, input_tokens: int | None = None) -> list[str]:
-    """``message_start`` (``input_tokens``: the first candidate's count, None: none came back) and a ping."""
+    """``message_start`` (``input_tokens``: the lowest-numbered valid candidate's count, None: none came back)
+    and a ping."""
     start = {"id": mid, "type": "message", "role": "assistant", "model": conv.model, "content": [],
              "stop_reason": None, "stop_sequence": None, "usage": {**_usage(None), "input_tokens": input_tokens or 0}}
     return [sse({"type": "message_start", "message": start}, event="message_start"), PING]
@@ -211,7 +222,7 @@ def block_events(reply: Reply) -> list[str]:
                             "delta": {"type": "input_json_delta", "partial_json": piece}},
                            event="content_block_delta") for piece in pieces(json.dumps(block["input"])))
         out.append(sse({"type": "content_block_stop", "index": i}, event="content_block_stop"))
-    out.append(sse({"type": "message_delta", "delta": {"stop_reason": STOP[reply.finish_reason], "stop_sequence": None},
+    out.append(sse({"type": "message_delta", "delta": stop_of(reply),
                     "usage": {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens}},
                     event="message_delta"))
     out.append(sse({"type": "message_stop"}, event="message_stop"))

@@ -213,8 +213,17 @@ class UpstreamPools:
             calls = calls[:conv.max_tool_calls]
         reply = Reply(text=resp.content or "", tool_calls=calls,
                       prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
-                      truncated=resp.finish_reason == "length")
+                      truncated=resp.finish_reason == "length", stop_sequence=_stopped_on(resp, conv))
         return Sampled(index, gateway.model.uri, reply, None, time.perf_counter() - started)
+
+
+def _stopped_on(resp: Any, conv: Conversation) -> str | None:
+    """The request's stop sequence the reply ended on: only when the upstream names it (vLLM's
+    ``stop_reason``, SGLang's ``matched_stop``) and it is one the request gave. llama.cpp servers
+    end a reply at a stop sequence and at the end-of-turn token alike with ``finish_reason`` "stop",
+    and cut the sequence from the text, so neither the text nor the reply can tell: None."""
+    matched = getattr(resp, "stop_sequence", None)
+    return matched if resp.finish_reason == "stop" and matched in (conv.options.get("stop") or ()) else None
 
 
 def _upstream(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

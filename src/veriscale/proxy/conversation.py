@@ -54,6 +54,7 @@ class Conversation:
     seed: int | None = None  # the client's seed: candidate seeds derive from it, and only then are samples cached
     max_tool_calls: int | None = None  # parallel_tool_calls false: 1; Responses' max_tool_calls
     option_fields: dict[str, str] = field(default_factory=dict)  # option -> the client's name, where it differs
+    echo: dict[str, Any] = field(default_factory=dict)  # request fields the reply repeats (Responses: tools, top_p, ...)
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Reply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     truncated: bool = False  # the upstream stopped at max_tokens
+    stop_sequence: str | None = None  # the request's stop sequence the upstream says it stopped on
 
     @property
     def finish_reason(self) -> str:
@@ -72,7 +74,8 @@ class Reply:
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason,
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+                "stop_sequence": self.stop_sequence, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens}
 
 
 def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:

@@ -201,17 +201,18 @@ class EarlyPick:
             self.cancel()
 
     def _record(self, winner: int, decision: tuple, pair: Any) -> dict[str, Any]:
-        """The selection-shaped record the run and the dashboard's selection page read."""
+        """The selection-shaped record the run and the dashboard's selection page read; every index in it
+        (``index``, ``ranking``, the comparison's ``i`` and ``j``) is the candidate's number among the N
+        asked for, as in the run's ``candidates`` (a failed one keeps its number and is left out)."""
         s = self.schedule
         valid = sorted((a for a in s.arrived if a.reply is not None), key=lambda a: a.index)
-        position = {a.index: i for i, a in enumerate(valid)}
         ranked = s.ranked()
         rank_of = {key: r for r, key in enumerate(ranked)}
         ranking = sorted(valid, key=lambda a: (rank_of[s.key_of(a.index)], a.index))
         comparisons = []
         if pair is not None:
             best, runner_up = decision[1], decision[2]
-            comparisons.append({"i": position[best], "j": position[runner_up], "p": pair.p_a_wins,
+            comparisons.append({"i": best, "j": runner_up, "p": pair.p_a_wins,
                                 "orders": "both slot orders"})
         lead = s.rewards[ranked[0]] - s.rewards[ranked[1]]
         reason = (f"candidate {winner} led the pointwise rewards by {lead:.3f} (≥ margin {s.margin:g}), "
@@ -220,11 +221,11 @@ class EarlyPick:
                   f"both slot orders and candidate {winner} won (P = "
                   f"{pair.p_a_wins if winner == decision[1] else 1 - pair.p_a_wins:.3f})")
         return {
-            "method": "early", "schedule": "early", "winner": winner, "index": position[winner],
+            "method": "early", "schedule": "early", "winner": winner, "index": winner,
             "best": {"id": f"candidate-{winner}"}, "decided": True,
             "confidence": None if pair is None else max(pair.p_a_wins, 1 - pair.p_a_wins),
             "reason": {"text": reason}, "margin": s.margin, "pointwise_lead": round(lead, 4),
-            "ranking": [{"rank": r + 1, "index": position[a.index], "id": f"candidate-{a.index}",
+            "ranking": [{"rank": r + 1, "index": a.index, "id": f"candidate-{a.index}",
                          "score": s.rewards[s.key_of(a.index)],
                          "criteria": self._results[s.key_of(a.index)].criterion_rewards(),
                          "injection_suspected": s.key_of(a.index) in s.suspects}

@@ -2,7 +2,7 @@
 
     conv, tools = parse(body, history)          # input items -> chat messages; custom tools remembered
     items = output_items(outcome.reply, tools)  # message / function_call / custom_tool_call items
-    response(outcome.reply, conv, rid, items)   # the response object
+    response(outcome.reply, conv, rid, items)   # the response object (echoing the request's fields, ECHOED)
     numbers = EventNumbers()                    # a stream: each event numbered in order
     opening(conv, rid, numbers) + item_events(items, numbers)   # response.created ... output_item.done (deltas in pieces)
     closing(reply, conv, rid, items, numbers)   # response.completed, or response.incomplete (max_output_tokens)
@@ -42,6 +42,22 @@ REFUSED = {
     "conversation": "the proxy keeps no conversation objects: send the input (or previous_response_id)",
     "prompt": "the proxy has no stored prompt templates: send 'instructions' and 'input'",
 }
+
+
+#: What the response object repeats of its request, as OpenAI's Responses API does, and its value when
+#: the request left the field out (null: the proxy's or the upstream's default applied, unnamed).
+ECHOED: dict[str, Any] = {
+    "instructions": None, "tools": [], "tool_choice": "auto", "parallel_tool_calls": True, "top_p": None,
+    "max_output_tokens": None, "max_tool_calls": None, "previous_response_id": None,
+    "text": {"format": {"type": "text"}}, "truncation": "disabled", "reasoning": None, "metadata": {}, "user": None,
+    "service_tier": None, "prompt_cache_key": None, "safety_identifier": None, "top_logprobs": None, "background": False,
+}
+
+
+def echoed(body: dict[str, Any]) -> dict[str, Any]:
+    """The fields of :data:`ECHOED` as the request gave them (its defaults where it did not)."""
+    return {key: json.loads(json.dumps(default)) if body.get(key) is None else body[key]
+            for key, default in ECHOED.items()}
 
 
 def _tool_choice(body: dict[str, Any], tools: list[dict[str, Any]]) -> str | dict[str, Any] | None:
@@ -196,7 +212,7 @@ def parse(body: Any, history: History) -> tuple[Conversation, ToolKinds]:
     tools, kinds = _tools(body.get("tools"))
     conv = Conversation(messages=messages, tools=tools, max_tokens=optional_int(body, "max_output_tokens"),
                         temperature=optional_temperature(body), stream=optional_bool(body, "stream"),
-                        model=model_name(body))
+                        model=model_name(body), echo=echoed(body))
     sampling_options(body, conv)
     return conv, kinds
 
@@ -231,9 +247,8 @@ def response(reply: Reply | None, conv: Conversation, rid: str, items: list[dict
     if incomplete is not None and status == "completed":
         status = "incomplete"  # cut by max_output_tokens, as OpenAI says it
     return {"id": rid, "object": "response", "created_at": int(time.time()), "status": status, "model": conv.model,
-            "output": items, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "temperature": conv.temperature,
-            "top_p": None, "usage": usage, "error": error, "incomplete_details": incomplete, "instructions": None,
-            "metadata": {}}
+            "output": items, **(conv.echo or echoed({})), "temperature": conv.temperature, "usage": usage, "error": error,
+            "incomplete_details": incomplete}
 
 
 class EventNumbers:

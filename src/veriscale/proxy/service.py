@@ -16,11 +16,19 @@ error), the pick and why, the selection when one ran (so the dashboard shows its
 latency each part added and the cost. When verification fails the first valid candidate is
 returned and the failure is recorded and shown, never hidden. When every candidate failed,
 :class:`UpstreamFailed` says why and the front API answers in its own error shape.
+
+**Numbers**: a candidate's number is its place among the N the request asked for (``candidate-i``,
+seed base + i); a failed one keeps its number. The run's ``candidates``, ``winner``, ``index``,
+``ranking`` and tournament all use it (:func:`numbered`), so the dashboard and ``runs show`` name
+each candidate one way. The reply's input token count is the valid candidate's with the lowest
+number, known before the pick (an Anthropic stream's ``message_start`` carries it, the same as the
+reply that is not streamed); its output token count is the winner's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import threading
 import time
@@ -69,7 +77,8 @@ class ProxyService:
 
     async def answer(self, conv: Conversation, api: str,
                      on_first: Callable[[Sampled], None] | None = None) -> Outcome:
-        """The picked reply; ``on_first(sampled)``: the first valid candidate, as it arrives (on this loop)."""
+        """The picked reply; ``on_first(sampled)``: on this loop, as soon as it is known, the valid candidate
+        with the lowest number, whose input token count the reply reports (see **Numbers**)."""
         started = time.perf_counter()
         models = self.pools.models_for(conv)  # the pool conv.model names ([proxy.aliases])
         with recorded_run(self.store, f"proxy {api}", models[0], {  # ~0.1 ms: not worth a thread hop
@@ -106,7 +115,8 @@ class ProxyService:
         async with RequestScope() as scope:  # leaving it any way stops every piece of the request's work
             early = self._early(conv, scope)
             picking = None if early is None else scope.start(early.result())  # links to the run: same context
-            results = await self.pools.fan_out(conv, run.id, on_arrival=_arrivals(early, on_first))
+            n = len(self.pools.models_for(conv))
+            results = await self.pools.fan_out(conv, run.id, on_arrival=_arrivals(early, on_first, n))
             sampled_s = time.perf_counter() - started
             valid = [r for r in results if r.reply is not None]
             how, winner, error, selection = "agreed", valid[0] if valid else None, None, None
@@ -119,9 +129,9 @@ class ProxyService:
             elif not agreeing(results):
                 try:  # the worker thread inherits this context, so the pick's calls link to the request's run
                     if picking is None:  # round robin: blocking code in a worker that the scope can stop
-                        picking = scope.start(in_worker(self._select, conv, valid))
+                        picking = scope.start(in_worker(self._select, conv, valid, len(results)))
                     selection = await scope.within(picking, self.settings.timeout_s)  # early: scoring already
-                    winner = valid[selection["index"]]
+                    winner = next(r for r in valid if r.index == selection["index"])
                     how = "verified"
                 except asyncio.TimeoutError:  # the [proxy] timeout_s bounds the verification too
                     gave_up = True
@@ -153,17 +163,19 @@ class ProxyService:
                                                      "usage", "best", "decided", "notes", "injection",
                                                      "injection_suspected", "events", "margin", "pointwise_lead",
                                                      "pairwise") if k in selection})
-            record["index"] = next(i for i, r in enumerate(valid) if r is winner)
+            record["index"] = winner.index
             record["reason"] = _reason(how, selection, error)
         run.finish("cancelled" if gave_up else "ok", record)  # a give-up is a cancel: the first valid reply went
-        return Outcome(winner.reply, run.id, how, winner.index, results, error)
+        sent = dataclasses.replace(winner.reply, prompt_tokens=valid[0].reply.prompt_tokens)  # see **Numbers**
+        return Outcome(sent, run.id, how, winner.index, results, error)
 
     async def _landed(self) -> None:
         """Wait until the call records handed to the store's writer so far have landed (before the run ends)."""
         await asyncio.shield(asyncio.wrap_future(self.store.submit(lambda: None)))
 
-    def _select(self, conv: Conversation, valid: list[Sampled], stop: Any = None) -> dict[str, Any]:
-        """The round-robin (or PPT) pick, blocking; ``stop`` (in_worker's flag) also cancels its calls in flight."""
+    def _select(self, conv: Conversation, valid: list[Sampled], n: int, stop: Any = None) -> dict[str, Any]:
+        """The round-robin (or PPT) pick, blocking, numbered as the request's N candidates (:func:`numbered`);
+        ``stop`` (in_worker's flag) also cancels its calls in flight."""
         from veriscale.selection.select import plan_selection, run_selection
         from veriscale.selection.settings import SelectionSettings
 
@@ -179,7 +191,8 @@ class ProxyService:
         def given_up(_done: int, _planned: int) -> None:
             stopped(stop)  # between calls too: a set flag starts no next one
 
-        return run_selection(plan, verifier=verifier, on_progress=given_up).to_dict()
+        return numbered(run_selection(plan, verifier=verifier, on_progress=given_up).to_dict(),
+                        [r.index for r in valid], n)
 
     # -- progress of the agent's conversation, after the reply ---------------------------------
     def track_later(self, conv: Conversation, outcome: Outcome) -> None:
@@ -222,20 +235,53 @@ class ProxyService:
             entry["seen"] = len(steps)
 
 
-def _arrivals(early: EarlyPick | None, on_first: Callable[[Sampled], None] | None) -> Callable[[Sampled], None] | None:
-    """What to call as each candidate arrives: the early pick's arrival, and ``on_first`` once."""
+def _arrivals(early: EarlyPick | None, on_first: Callable[[Sampled], None] | None,
+              n: int) -> Callable[[Sampled], None] | None:
+    """What to call as each candidate arrives: the early pick's arrival, and ``on_first`` once, with the
+    valid candidate of the lowest number, as soon as every lower one has failed."""
     if on_first is None:
         return None if early is None else early.arrive
+    seen: dict[int, Sampled] = {}
     told = []
 
     def arrive(s: Sampled) -> None:
-        if s.reply is not None and not told:
-            told.append(s.index)
-            on_first(s)
-        if early is not None:
+        if early is not None:  # first: the pick never waits on what on_first does
             early.arrive(s)
+        seen[s.index] = s
+        lowest = next((i for i in range(n) if i not in seen or seen[i].reply is not None), None)
+        if not told and lowest in seen:  # every lower one failed, and this one came back
+            told.append(lowest)
+            on_first(seen[lowest])
 
     return arrive
+
+
+def numbered(selection: dict[str, Any], numbers: list[int], n: int) -> dict[str, Any]:
+    """A selection over the valid candidates (indices 0..V-1) in the request's numbering: position k
+    becomes ``numbers[k]``, the candidate's index among the ``n`` asked for, in ``index``, the ranking,
+    the tournament (comparisons, scores, ties, pivots; strengths and win mass as ``n`` values, None
+    for a failed candidate) and the injection suspects."""
+    def spread(values: list[Any]) -> list[Any]:
+        out: list[Any] = [None] * n
+        for k, value in enumerate(values):
+            out[numbers[k]] = value
+        return out
+
+    sel = {**selection, "index": numbers[selection["index"]],
+           "ranking": [{**r, "index": numbers[r["index"]]} for r in selection.get("ranking") or []]}
+    t = selection.get("tournament")
+    if isinstance(t, dict):
+        sel["tournament"] = {
+            **t, "winner": numbers[t["winner"]], "ranking": [numbers[i] for i in t.get("ranking") or []],
+            "strengths": spread(t.get("strengths") or []), "win_mass": spread(t.get("win_mass") or []),
+            "ties": [[numbers[a], numbers[b]] for a, b in t.get("ties") or []],
+            "pivots": [numbers[i] for i in t.get("pivots") or []],
+            "comparisons": [{**c, "i": numbers[c["i"]], "j": numbers[c["j"]]} for c in t.get("comparisons") or []],
+            "scores": [{**sc, "i": numbers[sc["i"]]} for sc in t.get("scores") or []]}
+    if isinstance(selection.get("injection"), dict):
+        sel["injection"] = {**selection["injection"],
+                            "suspects": [numbers[i] for i in selection["injection"].get("suspects") or []]}
+    return sel
 
 
 def _reason(how: str, selection: dict[str, Any] | None, error: str | None) -> str:

@@ -126,7 +126,7 @@ def selection_view(store: Store, run_id: int) -> dict[str, Any]:
     result = run.result if isinstance(run.result, dict) else {}
     if "ranking" not in result:
         raise NotFound(f"run {run_id} is a '{run.command}' run without a selection: open it as a run instead")
-    ranking = sorted(result["ranking"], key=lambda r: r["index"])
+    ranking = sorted(result["ranking"] + _failed_candidates(result), key=lambda r: r["index"])
     n = len(ranking)
     tournament = result.get("tournament") or {}
     judgements = list(tournament.get("comparisons") or [])
@@ -156,6 +156,16 @@ def selection_view(store: Store, run_id: int) -> dict[str, Any]:
         "injection": result.get("injection"),
         "budget": result.get("budget"),
     }
+
+
+def _failed_candidates(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A proxied request's candidates that failed, as unranked entries: the ranking numbers each
+    candidate by its place among the N asked for, so a failed one keeps its number (and its row)."""
+    ranked = {r["index"] for r in result["ranking"]}
+    return [{"rank": None, "index": c["index"], "id": f"candidate-{c['index']}", "score": None, "criteria": {},
+             "failed": True, "error": c.get("error")}
+            for c in result.get("candidates") or [] if isinstance(c, dict) and "reply" in c and c["reply"] is None
+            and isinstance(c.get("index"), int) and c["index"] not in ranked]
 
 
 def _order_cells(orders: list[dict[str, Any]], n: int) -> list[list[dict[str, Any] | None]]:

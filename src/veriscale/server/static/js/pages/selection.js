@@ -15,7 +15,8 @@ export async function selectionSection(ctx, run, body) {
   const ids = byIndex.map((c) => c.id);
   const short = shortNames(ids);
   // One numbering everywhere: #<index> is the candidate's place in the input (the "index" of
-  // select --json), in the table, the charts, the matrix and the panels; its rank is shown apart.
+  // select --json; for a proxied request, among the N asked for, a failed one keeping its number and
+  // row), in the table, the charts, the matrix and the panels; its rank is shown apart.
   const name = (i) => `#${i} ${short[i] ?? "?"}`;
   const fullName = (i) => `#${i} ${ids[i] ?? "?"}`;
   const withSteps = new Set((run.trajectories || []).map((t) => t.trajectory));
@@ -108,6 +109,7 @@ function candidatesTable(sel, byIndex, withSteps, runId) {
       h("td", {}, h("div", { class: "cand-id" },
         withSteps.has(c.id) ? h("a", { href: trajectoryHref(runId, c.id), title: "open the trajectory" }, c.id) : h("span", {}, c.id),
         c.index === sel.best ? h("span", { class: "chip st-ok" }, "pick") : null,
+        c.failed ? h("span", { class: "chip st-failed", "data-testid": "failed-chip", title: String(c.error ?? "") }, "failed") : null,
         injectionChip(c.injection_span)),
       c.source ? h("div", { class: "muted small" }, c.source) : null),
       h("td", { class: "barcell" }, miniBar(c.score, { max: maxScore }), h("span", { class: "num" }, fmtNum(c.score))),
@@ -126,7 +128,7 @@ export function injectionChip(span) {
 }
 
 function winMass(sel, byIndex, name) {
-  const ranked = [...byIndex].sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9));
+  const ranked = byIndex.filter((c) => !c.failed).sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9));
   const best = byIndex.find((c) => c.index === sel.best);
   const caption = best ? `confidence ${fmtPct(sel.confidence)} that ${name(best.index)} is the best${sel.decided ? "" : " · not decided"}` : "no pick";
   return barChart(ranked.map((c) => ({ label: name(c.index), title: c.id, value: c.score, highlight: c.index === sel.best })), {
