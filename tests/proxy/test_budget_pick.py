@@ -139,8 +139,9 @@ def test_the_embedded_verifier_never_spends_more_calls_than_the_budget_per_reque
         assert 0 < calls <= 6 and result["usage"]["model_calls"] == calls  # the store's count, within the budget
         budget = result["budget"]
         assert budget["budget"] == "calls=6" and budget["spent"] == calls and budget["left"] == 6 - calls
-        assert budget["plan"]["schedule"] == "round_robin" and budget["steps"][0]["step"] == "ring"
-        assert "first criterion" in budget["steps"][0]["why"]  # 6 calls are below PPT on all 3: it screens
+        assert budget["plan"]["schedule"] == "round_robin"
+        assert [s["step"] for s in budget["steps"][:2]] == ["granularity", "ring"]
+        assert "first criterion" in budget["steps"][1]["why"]  # 6 calls are below PPT on all 3: it screens
         assert steps == budget["steps"]  # each step was on the run as it was taken
 
 
