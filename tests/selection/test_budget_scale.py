@@ -106,6 +106,8 @@ def test_a_server_showing_5_top_logprobs_cannot_read_20_labels_so_the_plan_lower
                            prefill="Grade:", labels=parse_scale("letters:20").labels)
     shown = [lab for lab, p in backend.score(request).label_probs.items() if p > 0]
     assert 0 < len(shown) <= 5
+    fixed = plan_selection(TASK, pool(3), verifier=Verifier(backend, scale="letters:20", criteria="general"))
+    assert any("shows the top 5 tokens" in n and "scale='letters:5'" in n for n in fixed.notes)  # said, not lowered
 
     files = {"task": tmp_path / "task.md", **{c.id: tmp_path / f"{c.id}.md" for c in pool(3)}}
     files["task"].write_text(TASK.text + "\n")

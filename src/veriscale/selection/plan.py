@@ -140,6 +140,8 @@ def plan_selection(
     too_many = round_robin_refusal(method, n_distinct)
     if too_many:
         notes.append(too_many)
+    if settings.budget is None:  # with a budget the controller lowers G itself (budget_scale)
+        notes.extend(_read_cap_note(verifier))
     pool = RenderedPool(task, tuple(candidates), fit.task_text, texts, groups)
     text_tokens = sorted((renderer.count(t) for t in set(texts)), reverse=True)
     figures = _cost(method, n_distinct, k, repeats, settings.adaptive_applies, max_repeats, verifier, text_tokens,
@@ -183,6 +185,20 @@ def _within_budget(plan: SelectionPlan, verifier: Any) -> SelectionPlan:
                                     f"{granularity.scale.granularity}: {granularity.why}",) if granularity.lowered else ())
     return replace(plan, budget=str(budget), smallest_budget=smallest, adaptive=True, granularity=granularity,
                    notes=notes, **capped)
+
+
+def _read_cap_note(verifier: Any) -> list[str]:
+    """A note when the verifier shows fewer tokens of a slot than the scale has labels."""
+    from veriscale.selection.budget_scale import coarser, readable_labels
+
+    scale, cap = verifier.scale, readable_labels(verifier)
+    if cap is None or scale.granularity <= cap:
+        return []
+    fits = coarser(scale, cap)
+    instead = f"use {setting('scale', fits.name)}" if fits is not None else "raise the URI's top_logprobs"
+    return [worded(f"scale {scale.name} has {scale.granularity} labels but the verifier shows the top {cap} tokens "
+                   f"of a slot (top_logprobs), so labels outside them read as probability 0: {instead}, "
+                   f"or give {setting('budget')}, whose plan lowers G to what one call reads")]
 
 
 def round_robin_refusal(method: str, n_distinct: int) -> str | None:
