@@ -44,6 +44,7 @@ class Judge(ScriptedScoreModel):
         super().__init__()
         self.lock = threading.Lock()
         self.judged = 0
+        self.after_call = lambda: None
 
     def score(self, request: ScoreRequest) -> ScoreResponse:
         user = request.messages[-1].content
@@ -53,6 +54,7 @@ class Judge(ScriptedScoreModel):
                                  label_mass=0.9, unseen_mass=0.0, prompt_tokens=10, prompt_tokens_total=10)
         with self.lock:
             self.judged += 1
+        self.after_call()
         return super().score(request)
 
 
@@ -167,6 +169,32 @@ def test_the_early_pick_pays_each_call_before_it_starts_and_records_what_it_skip
     assert "needs 2 and 1 is left" in budget["steps"][-1]["why"]
     assert result["pairwise"] is None and "did not pay for the comparison" in result["reason"]
     assert text.startswith("GOOD") and result["how"] == "verified"
+
+
+def test_a_score_the_budget_cannot_pay_for_is_not_started(store_path: Path, joint_off) -> None:
+    """TEST DOUBLE verifier (logic): calls=2 pays two one-criterion scores; the third candidate, the
+    best one, arrives after them and stays unscored."""
+    judge = Judge()
+    replies = ["Push it and see.", "Push it now.", "GOOD: run pytest -q."]
+    two_scored = threading.Event()
+    judge.after_call = lambda: judge.judged >= 2 and two_scored.set()
+
+    def reply(body: dict[str, Any]) -> str:
+        if index_of(body) == 2:
+            assert two_scored.wait(30.0), "the first two scores never reached the verifier"
+        return replies[index_of(body)]
+
+    with FaultServer(chat_reply=reply) as up, \
+            proxied(store_path, settings_for((fault_uri(up), 3), schedule="early", budget="calls=2"), judge) as p:
+        text, result, run_id = ask(p)
+        calls = verifier_calls(p, run_id)
+    assert calls == judge.judged == 2
+    steps = result["budget"]["steps"]
+    assert [s["step"] for s in steps] == ["score", "score", "skipped", "skipped"]
+    assert steps[2]["added"] == "candidate 2 scored pointwise on 1 criterion" and "needs 1 and 0 is left" in steps[2]["why"]
+    last = result["ranking"][-1]
+    assert last["id"] == "candidate-2" and last["score"] is None and text in replies[:2]
+    assert ("score skipped", 2) in [(e["event"], e["index"]) for e in result["events"]]
 
 
 def test_a_cached_score_is_free_under_the_budget(store_path: Path, joint_off) -> None:

@@ -192,7 +192,7 @@ class EarlyPick:
         n = len(self.verifier.criteria.items)
         first = key in self.schedule.keys[:2]
         paid = self.purse.pay(score_cost(self.verifier, self.task, text), "score",
-                              f"candidate {key} scored pointwise on {n} criteria",
+                              f"candidate {key} scored pointwise on {n} criteri{'on' if n == 1 else 'a'}",
                               "two different actions arrived" if first else "a further different action arrived")
         if not paid:
             self.budget_stop = "budget spent"
