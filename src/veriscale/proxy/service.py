@@ -128,7 +128,8 @@ class ProxyService:
                       on_first: Callable[[Sampled], None] | None = None) -> Outcome:
         gave_up = False
         async with RequestScope() as scope:  # leaving it any way stops every piece of the request's work
-            plan = await asyncio.to_thread(self._plan, conv)  # the verifier may count tokens on its server
+            plan = None if self.settings.budget is None else \
+                await asyncio.to_thread(self._plan, conv)  # the verifier may count tokens on its server
             early = self._early(conv, scope, plan, run.id)
             picking = None if early is None else scope.start(early.result())  # links to the run: same context
             results = await self.pools.fan_out(conv, run.id, on_arrival=_arrivals(early, on_first))
@@ -175,9 +176,9 @@ class ProxyService:
             record["usage"] = early.usage  # the calls it made before it failed or was cut
             record["events"] = list(early.events)
         if plan is not None and how in ("verified", "verification failed"):  # what the budget paid for, and why
-            record["budget"] = (early.purse.to_dict(plan, early.budget_stop) if early is not None else
-                                {**((selection or {}).get("budget") or {"budget": str(plan.budget), "steps": []}),
-                                 "plan": plan.to_dict()})
+            record["budget"] = early.purse.to_dict(plan, early.budget_stop) if early is not None else \
+                {**((selection or {}).get("budget") or await asyncio.to_thread(self._steps_so_far, run.id, plan)),
+                 "plan": plan.to_dict()}
         if selection is not None:
             record.update({k: selection[k] for k in ("ranking", "confidence", "reason", "tournament", "method",
                                                      "usage", "best", "decided", "notes", "injection",
@@ -187,6 +188,11 @@ class ProxyService:
             record["reason"] = _reason(how, selection, error)
         run.finish("cancelled" if gave_up else "ok", record)  # a give-up is a cancel: the first valid reply went
         return Outcome(winner.reply, run.id, how, winner.index, results, error)
+
+    def _steps_so_far(self, run_id: int, plan: PickPlan) -> dict[str, Any]:
+        """The controller's steps a failed pick took, from the run's ``budget`` events."""
+        steps = [e.data for e in self.log.since(run_id) if e.kind == "budget"]
+        return {"budget": str(plan.budget), "stop_reason": "verification failed", "steps": steps}
 
     async def _landed(self) -> None:
         """Wait until the call records handed to the store's writer so far have landed (before the run ends)."""
