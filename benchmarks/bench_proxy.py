@@ -126,10 +126,11 @@ def upstream(top: dict[str, float] | None = None, delay_s: float = 0.0) -> Itera
 
 @contextmanager
 def proxy(tmp: Path, name: str, candidates: list[tuple[str, int]], verifier: Any, *,
-          progress: bool = False, schedule: str = "auto") -> Iterator[tuple[str, Store]]:
-    """The real serve app with the proxy, over a fresh store, on a free port."""
+          progress: bool = False, schedule: str = "auto", budget: str | None = None) -> Iterator[tuple[str, Store]]:
+    """The real serve app with the proxy, over a fresh store, on a free port (``budget``: ``[proxy] budget``)."""
     store = Store.open(tmp / f"{name}.sqlite3")
-    settings = ProxySettings(candidates=tuple(candidates), progress=progress, timeout_s=300.0, schedule=schedule)
+    settings = ProxySettings(candidates=tuple(candidates), progress=progress, timeout_s=300.0, schedule=schedule,
+                             budget=budget)
     service = open_proxy(settings, verifier, store)
     runner = JobRunner(store, verifier)  # never started: no jobs here
 

@@ -188,6 +188,8 @@ def load_config(path: Path | str | None = None) -> Config:
                              if isinstance(data.get("proxy"), dict) and "schedule" in data["proxy"] else {}),
                           **({"proxy.aliases": data["proxy"]["aliases"]}  # veriscale.proxy.settings.parse_aliases
                              if isinstance(data.get("proxy"), dict) and "aliases" in data["proxy"] else {}),
+                          **({"proxy.budget": data["proxy"]["budget"]}  # veriscale.proxy.budget_plan
+                             if isinstance(data.get("proxy"), dict) and "budget" in data["proxy"] else {}),
                           **{f"{name}.{k}": v for name, table in tables.items() for k, v in table.items()}})
 
 

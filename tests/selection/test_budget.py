@@ -145,7 +145,8 @@ def test_select_with_a_budget_spends_at_most_it_in_model_calls(store):
         sel = select(TASK, pool(), verifier=verifier(model, store, refresh=True), budget=f"calls={amount}", seed=1)
         assert len(model.calls) - made == sel.usage.model_calls == sel.budget["spent"] <= amount
     assert sel.best.id == f"run-{GOOD_AT}"
-    assert sel.to_dict()["budget"]["steps"][0]["step"] == "ring"
+    steps = sel.to_dict()["budget"]["steps"]
+    assert [s["step"] for s in steps[:2]] == ["granularity", "ring"] and steps[0]["spent"] == 0
 
 
 def test_tokens_mode_counts_the_prompt_tokens_the_plan_sends(store):
@@ -259,7 +260,7 @@ def test_a_select_job_with_a_budget_records_its_steps_for_the_run_page(tmp_path,
         assert done["status"] == "done", done
         view = c.get(f"/api/runs/{done['run_id']}/selection").json()
         assert view["budget"]["budget"] == "calls=10" and view["usage"]["model_calls"] <= 10
-        assert view["budget"]["steps"][0]["step"] == "ring"
+        assert [s["step"] for s in view["budget"]["steps"][:2]] == ["granularity", "ring"]
         events = [e for e in RunLog(d.store).since(done["run_id"]) if e.kind == "budget"]
         assert [e.data for e in events] == view["budget"]["steps"]
 

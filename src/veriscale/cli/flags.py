@@ -90,6 +90,7 @@ FLAG_FOR: dict[str, str] = {
     "reward_length_control": "--length-control",  # serve-reward (veriscale.rewards.length)
     "reward_answer_within": "--answer-within",  # serve-reward (veriscale.rewards.batching)
     "proxy_aliases": "--proxy-aliases",  # the proxy's model names (veriscale.proxy.settings)
+    "proxy_budget": "--proxy-budget",  # the proxy's pick inside a budget (veriscale.proxy.budget_plan)
 }
 
 

@@ -32,6 +32,7 @@ def register(app: typer.Typer) -> None:
         proxy_n: Annotated[Optional[int], typer.Option("--proxy-n", help="Serve the proxy APIs (/v1/chat/completions, /v1/responses, /v1/messages) with N candidates of --model, unless \\[proxy] in the config file names its candidates.")] = None,
         proxy_schedule: Annotated[Optional[str], typer.Option("--proxy-schedule", help="How the proxy picks: early, round_robin or auto (early when --joint is on and N > 3; config proxy.schedule; $VERISCALE_PROXY_SCHEDULE).")] = None,
         proxy_aliases: Annotated[Optional[str], typer.Option("--proxy-aliases", help="Model names the proxy answers, each with its candidate pool: 'fast=MODEL*2; best=MODEL*3, MODEL2*1' (config proxy.aliases table; $VERISCALE_PROXY_ALIASES). Unset: every name goes to the one pool.")] = None,
+        proxy_budget: Annotated[Optional[str], typer.Option("--proxy-budget", help="What the proxy's pick may spend per request: calls=N or tokens=N of verifier calls, cache hits free (config proxy.budget; $VERISCALE_PROXY_BUDGET). The pick chooses the schedule and criteria it affords; too small for one comparison is refused at start.")] = None,
         model: o.ModelOpt = None, store: o.StoreOpt = None, concurrency: o.ConcurrencyOpt = None,
         redact: o.RedactOpt = None, no_redact: o.NoRedactOpt = False,
     ) -> None:
@@ -63,10 +64,12 @@ def register(app: typer.Typer) -> None:
                                workers=settings.workers, concurrency=c, injection=injection)
             policy = AccessPolicy.for_bind(settings.host, settings.port, token=settings.token,
                                            max_body_bytes=settings.max_body_bytes)
-            proxy_flags = current().with_flags(proxy_schedule=proxy_schedule, proxy_aliases=proxy_aliases)
+            proxy_flags = current().with_flags(proxy_schedule=proxy_schedule, proxy_aliases=proxy_aliases,
+                                               proxy_budget=proxy_budget)
             schedule = proxy_flags.proxy_schedule
             proxy = _proxy(current().config, runner.model, st, proxy_n, injection, schedule,
-                           (proxy_flags.proxy_aliases or None, proxy_flags.origin("proxy_aliases")))
+                           (proxy_flags.proxy_aliases or None, proxy_flags.origin("proxy_aliases")),
+                           budget=proxy_flags.proxy_budget)
             from veriscale.engine.prices import price_table
 
             app_ = create_app(st, runner, policy, roots=settings.allow_dirs, proxy=proxy, redactor=settings.redactor,
@@ -98,13 +101,15 @@ def register(app: typer.Typer) -> None:
             runner.stop()
 
 
-def _proxy(config, server_model, store, proxy_n: Optional[int], injection=None, schedule=None, aliases=(None, None)):
+def _proxy(config, server_model, store, proxy_n: Optional[int], injection=None, schedule=None, aliases=(None, None),
+           budget=None):
     """The proxy service when ``[proxy]`` or ``--proxy-n`` asks for one, checked at start;
-    ``aliases``: the resolved proxy_aliases setting and where it came from."""
+    ``aliases``: the resolved proxy_aliases setting and where it came from; ``budget``: the
+    resolved proxy_budget setting."""
     from veriscale.proxy.settings import proxy_settings
 
     settings = proxy_settings(config, fallback_model=server_model.uri, n=proxy_n, injection=injection,
-                              schedule=schedule, aliases=aliases[0], aliases_where=aliases[1])
+                              schedule=schedule, aliases=aliases[0], aliases_where=aliases[1], budget=budget)
     if settings is None:
         return None
     from veriscale.models.uri import load_backend

@@ -175,6 +175,11 @@ SPECS: tuple[Spec, ...] = (
          "NAME=MODEL*N entries",
          help="model names the proxy answers, each with its candidate pool (\"fast=qwen*2; best=qwen*3, gpt*1\", "
               "or the [proxy.aliases] table); unset: every name goes to the one pool"),
+    # the proxy's pick inside a budget of verifier calls or prompt tokens (veriscale.proxy.budget_plan)
+    _BudgetSpec("proxy_budget", "--proxy-budget", "VERISCALE_PROXY_BUDGET", "proxy.budget", str.strip, None,
+                "a budget such as calls=6 or tokens=20000",
+                help="what the proxy's pick may spend per request, calls=N or tokens=N of verifier calls (cache "
+                     "hits do not count); the pick chooses the schedule and criteria it affords"),
 )
 SPEC = {spec.name: spec for spec in SPECS}
 
@@ -214,6 +219,7 @@ class Settings:
     joint: str = "off"
     proxy_schedule: str = "auto"
     proxy_aliases: Any = ""  # text, or the file's [proxy.aliases] table (veriscale.proxy.settings.parse_aliases)
+    proxy_budget: str | None = None  # per proxied request: "calls=6" or "tokens=20000"
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def origin(self, name: str) -> str:

@@ -15,12 +15,18 @@
 3. When every candidate arrived (or failed), the distinct ones are ranked by pointwise reward.
    If the best beats the runner-up by at least ``margin`` (reward units in [0, 1], default
    :data:`CLOSE_MARGIN` = 0.1, ``[proxy] margin``), it wins. Otherwise the two are compared
-   pairwise in both slot orders (2 calls joint, 2·C separate) and P(best ≻ runner-up) decides.
+   pairwise in both slot orders (2 calls joint, 4·C separate) and P(best ≻ runner-up) decides.
 
 At N = 3 with joint scoring that is at most 3 + 2 = 5 verifier calls (separate scoring with
-C = 3: at most 9 + 6 = 15, against round robin's 18). The injection policy applies to the
+C = 3: at most 9 + 12 = 21, a comparison being 2 slot orders x 2 slots x 3 criteria). The injection policy applies to the
 ranking: ``exclude`` ranks suspects after every clean candidate, ``lose_ties`` makes a suspect
 lose an equal reward.
+
+Under ``[proxy] budget`` (``purse``: a :class:`~veriscale.proxy.budget_plan.Purse`) each score
+and the comparison is priced before it starts, in arrival order, and starts only when the purse
+pays for it: a score that does not fit leaves that candidate unscored (ranked after the scored
+ones), a comparison that does not fit in both slot orders is tried in one, and when neither fits
+the pointwise leader wins. The purse's steps are the run's ``budget`` record.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from veriscale.errors import ModelCallError
+from veriscale.proxy.budget_plan import Purse, compare_cost, score_cost
 from veriscale.proxy.candidates import Sampled, canonical_form
 from veriscale.proxy.conversation import reply_text
 
@@ -95,16 +102,21 @@ class EarlySchedule:
             self.suspects.add(key)
 
     def ranked(self) -> list[int]:
-        """Distinct keys, best first: by the injection policy, then reward, then arrival."""
+        """Distinct keys, best first: by the injection policy, then reward, then arrival; keys left
+        unscored (a budget did not pay for them) come last, in arrival order."""
         def order(key: int) -> tuple:
             suspect = key in self.suspects
             return (suspect if self.policy == "exclude" else False, -self.rewards[key],
                     suspect if self.policy == "lose_ties" else False, self.keys.index(key))
-        return sorted(self.keys, key=order)
+        return sorted(self.rewards, key=order) + [k for k in self.keys if k not in self.rewards]
 
     def decide(self) -> tuple[str, int] | tuple[str, int, int]:
-        """``("pick", key)`` when the pointwise lead is clear, else ``("compare", best, runner_up)``."""
-        best, runner_up = self.ranked()[:2]
+        """``("pick", key)`` when the pointwise lead is clear (or one key alone was scored), else
+        ``("compare", best, runner_up)``."""
+        scored = [k for k in self.ranked() if k in self.rewards]
+        if len(scored) == 1:
+            return ("pick", scored[0])
+        best, runner_up = scored[:2]
         if self.policy == "exclude" and (best in self.suspects) != (runner_up in self.suspects):
             return ("pick", best)  # a clean candidate beats an excluded one whatever the rewards
         if self.rewards[best] - self.rewards[runner_up] >= self.margin:
@@ -116,12 +128,17 @@ class EarlyPick:
     """Runs an :class:`EarlySchedule` with a Verifier, on the caller's event loop."""
 
     def __init__(self, verifier: Any, task: str, n: int, *, margin: float = CLOSE_MARGIN,
-                 policy: str = "none", spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task] = asyncio.ensure_future
-                 ) -> None:
+                 policy: str = "none", spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task] = asyncio.ensure_future,
+                 purse: Purse | None = None) -> None:
         """``verifier``: a Verifier, or a function that builds one (called at the first score only,
         so agreeing requests never build one). ``spawn`` starts each score as a task (the request's
-        ``RequestScope.start``, so leaving the request stops the scores in flight too)."""
+        ``RequestScope.start``, so leaving the request stops the scores in flight too). ``purse``:
+        the request's budget, which pays for each score and the comparison before it starts."""
         self._verifier = verifier
+        self.purse = purse
+        self._paying = asyncio.Lock()  # scores are priced and paid one at a time, in arrival order
+        self.budget_stop = "plan complete"
+        self.compare_orders = "both slot orders"
         self._spawn = spawn
         self.task = task
         self.schedule = EarlySchedule(n=n, margin=margin, policy=policy)
@@ -161,9 +178,52 @@ class EarlyPick:
         return next(a for a in self.schedule.arrived if a.index == index)
 
     async def _score(self, key: int, s: Sampled) -> Any:
-        result = await self.verifier.ascore(self.task, reply_text(s.reply))
+        text = reply_text(s.reply)
+        if self.purse is not None:
+            async with self._paying:  # priced off the loop (a server may count the tokens), paid in order
+                if not await asyncio.to_thread(self._pay_score, key, text):
+                    self._event("score skipped", key)
+                    return None
+        result = await self.verifier.ascore(self.task, text)
         self._event("score done", key)
         return result
+
+    def _pay_score(self, key: int, text: str) -> bool:
+        n = len(self.verifier.criteria.items)
+        first = key in self.schedule.keys[:2]
+        paid = self.purse.pay(score_cost(self.verifier, self.task, text), "score",
+                              f"candidate {key} scored pointwise on {n} criteri{'on' if n == 1 else 'a'}",
+                              "two different actions arrived" if first else "a further different action arrived")
+        if not paid:
+            self.budget_stop = "budget spent"
+        return paid
+
+    def _pay_compare(self, best: int, runner_up: int, a: str, b: str) -> int | None | bool:
+        """Pay for comparing the top two: None (both slot orders), 0 (the first alone) or False (neither)."""
+        why = f"the pointwise lead of {best} over {runner_up} is below the margin {self.schedule.margin:g}"
+        cost, only = compare_cost(self.verifier, self.task, a, b), None
+        if not self.purse.fits(cost):
+            cost, only = compare_cost(self.verifier, self.task, a, b, 0), 0  # the least a comparison takes
+            if self.purse.fits(cost):
+                why += "; both slot orders do not fit, so one is judged"
+        self.compare_orders = "both slot orders" if only is None else "one slot order"
+        if not self.purse.pay(cost, "compare", f"{best} vs {runner_up} compared in {self.compare_orders}", why):
+            self.budget_stop = "budget spent"
+            return False
+        return only
+
+    async def _compare(self, best: int, runner_up: int) -> Any:
+        """The pairwise comparison of the top two; None when the purse pays for neither slot order."""
+        a, b = reply_text(self._sampled(best).reply), reply_text(self._sampled(runner_up).reply)
+        only = None
+        if self.purse is not None:
+            only = await asyncio.to_thread(self._pay_compare, best, runner_up, a, b)
+            if only is False:
+                return None
+        self._event("compare started", best)
+        pair = await self.verifier.acompare(self.task, a, b, only_repeat=only)
+        self._event("compare done", best)
+        return pair
 
     def cancel(self) -> None:
         """Stop every score still running (the request was given up)."""
@@ -178,22 +238,27 @@ class EarlyPick:
                 return None
             for key, task in self._scores.items():
                 result = await task
+                if result is None:  # the budget did not pay for this score
+                    continue
                 if result.failed or result.reward is None:
                     raise ModelCallError(f"scoring candidate {key} failed: {'; '.join(result.errors) or 'no reward'}")
                 self._results[key] = result
                 self.schedule.scored(key, result.reward, bool(result.injection_suspected))
+            if not self.schedule.rewards:
+                raise ModelCallError(f"the budget {self.purse.budget if self.purse else ''} paid for no score: "
+                                     "raise [proxy] budget")
             decision = self.schedule.decide()
             pair = None
             if decision[0] == "compare":
                 _, best, runner_up = decision
-                self._event("compare started", best)
-                pair = await self.verifier.acompare(self.task, reply_text(self._sampled(best).reply),
-                                                    reply_text(self._sampled(runner_up).reply))
-                self._event("compare done", best)
-                if pair.failed or pair.p_a_wins is None:
+                pair = await self._compare(best, runner_up)
+                if pair is None:  # the budget did not pay for it: the pointwise leader wins
+                    winner = best
+                elif pair.failed or pair.p_a_wins is None:
                     raise ModelCallError(f"comparing candidates {best} and {runner_up} failed: "
                                          f"{'; '.join(pair.errors) or 'no verdict'}")
-                winner = best if pair.p_a_wins >= 0.5 else runner_up
+                else:
+                    winner = best if pair.p_a_wins >= 0.5 else runner_up
             else:
                 winner = decision[1]
             return self._record(winner, decision, pair)
@@ -209,25 +274,33 @@ class EarlyPick:
         ranked = s.ranked()
         rank_of = {key: r for r, key in enumerate(ranked)}
         ranking = sorted(valid, key=lambda a: (rank_of[s.key_of(a.index)], a.index))
-        comparisons = []
+        comparisons, orders = [], self.compare_orders
         if pair is not None:
             best, runner_up = decision[1], decision[2]
-            comparisons.append({"i": best, "j": runner_up, "p": pair.p_a_wins,
-                                "orders": "both slot orders"})
-        lead = s.rewards[ranked[0]] - s.rewards[ranked[1]]
-        reason = (f"candidate {winner} led the pointwise rewards by {lead:.3f} (≥ margin {s.margin:g}), "
-                  "so no pairwise comparison ran") if pair is None else (
-                  f"the pointwise lead was {lead:.3f} (< margin {s.margin:g}): the top two were compared in "
-                  f"both slot orders and candidate {winner} won (P = "
-                  f"{pair.p_a_wins if winner == decision[1] else 1 - pair.p_a_wins:.3f})")
+            comparisons.append({"i": best, "j": runner_up, "p": pair.p_a_wins, "orders": orders})
+        scored = [k for k in ranked if k in s.rewards]
+        lead = s.rewards[scored[0]] - s.rewards[scored[1]] if len(scored) > 1 else 0.0
+        if len(scored) == 1:
+            reason = f"candidate {winner} was the only one the budget paid a score for, so it won unrivalled"
+        elif pair is None and decision[0] == "compare":
+            reason = (f"the pointwise lead was {lead:.3f} (< margin {s.margin:g}) but the budget did not pay for "
+                      f"the comparison, so the pointwise leader, candidate {winner}, won")
+        elif pair is None:
+            reason = (f"candidate {winner} led the pointwise rewards by {lead:.3f} (≥ margin {s.margin:g}), "
+                      "so no pairwise comparison ran")
+        else:
+            reason = (f"the pointwise lead was {lead:.3f} (< margin {s.margin:g}): the top two were compared in "
+                      f"{orders} and candidate {winner} won (P = "
+                      f"{pair.p_a_wins if winner == decision[1] else 1 - pair.p_a_wins:.3f})")
         return {
             "method": "early", "schedule": "early", "winner": winner, "index": winner,
             "best": {"id": f"candidate-{winner}"}, "decided": True,
             "confidence": None if pair is None else max(pair.p_a_wins, 1 - pair.p_a_wins),
             "reason": {"text": reason}, "margin": s.margin, "pointwise_lead": round(lead, 4),
             "ranking": [{"rank": r + 1, "index": a.index, "id": f"candidate-{a.index}",
-                         "score": s.rewards[s.key_of(a.index)],
-                         "criteria": self._results[s.key_of(a.index)].criterion_rewards(),
+                         "score": s.rewards.get(s.key_of(a.index)),
+                         "criteria": self._results[s.key_of(a.index)].criterion_rewards()
+                         if s.key_of(a.index) in self._results else {},
                          "injection_suspected": s.key_of(a.index) in s.suspects}
                         for r, a in enumerate(ranking)],
             "tournament": {"comparisons": comparisons},

@@ -9,6 +9,9 @@ each candidate to :class:`~veriscale.proxy.pick.EarlyPick` as it arrives, so poi
 runs while the slowest candidate is still generating; ``round_robin`` waits for all N and runs
 every pair (3 pairs x 2 slot orders x C criteria at N = 3). ``verify_after_last_s`` records what
 the pick added after the slowest candidate; ``proxy.timeout_s`` bounds that part, as before.
+Under ``[proxy] budget`` the pick plans inside it (:mod:`veriscale.proxy.budget_plan`: the
+schedule and criteria it affords; round robin becomes the cost controller) and the run records
+what it spent and why (``budget``: the plan, each step paid or skipped, spent and left).
     service.track_later(conversation, outcome)   # progress of the agent's conversation, after the reply
 
 Every request is a store run (command ``proxy <api>``): its candidates (failed ones with their
@@ -44,6 +47,7 @@ from veriscale.errors import ModelCallError
 from veriscale.models.cancel import in_worker, stopped
 from veriscale.proxy.candidates import Sampled, UpstreamPools, agreeing
 from veriscale.proxy.conversation import Conversation, Reply, content_text, recorded_conversation, reply_text, transcript
+from veriscale.proxy.budget_plan import PickPlan, Purse, narrowed, plan_pick
 from veriscale.proxy.pick import EarlyPick
 from veriscale.proxy.request_scope import RequestScope
 from veriscale.proxy.settings import ProxySettings
@@ -93,27 +97,49 @@ class ProxyService:
                                          "and verifier calls in flight were cancelled"})
                 raise
 
-    def _early(self, conv: Conversation, scope: RequestScope) -> EarlyPick | None:
+    def verifier(self) -> Any:
+        """The pick's Verifier on the proxy's criteria and injection settings."""
+        from veriscale.verify.reward import Verifier
+
+        return Verifier(self.verifier_model, store=self.store, criteria=self.settings.criteria,
+                        **{k: v for k, v in self.settings.injection.items() if k != "injection_policy"})
+
+    def _plan(self, conv: Conversation) -> PickPlan | None:
+        """How this request's pick spends ``[proxy] budget`` (None: no budget, or one candidate)."""
+        from veriscale.verify.joint import joint_default
+
+        n = len(self.pools.models_for(conv))
+        if self.settings.budget is None or n < 2:
+            return None
+        return plan_pick(self.settings, self.verifier(), n, joint_default())
+
+    def _early(self, conv: Conversation, scope: RequestScope, plan: PickPlan | None,
+               run_id: int) -> EarlyPick | None:
         """The arrival-driven pick when the schedule is early (``veriscale.proxy.pick``), else None."""
         from veriscale.verify.joint import joint_default
 
         n = len(self.pools.models_for(conv))
-        if n < 2 or self.settings.schedule_now(joint_default(), n) != "early":
+        schedule = plan.schedule if plan is not None else self.settings.schedule_now(joint_default(), n)
+        if n < 2 or schedule != "early":
             return None
-        from veriscale.verify.reward import Verifier
+        purse = None
+        if plan is not None:
+            purse = Purse(plan.budget, on_step=lambda step: self.log.emit(run_id, "budget", step))
 
-        def verifier() -> Verifier:  # built at the first score: an agreeing request never needs one
-            return Verifier(self.verifier_model, store=self.store, criteria=self.settings.criteria,
-                            **{k: v for k, v in self.settings.injection.items() if k != "injection_policy"})
+        def verifier() -> Any:  # built at the first score: an agreeing request never needs one
+            return self.verifier() if plan is None else narrowed(self.verifier(), plan.criteria)
 
         return EarlyPick(verifier, transcript(conv), n, margin=self.settings.margin,
-                         policy=self.settings.injection.get("injection_policy", "none"), spawn=scope.start)
+                         policy=self.settings.injection.get("injection_policy", "none"), spawn=scope.start,
+                         purse=purse)
 
     async def _answer(self, conv: Conversation, api: str, run: RunHandle, started: float,
                       on_first: Callable[[Sampled], None] | None = None) -> Outcome:
         gave_up = False
         async with RequestScope() as scope:  # leaving it any way stops every piece of the request's work
-            early = self._early(conv, scope)
+            plan = None if self.settings.budget is None else \
+                await asyncio.to_thread(self._plan, conv)  # the verifier may count tokens on its server
+            early = self._early(conv, scope, plan, run.id)
             picking = None if early is None else scope.start(early.result())  # links to the run: same context
             n = len(self.pools.models_for(conv))
             results = await self.pools.fan_out(conv, run.id, on_arrival=_arrivals(early, on_first, n))
@@ -129,7 +155,8 @@ class ProxyService:
             elif not agreeing(results):
                 try:  # the worker thread inherits this context, so the pick's calls link to the request's run
                     if picking is None:  # round robin: blocking code in a worker that the scope can stop
-                        picking = scope.start(in_worker(self._select, conv, valid, len(results)))
+                        picking = scope.start(in_worker(self._select, conv, valid, len(results), run.id,
+                                                        None if plan is None else plan.budget))
                     selection = await scope.within(picking, self.settings.timeout_s)  # early: scoring already
                     winner = next(r for r in valid if r.index == selection["index"])
                     how = "verified"
@@ -158,6 +185,10 @@ class ProxyService:
         if early is not None and how == "verification failed":
             record["usage"] = early.usage  # the calls it made before it failed or was cut
             record["events"] = list(early.events)
+        if plan is not None and how in ("verified", "verification failed"):  # what the budget paid for, and why
+            record["budget"] = early.purse.to_dict(plan, early.budget_stop) if early is not None else \
+                {**((selection or {}).get("budget") or await asyncio.to_thread(self._steps_so_far, run.id, plan)),
+                 "plan": plan.to_dict()}
         if selection is not None:
             record.update({k: selection[k] for k in ("ranking", "confidence", "reason", "tournament", "method",
                                                      "usage", "best", "decided", "notes", "injection",
@@ -169,20 +200,27 @@ class ProxyService:
         sent = dataclasses.replace(winner.reply, prompt_tokens=valid[0].reply.prompt_tokens)  # see **Numbers**
         return Outcome(sent, run.id, how, winner.index, results, error)
 
+    def _steps_so_far(self, run_id: int, plan: PickPlan) -> dict[str, Any]:
+        """The controller's steps a failed pick took, from the run's ``budget`` events."""
+        steps = [e.data for e in self.log.since(run_id) if e.kind == "budget"]
+        return {"budget": str(plan.budget), "stop_reason": "verification failed", "steps": steps}
+
     async def _landed(self) -> None:
         """Wait until the call records handed to the store's writer so far have landed (before the run ends)."""
         await asyncio.shield(asyncio.wrap_future(self.store.submit(lambda: None)))
 
-    def _select(self, conv: Conversation, valid: list[Sampled], n: int, stop: Any = None) -> dict[str, Any]:
+    def _select(self, conv: Conversation, valid: list[Sampled], n: int, run_id: int, budget: Any = None,
+                stop: Any = None) -> dict[str, Any]:
         """The round-robin (or PPT) pick, blocking, numbered as the request's N candidates (:func:`numbered`);
-        ``stop`` (in_worker's flag) also cancels its calls in flight."""
+        ``stop`` (in_worker's flag) also cancels its calls in flight. With ``budget`` it is the cost
+        controller, each step recorded on the run as it is taken."""
         from veriscale.selection.select import plan_selection, run_selection
         from veriscale.selection.settings import SelectionSettings
 
-        few = len(valid) <= 3  # every pair once is cheaper than PPT's ring plus pivots, which repeat pairs
+        few = len(valid) <= 3 and budget is None  # every pair once is cheaper than PPT's ring plus pivots
         settings = SelectionSettings(method="round_robin" if few else "ppt", repeats=1 if few else None,
                                      k=min(self.settings.k, len(valid) - 1) or 1, criteria=self.settings.criteria,
-                                     adaptive=True, **self.settings.injection)
+                                     adaptive=True, budget=budget, **self.settings.injection)
         verifier = settings.verifier(self.verifier_model, store=self.store)  # links to the current run
         candidates = [Candidate(id=f"candidate-{r.index}", text=reply_text(r.reply), metadata={"model": r.model})
                       for r in valid]
@@ -191,7 +229,8 @@ class ProxyService:
         def given_up(_done: int, _planned: int) -> None:
             stopped(stop)  # between calls too: a set flag starts no next one
 
-        return numbered(run_selection(plan, verifier=verifier, on_progress=given_up).to_dict(),
+        return numbered(run_selection(plan, verifier=verifier, on_progress=given_up,
+                                      on_step=lambda step: self.log.emit(run_id, "budget", step)).to_dict(),
                         [r.index for r in valid], n)
 
     # -- progress of the agent's conversation, after the reply ---------------------------------

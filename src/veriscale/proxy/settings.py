@@ -9,6 +9,7 @@
     progress = true                             # track the agent's conversation after each reply
     schedule = "auto"                           # the pick: early | round_robin | auto (early when joint is on, N > 3)
     margin = 0.1                                # early pick: a pointwise lead below this is compared pairwise
+    budget = "calls=6"                          # verifier calls (or tokens=N) one request's pick may spend
 
     [[proxy.candidates]]                        # heterogeneous pools: one table a model
     model = "http://127.0.0.1:8001/v1#qwen"     # an OpenAI-compatible upstream (or a [models.NAME])
@@ -37,7 +38,7 @@ from veriscale.verify.injection import check_policy
 
 _KNOWN = {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
           "progress": bool, "candidates": list, "max_tokens": int,
-          "schedule": str, "margin": (int, float), "aliases": dict}
+          "schedule": str, "margin": (int, float), "aliases": dict, "budget": str}
 #: the model name of the [[proxy.candidates]] pool, listed on GET /v1/models
 DEFAULT_NAME = "veriscale"
 Aliases = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
@@ -59,6 +60,9 @@ class ProxySettings:
     margin: float = 0.1  # the early pick's closeness margin (veriscale.proxy.pick.CLOSE_MARGIN)
     models: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the file's [models.NAME] endpoints, for candidate names
     aliases: Aliases = ()  # (name, ((model, N), ...)): [proxy.aliases], --proxy-aliases
+    #: verifier calls or prompt tokens one request's pick may spend ("calls=6"; veriscale.proxy.budget_plan);
+    #: --proxy-budget, $VERISCALE_PROXY_BUDGET, [proxy] budget. None: no budget
+    budget: str | None = None
     #: SelectionSettings keywords for the pick: injection_detect, injection_mitigation, injection_policy
     injection: Mapping[str, Any] = field(default_factory=dict)
 
@@ -68,6 +72,10 @@ class ProxySettings:
             raise UserError(f"{setting('proxy_schedule')} {self.schedule!r} is unknown: use one of {', '.join(SCHEDULES)}")
         if not 0 <= self.margin <= 1:
             raise UserError(f"proxy.margin = {self.margin!r} is outside [0, 1]: give a reward difference such as 0.1")
+        if self.budget is not None:
+            from veriscale.selection.budget_form import parse_budget
+
+            object.__setattr__(self, "budget", str(parse_budget(self.budget, where=setting("proxy_budget"))))
 
     def schedule_now(self, joint: bool, n: int) -> str:
         """The schedule a pick of ``n`` candidates uses: the setting, or for auto ``early`` under joint
@@ -139,14 +147,16 @@ def parse_aliases(value: Any, where: str, default_n: int) -> Aliases:
 
 def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | None = None,
                    injection: Mapping[str, Any] | None = None, schedule: str | None = None,
-                   aliases: Any = None, aliases_where: str | None = None) -> ProxySettings | None:
+                   aliases: Any = None, aliases_where: str | None = None,
+                   budget: str | None = None) -> ProxySettings | None:
     """The ``[proxy]`` table, checked; None when there is none and no ``n`` is given.
 
     ``n`` (``veriscale serve --proxy-n N``) fans out N candidates of ``fallback_model`` when the
     file names no candidates. ``schedule`` is the resolved ``proxy_schedule`` setting (flag,
     environment, ``[proxy] schedule``); None: the file's value. ``aliases`` is the resolved
     ``proxy_aliases`` setting (text or the file's table; ``aliases_where`` names where it came
-    from); None: the file's ``[proxy.aliases]``.
+    from); None: the file's ``[proxy.aliases]``. ``budget`` is the resolved ``proxy_budget`` setting
+    (flag, environment, ``[proxy] budget``); None: the file's value.
     """
     table: dict[str, Any] = cfg.raw.get("proxy", {})
     where = f"config file '{cfg.path}'"
@@ -186,7 +196,8 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
                              timeout_s=float(table.get("timeout_s", 120.0)), progress=table.get("progress", True),
                              max_tokens=table.get("max_tokens", 1024), models=tuple(cfg.models.items()),
                              injection=dict(injection or {}), schedule=schedule or table.get("schedule", "auto"),
-                             margin=float(table.get("margin", 0.1)), aliases=named)
+                             margin=float(table.get("margin", 0.1)), aliases=named,
+                             budget=budget or table.get("budget"))
     if settings.k < 1 or settings.timeout_s <= 0 or not 0 <= settings.temperature <= 2:
         raise UserError(f"{where}: proxy.k must be >= 1, proxy.timeout_s > 0 and proxy.temperature in [0, 2]")
     return settings

@@ -4,7 +4,8 @@
 
 The verifier is probed once with one score call through the gateway (cached in the store, so
 a restart costs nothing): a model that returns no logprobs cannot score, and the proxy says so
-instead of failing every request later.
+instead of failing every request later. A ``[proxy] budget`` too small for one comparison of the
+pick is refused here too, naming the smallest that works (``veriscale.proxy.budget_plan``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from veriscale.engine.executor import CallExecutor, PlannedCall
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError, UserError
+from veriscale.proxy.budget_plan import refuse_if_too_small
 from veriscale.proxy.candidates import UpstreamPools
 from veriscale.proxy.service import ProxyService
 from veriscale.proxy.settings import ProxySettings
@@ -44,4 +46,9 @@ def open_proxy(settings: ProxySettings, server_model: Any, store: Store, *, load
         require_logprobs(verifier, store)
     except ModelCallError as exc:
         raise UserError(f"the proxy's verifier {verifier.uri} failed its probe ({exc}): check it is up") from None
+    if settings.budget is not None:
+        from veriscale.verify.reward import Verifier
+
+        refuse_if_too_small(settings, Verifier(verifier, store=store, criteria=settings.criteria, **{
+            k: v for k, v in settings.injection.items() if k != "injection_policy"}))
     return ProxyService(UpstreamPools.open(settings, store, load=load), verifier, settings, store)

@@ -25,6 +25,11 @@ added, why, budget spent and left, confidence after):
 4. **criteria** (C): the top pair (the leader and the runner-up) is judged on every criterion,
    in both slot orders; then the leader against the next contender.
 
+Before the ring, :meth:`BudgetController.plan_scale` plans G, the scale's granularity
+(:mod:`veriscale.selection.budget_scale`): the user's G, lowered only to what the backend can
+read in one call or where a tokens budget cannot pay for one comparison at it; recorded as the
+first step ("granularity", no calls). K, C and k are the steps below.
+
 When no step is left among the contenders, contention widens to every candidate. Play stops
 once Bradley–Terry's confidence in the leader reaches ``min_confidence`` ("confident"), when
 no step fits in what is left ("budget spent"), or when nothing is left to judge.
@@ -80,17 +85,18 @@ class CostedJudge(Protocol):
 class BudgetStep:
     """One escalation step: what it judged and why, what it spent and what was left."""
 
-    kind: str           # ring, pivot, repeat, criteria
+    kind: str           # granularity (the plan's G, before any call), ring, pivot, repeat, criteria
     added: str
     why: str
     judgements: int
     spent: int
     left: int
-    confidence: float
+    confidence: float | None  # None: no judgement yet (the granularity step)
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.kind, "added": self.added, "why": self.why, "judgements": self.judgements,
-                "spent": self.spent, "left": self.left, "confidence": round(self.confidence, 4)}
+                "spent": self.spent, "left": self.left,
+                "confidence": None if self.confidence is None else round(self.confidence, 4)}
 
 
 @dataclass
@@ -103,11 +109,13 @@ class BudgetOutcome:
     spent: int = 0
     smallest: int = 0
     stop_reason: str = "plan complete"
+    #: the planned G (``GranularityPlan.to_dict()``), None when the caller planned none
+    granularity: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"budget": str(self.budget), "kind": self.budget.kind, "amount": self.budget.amount,
                 "spent": self.spent, "left": self.budget.amount - self.spent, "smallest_budget": self.smallest,
-                "cache_hits_free": True, "stop_reason": self.stop_reason,
+                "cache_hits_free": True, "stop_reason": self.stop_reason, "granularity": self.granularity,
                 "steps": [s.to_dict() for s in self.steps]}
 
 
@@ -179,11 +187,21 @@ class BudgetController:
         a, b = self.ring(len(reps))[0]
         return judge.cost(reps[a], reps[b], 0, SCREEN).of(self.budget.kind)
 
+    def plan_scale(self, asked: Any, cap: int | None, price: Callable[[Any], int]) -> Any:
+        """The G this decision runs on (:func:`veriscale.selection.budget_scale.plan_granularity`):
+        ``asked`` lowered only to the backend's read ``cap`` or where a tokens budget requires it;
+        ``price(scale)``: the first comparison's cost on ``scale``."""
+        from veriscale.selection.budget_scale import plan_granularity
+
+        return plan_granularity(asked, self.budget, cap, price)
+
     def refuse_if_too_small(self, n_candidates: int, judge: CostedJudge,
-                            groups: Sequence[Hashable] | None = None) -> int:
-        """Raise a UserError when the budget cannot pay for one comparison; returns the smallest budget."""
+                            groups: Sequence[Hashable] | None = None, floor: int | None = None) -> int:
+        """Raise a UserError when the budget cannot pay for one comparison; returns the smallest budget
+        (``floor``: a lower one that works another way, e.g. on a coarser scale, named instead)."""
         smallest = self.smallest_budget(n_candidates, judge, groups)
         if self.budget.amount < smallest:
+            smallest = smallest if floor is None else min(smallest, floor)
             unit = "model calls" if self.budget.kind == "calls" else "prompt tokens"
             raise UserError(
                 f"{setting('budget', str(self.budget))} cannot pay for one comparison ({smallest} {unit}): "
@@ -191,9 +209,11 @@ class BudgetController:
         return smallest
 
     def run(self, n_candidates: int, judge: CostedJudge, *, groups: Sequence[Hashable] | None = None,
-            names: Sequence[str] | None = None, on_step: Callable[[BudgetStep], None] | None = None) -> BudgetOutcome:
+            names: Sequence[str] | None = None, on_step: Callable[[BudgetStep], None] | None = None,
+            granularity: Any = None) -> BudgetOutcome:
         """Judge inside the budget and return the result with its steps (``names``: candidate ids for the
-        log; ``on_step(step)`` after each step, e.g. to record it on the run)."""
+        log; ``on_step(step)`` after each step, e.g. to record it on the run; ``granularity``: the
+        :meth:`plan_scale` the judge runs on, recorded as the first step)."""
         grouped = group_candidates(n_candidates, groups)
         reps = grouped.representatives
         n = len(reps)
@@ -207,18 +227,21 @@ class BudgetController:
             result = bradley_terry_result("budget", grouped, ledger, fit, n_comparisons=0, planned=0,
                                           stop="single candidate", tie_tolerance=self.tie_tolerance)
             return BudgetOutcome(result, self.budget, stop_reason="single candidate")
-        smallest = self.refuse_if_too_small(n_candidates, judge, groups)
+        smallest = self.refuse_if_too_small(n_candidates, judge, groups,
+                                            None if granularity is None else granularity.smallest)
         state = _Purse(kind, amount)
+        steps = [] if granularity is None else [granularity.step(self.budget)]
 
         ring = self.ring(n)
         level, why = self._screen_level(n, judge, ring, reps)
         done = self._play(ledger, state, [(a, b, level) for a, b in ring])
         fit = self._fit(n, ledger)
-        steps = [BudgetStep("ring", f"{done} ring comparisons on {judge.level_names[level]}",
-                            "a first pass: every candidate meets its neighbour in a seeded ring; " + why,
-                            done, state.spent, state.left, fit.confidence)]
+        steps.append(BudgetStep("ring", f"{done} ring comparisons on {judge.level_names[level]}",
+                                "a first pass: every candidate meets its neighbour in a seeded ring; " + why,
+                                done, state.spent, state.left, fit.confidence))
         if on_step is not None:
-            on_step(steps[0])
+            for step in steps:
+                on_step(step)
         pivots: list[int] = []
         stop = "nothing left to judge"
         while True:
@@ -251,7 +274,8 @@ class BudgetController:
         result = bradley_terry_result("budget", grouped, ledger, fit, n_comparisons=len(ledger.judgements),
                                       planned=len(ledger.judgements), stop=stop, tie_tolerance=self.tie_tolerance,
                                       pivots=tuple(pivots))
-        return BudgetOutcome(result, self.budget, steps, state.spent, smallest, stop)
+        return BudgetOutcome(result, self.budget, steps, state.spent, smallest, stop,
+                             None if granularity is None else granularity.to_dict())
 
     # -- steps -----------------------------------------------------------------------------
     def _steps(self, fit: BradleyTerryFit, ledger: _Ledger, judge: CostedJudge, contention: float, level: int):

@@ -83,11 +83,14 @@ class SelectionPlan:
     #: figures above are capped by it in calls mode, and ``smallest_budget`` is the least that works
     budget: str | None = None
     smallest_budget: int | None = None
+    #: the cost controller's G (``veriscale.selection.budget_scale.GranularityPlan``), None without a budget
+    granularity: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """The plan's figures (what ``--dry-run --json`` prints)."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("settings", "pool", "max_repeats")}
         data["notes"] = list(self.notes)
+        data["granularity"] = None if self.granularity is None else self.granularity.to_dict()
         return data
 
 
@@ -137,6 +140,8 @@ def plan_selection(
     too_many = round_robin_refusal(method, n_distinct)
     if too_many:
         notes.append(too_many)
+    if settings.budget is None:  # with a budget the controller lowers G itself (budget_scale)
+        notes.extend(_read_cap_note(verifier))
     pool = RenderedPool(task, tuple(candidates), fit.task_text, texts, groups)
     text_tokens = sorted((renderer.count(t) for t in set(texts)), reverse=True)
     figures = _cost(method, n_distinct, k, repeats, settings.adaptive_applies, max_repeats, verifier, text_tokens,
@@ -150,15 +155,24 @@ def plan_selection(
 
 
 def _within_budget(plan: SelectionPlan, verifier: Any) -> SelectionPlan:
-    """The plan under the cost controller: refused when the budget cannot pay for one comparison
-    (before any call), its call figures capped in calls mode."""
+    """The plan under the cost controller: its G planned (``budget_scale``), refused when the budget
+    cannot pay for one comparison (before any call), its call figures capped in calls mode."""
     from veriscale.selection.budget import BudgetController
     from veriscale.selection.budget_judge import VerifierBudgetJudge
+    from veriscale.selection.budget_scale import readable_labels
 
     budget = plan.settings.budget
     controller = BudgetController(budget, seed=plan.settings.seed)
-    smallest = controller.refuse_if_too_small(plan.n_candidates, VerifierBudgetJudge(verifier, plan.pool),
-                                              list(plan.pool.groups))
+    groups = list(plan.pool.groups)
+
+    def price(scale: Any) -> int:
+        return controller.smallest_budget(plan.n_candidates, VerifierBudgetJudge(verifier.with_scale(scale), plan.pool),
+                                          groups)
+
+    granularity = controller.plan_scale(verifier.scale, readable_labels(verifier), price)
+    smallest = controller.refuse_if_too_small(plan.n_candidates,
+                                              VerifierBudgetJudge(verifier.with_scale(granularity.scale), plan.pool),
+                                              groups, granularity.smallest)
     capped = {}
     if budget.kind == "calls":
         capped = dict(model_calls_planned=min(plan.model_calls_planned, budget.amount),
@@ -167,8 +181,24 @@ def _within_budget(plan: SelectionPlan, verifier: Any) -> SelectionPlan:
         capped = dict(prompt_tokens_upper_bound=min(plan.prompt_tokens_upper_bound, budget.amount))
     note = (f"budget {budget} per decision: the cost controller plans pivots, repeats and criteria inside it "
             "(cache hits do not count against it)")
-    return replace(plan, budget=str(budget), smallest_budget=smallest, adaptive=True,
-                   notes=(*plan.notes, note), **capped)
+    notes = (*plan.notes, note) + ((f"G lowered from {granularity.asked.granularity} to "
+                                    f"{granularity.scale.granularity}: {granularity.why}",) if granularity.lowered else ())
+    return replace(plan, budget=str(budget), smallest_budget=smallest, adaptive=True, granularity=granularity,
+                   notes=notes, **capped)
+
+
+def _read_cap_note(verifier: Any) -> list[str]:
+    """A note when the verifier shows fewer tokens of a slot than the scale has labels."""
+    from veriscale.selection.budget_scale import coarser, readable_labels
+
+    scale, cap = verifier.scale, readable_labels(verifier)
+    if cap is None or scale.granularity <= cap:
+        return []
+    fits = coarser(scale, cap)
+    instead = f"use {setting('scale', fits.name)}" if fits is not None else "raise the URI's top_logprobs"
+    return [worded(f"scale {scale.name} has {scale.granularity} labels but the verifier shows the top {cap} tokens "
+                   f"of a slot (top_logprobs), so labels outside them read as probability 0: {instead}, "
+                   f"or give {setting('budget')}, whose plan lowers G to what one call reads")]
 
 
 def round_robin_refusal(method: str, n_distinct: int) -> str | None:

@@ -234,11 +234,14 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
     before = verifier.usage.copy()
     budget = None
     if plan.budget is not None:
-        judge: Any = VerifierBudgetJudge(verifier, pool, counter)
+        granularity = plan.granularity  # the G the plan chose: the verifier reads on that scale
+        judge: Any = VerifierBudgetJudge(verifier if granularity is None else verifier.with_scale(granularity.scale),
+                                         pool, counter)
         controlled = BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
                                       n_criteria=len(names)).run(plan.n_candidates, judge, groups=list(pool.groups),
                                                                  names=[c.id for c in candidates],
-                                                                 on_step=on_step and (lambda s: on_step(s.to_dict())))
+                                                                 on_step=on_step and (lambda s: on_step(s.to_dict())),
+                                                                 granularity=granularity)
         result, budget = controlled.result, controlled.to_dict()
         notes.append(f"budget {settings.budget}: spent {controlled.spent} in {len(controlled.steps)} step(s), "
                      f"stopped with '{controlled.stop_reason}'")

@@ -15,6 +15,7 @@ collapses (pointwise to 1, pairwise to 2, without sampled reasoning) is the one 
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
 from typing import Callable
 
@@ -70,6 +71,7 @@ class Verifier:
         self.injection_detect = injection_signal.DETECT_BY_DEFAULT if injection_detect is None else bool(injection_detect)
         self.injection_mitigation = check_mitigation(injection_mitigation or DEFAULT_MITIGATION)
         self._tau = tau
+        self._tau_given = tau is not None
         #: one call reads every criterion (``verify.joint``; None: ``joint_default()``, off unless set)
         self.joint = joint_scoring.joint_default() if joint is None else bool(joint)
         self.executor = CallExecutor(model, store, prompt_version=PROMPT_VERSION, refresh=refresh,
@@ -79,6 +81,17 @@ class Verifier:
     @property
     def usage(self):
         return self.executor.usage
+
+    def with_scale(self, scale: Scale) -> "Verifier":
+        """This verifier on another scale (the same executor: one store, one usage, one call budget);
+        its labels are checked again and τ is calibrated for that scale unless it was given."""
+        if scale == self.scale:
+            return self
+        other = copy.copy(self)
+        other.scale, other._labels_checked = scale, False
+        if not self._tau_given:
+            other._tau = None
+        return other
 
     @property
     def tau(self) -> float:
