@@ -62,6 +62,9 @@ def test_precedence_is_flag_then_env_then_file_then_default(monkeypatch: pytest.
     ("[gateway]\nrouting = 'random'\n", "routing 'random' is unknown"),
     ("[models.q]\nendpoints = []\n", "must list model URIs"),
     ("model = \n", "not valid TOML"),
+    ("[proxy]\nverifer = 'x'\n", r"\[proxy\] has no setting 'verifer'"),  # one table list checks [proxy] too
+    ("[proxy]\naliases = 'a=b'\n", "proxy.aliases must be a table"),
+    ("proxy = 3\n", r"\[proxy\] must be a table"),
 ])
 def test_bad_files_are_one_clear_error(tmp_path: Path, text: str, fragment: str) -> None:
     path = tmp_path / "config.toml"
@@ -101,3 +104,12 @@ def test_veriscale_config_dev_null_runs_the_command(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["runs", "list"], env=env)
     assert result.exit_code == 0, result.output
     assert "does not exist" not in result.output
+
+
+def test_every_proxy_key_the_file_sets_reaches_the_settings_by_one_path(tmp_path: Path) -> None:
+    """No [proxy] key is copied by hand: each one the file sets is in ``values`` as proxy.KEY."""
+    path = tmp_path / "config.toml"
+    path.write_text("[proxy]\nschedule = 'early'\nbudget = 'calls=6'\nmargin = 0.2\n[proxy.aliases]\nfast = 'm*2'\n")
+    values = load_config(path).values
+    assert {k: v for k, v in values.items() if k.startswith("proxy.")} == {
+        "proxy.schedule": "early", "proxy.budget": "calls=6", "proxy.margin": 0.2, "proxy.aliases": {"fast": "m*2"}}

@@ -85,6 +85,7 @@ class Config:
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     models: dict[str, tuple[str, ...]] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # tables later parts read
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # TABLES as the file set them, checked
     values: dict[str, Any] = field(default_factory=dict, repr=False)  # "gateway.rpm" -> what the file set
 
     def model_uris(self, names: list[str] | tuple[str, ...] | str) -> list[str]:
@@ -96,7 +97,8 @@ class Config:
         return uris
 
 
-_KIND_WORDS = {bool: "true or false", str: "text", int: "a whole number", float: "a number"}
+_KIND_WORDS = {bool: "true or false", str: "text", int: "a whole number", float: "a number", list: "a list",
+               dict: "a table"}
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], where: str, path: Path) -> Any:
@@ -121,6 +123,9 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "view": {"timeout_s": (int, float), "memory_mb": (int, float)},
     "handback": {"max_files": int, "max_depth": int},
     "scoring": {"joint": bool},
+    "proxy": {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
+              "progress": bool, "candidates": list, "max_tokens": int, "schedule": str, "margin": (int, float),
+              "aliases": dict, "budget": str},  # veriscale.proxy.settings
 }
 
 
@@ -179,17 +184,11 @@ def load_config(path: Path | str | None = None) -> Config:
     store = data.get("store")
     return Config(path=chosen, model=_expect(model, str, "model", chosen) if model is not None else None,
                   store=Path(_expect(store, str, "store", chosen)).expanduser() if store is not None else None,
-                  gateway=GatewaySettings(**gateway_raw), models=models,
+                  gateway=GatewaySettings(**gateway_raw), models=models, tables=tables,
                   raw={k: v for k, v in data.items() if k not in {"model", "store", "models", *TABLES}},
                   values={**({"model": model} if model is not None else {}),
                           **({"store": str(store)} if store is not None else {}),
                           **({"prices": data["prices"]} if "prices" in data else {}),  # veriscale.engine.prices
-                          **({"proxy.schedule": data["proxy"]["schedule"]}  # veriscale.proxy.settings checks [proxy]
-                             if isinstance(data.get("proxy"), dict) and "schedule" in data["proxy"] else {}),
-                          **({"proxy.aliases": data["proxy"]["aliases"]}  # veriscale.proxy.settings.parse_aliases
-                             if isinstance(data.get("proxy"), dict) and "aliases" in data["proxy"] else {}),
-                          **({"proxy.budget": data["proxy"]["budget"]}  # veriscale.proxy.budget_plan
-                             if isinstance(data.get("proxy"), dict) and "budget" in data["proxy"] else {}),
                           **{f"{name}.{k}": v for name, table in tables.items() for k, v in table.items()}})
 
 

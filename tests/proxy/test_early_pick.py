@@ -110,7 +110,7 @@ def test_a_bad_schedule_or_margin_in_the_file_is_one_sentence(tmp_path: Path) ->
     with pytest.raises(UserError, match=r"proxy.margin = 2.0 is outside \[0, 1\]"):
         proxy_settings(load_config(config), fallback_model="m", n=3)
     config.write_text('[proxy]\nschedule = 3\n')
-    with pytest.raises(UserError, match="proxy.schedule has the wrong type"):
+    with pytest.raises(UserError, match="proxy.schedule must be text, not 3"):
         proxy_settings(load_config(config), fallback_model="m", n=3)
 
 

@@ -36,9 +36,6 @@ from veriscale.config import Config
 from veriscale.errors import UserError, setting
 from veriscale.verify.injection import check_policy
 
-_KNOWN = {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
-          "progress": bool, "candidates": list, "max_tokens": int,
-          "schedule": str, "margin": (int, float), "aliases": dict, "budget": str}
 #: the model name of the [[proxy.candidates]] pool, listed on GET /v1/models
 DEFAULT_NAME = "veriscale"
 Aliases = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
@@ -158,18 +155,10 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
     from); None: the file's ``[proxy.aliases]``. ``budget`` is the resolved ``proxy_budget`` setting
     (flag, environment, ``[proxy] budget``); None: the file's value.
     """
-    table: dict[str, Any] = cfg.raw.get("proxy", {})
+    table: dict[str, Any] = cfg.tables.get("proxy", {})  # keys and types checked by load_config (config.TABLES)
     where = f"config file '{cfg.path}'"
-    if not isinstance(table, dict):
-        raise UserError(f"{where}: [proxy] must be a table: fix that section")
     if not table and n is None and not aliases:
         return None
-    for key, value in table.items():
-        if key not in _KNOWN:
-            raise UserError(f"{where}: [proxy] has no setting '{key}': use {', '.join(_KNOWN)}")
-        kind = _KNOWN[key]
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            raise UserError(f"{where}: proxy.{key} has the wrong type ({value!r}): fix that line")
     if aliases is None:
         aliases, aliases_where = table.get("aliases"), f"{where}: [proxy.aliases]"
     pools: list[tuple[str, int]] = []
