@@ -46,6 +46,8 @@ RECORDS = (("resolver", "resolve"), ("challenger", "challenge"), ("finish", "adj
 MAX_DIFF_FILES = 500
 #: Claim maps and records are host-checked JSON, larger than a typical deliverable.
 MAX_JSON_BYTES = 16 << 20
+#: What a task that has not ended shows instead of its run folder (recorded when it ends).
+RUNNING_TASK = "this task is still running: its run folder is shown when it ends"
 _LABEL = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -145,7 +147,8 @@ def _task_view(task_run: RunRecord | None, record: dict, roots: tuple[Path, ...]
     }
     run, reason = _place(view["run_dir"], roots, "run folder", problems, max_bytes)
     if run is None:
-        view["unreadable_reason"] = reason
+        still_running = task_run is not None and task_run.status == "running" and view["run_dir"] is None
+        view["unreadable_reason"] = RUNNING_TASK if still_running else reason
         return view
     view["readable"] = True
     layout = RunLayout(run.path)
