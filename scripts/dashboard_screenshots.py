@@ -15,7 +15,7 @@ A page the store has no run for is skipped with a note. dashboard-proxy.png is t
 window: it runs from the top of the page to the tournament's ranking.
 
 The images in docs/img are real runs of SmolLM2-135M (the embedded GGUF; through llama_cpp.server
-where tools are needed) in one store, made on 2 CPUs in about 30 minutes::
+where tools are needed) in one store, made in about 40 minutes on 2 busy CPUs (the harness run took 26)::
 
     export VERISCALE_STORE=/tmp/demo/store.sqlite3 VERISCALE_THREADS=1
     veriscale select examples/terminal_bench/merge-diff-arc-agi-task.jsonl --budget-tokens 600
