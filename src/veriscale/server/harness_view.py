@@ -164,7 +164,9 @@ def _task_view(task_run: RunRecord | None, record: dict, roots: tuple[Path, ...]
     layout = RunLayout(run.path)
     view["claims"] = _claims(run.json(layout.claims_dir / "claims.json", "claim map"), problems)
     # A phase that failed or was skipped leaves no record: its absence is no problem to report.
-    unfinished = {phase for phase, info in view["phases"].items() if _field(info, "status") != "completed"}
+    phases = view["phases"] if isinstance(view["phases"], dict) else {}
+    unfinished = {phase for phase, info in phases.items() if _field(info, "status") != "completed"}
+
     def expected_absent(path: Path, phase: str) -> bool:
         return phase in unfinished and run.absent(path)
     docs = {}
@@ -174,7 +176,8 @@ def _task_view(task_run: RunRecord | None, record: dict, roots: tuple[Path, ...]
         problems.extend(schema_problems(doc, kind) if doc is not None else [])
         docs[kind] = doc
     view["ledgers"] = {"resolver": docs["resolver"], "challenger": docs["challenger"]}
-    report = None if expected_absent(layout.delivery_report, "deliver") else run.json(layout.delivery_report, "delivery report")
+    report = (None if expected_absent(layout.delivery_report, "deliver")
+              else run.json(layout.delivery_report, "delivery report"))
     view["adjudication"] = _adjudication(view["base"], docs, report)
     base = view["base"] or _field(docs["finish"], "base")
     if not expected_absent(layout.delivery_dir / DELIVERABLES_SUBDIR, "deliver"):
