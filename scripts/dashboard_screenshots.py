@@ -11,7 +11,28 @@ the copy and Playwright drives the Debian chromium at 1280×800. It writes, unde
     dashboard-trajectory.png  dashboard-harness.png (only when the store has a harness run)
     dashboard-proxy.png (only when the store has a proxied request)
 
-A page the store has no run for is skipped with a note.
+A page the store has no run for is skipped with a note. dashboard-proxy.png is taller than the
+window: it runs from the top of the page to the tournament's ranking.
+
+The images in docs/img are real runs of SmolLM2-135M (the embedded GGUF; through llama_cpp.server
+where tools are needed) in one store, made in about 40 minutes on 2 busy CPUs (the harness run took 26)::
+
+    export VERISCALE_STORE=/tmp/demo/store.sqlite3 VERISCALE_THREADS=1
+    veriscale select examples/terminal_bench/merge-diff-arc-agi-task.jsonl --budget-tokens 600
+    veriscale track examples/progress/success_trajectory.json examples/progress/fail_trajectory.json \
+        --every 3 --budget-tokens 800
+    GGUF=$(python -c "from veriscale.models.embedded_files import default_gguf_path as p; print(p())")
+    python -m llama_cpp.server --model "$GGUF" --n_ctx 8192 --n_threads 1 --port 8001 \
+        --model_alias smollm2 --chat_format chatml-function-calling &
+    veriscale harness materialize tests/fixtures/harness/quarterly_report /tmp/demo/vs/tasks/quarterly_report --seed 11
+    veriscale harness run /tmp/demo/vs/tasks/quarterly_report --model 'http://127.0.0.1:8001/v1?timeout=1800#smollm2' \
+        --concurrency 1 --max-steps 4 --run-id demo
+    # the proxy: [proxy] temperature = 0.8, max_tokens = 96, timeout_s = 900, progress = false and
+    # one [[proxy.candidates]] model = "http://127.0.0.1:8001/v1?timeout=1800#smollm2", n = 3
+    VERISCALE_CONFIG=veriscale.toml veriscale serve --model embedded --port 8766 &
+    # then one openai SDK request to http://127.0.0.1:8766/v1: a system and a user message, an
+    # assistant `bash` tool call (ls /app) with its tool result, and the `bash` tool offered
+    python scripts/dashboard_screenshots.py --store /tmp/demo/store.sqlite3 --allow-dir /tmp/demo/vs
 """
 
 from __future__ import annotations
@@ -33,6 +54,7 @@ sys.path[:0] = [str(REPO / "src"), str(REPO)]
 from tests.support.browser import chromium_page  # noqa: E402
 
 VIEWPORT = {"width": 1280, "height": 800}
+PROXY_MAX_HEIGHT = 1800  # the proxied request's image: from the top of the page to the tournament's ranking
 
 
 def copy_store(src: Path, dst: Path) -> None:
@@ -119,14 +141,17 @@ def main() -> None:
         written = []
         try:
             with chromium_page(viewport=VIEWPORT) as page:
-                def shot(route: str, name: str, prepare=None) -> None:
+                def shot(route: str, name: str, prepare=None, clip=None) -> None:
                     page.goto(f"{base}/{route}")
                     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
                     if prepare:
                         prepare()
                     page.wait_for_timeout(300)
                     path = args.out / name
-                    page.screenshot(path=str(path))
+                    if clip:
+                        page.screenshot(path=str(path), full_page=True, clip=clip())
+                    else:
+                        page.screenshot(path=str(path))
                     written.append(path)
 
                 shot("#/runs", "dashboard-runs.png")
@@ -163,7 +188,15 @@ def main() -> None:
 
                 proxied = first_run(store, ("proxy chat", "proxy responses", "proxy anthropic"), "AND status = 'ok'")
                 if proxied:
-                    shot(f"#/runs/{proxied[0]}", "dashboard-proxy.png")
+                    def pick_to_ranking() -> dict:
+                        # taller than the window: the pick, the conversation, the candidates side by
+                        # side and the tournament's ranking, in one image
+                        table = page.locator("[data-testid=tournament] table.candidates")
+                        end = page.get_by_test_id("tournament").bounding_box()
+                        bottom = table.bounding_box() if table.count() else end
+                        height = min(PROXY_MAX_HEIGHT, bottom["y"] + bottom["height"] + 16)
+                        return {"x": 0, "y": 0, "width": VIEWPORT["width"], "height": height}
+                    shot(f"#/runs/{proxied[0]}", "dashboard-proxy.png", clip=pick_to_ranking)
                 else:
                     print("note: no proxied request in the store: dashboard-proxy.png not written")
 

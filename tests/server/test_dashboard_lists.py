@@ -98,6 +98,33 @@ def test_the_runs_list_shows_score_and_cost_and_the_server_sorts_and_filters_by_
         expect(page.get_by_test_id("runs-total")).to_have_text("1 run")
 
 
+def test_the_runs_table_fits_a_1280_px_window_with_long_summaries_models_and_costs(tmp_path: Path, page) -> None:  # noqa: F811
+    """Nothing is cut at the window's edge: the summary, the model and the cost wrap inside the table."""
+    model = "http://127.0.0.1:8001/v1?timeout=1800&template=chatml#HuggingFaceTB/SmolLM2-135M-Instruct"
+    with dashboard(tmp_path / "s.sqlite3", ScriptedScoreModel()) as d:
+        long_pick = "merge-diff-arc-agi-task__" + "mSdX5Nk" * 4
+        pick = d.store.start_run("select", model, {})
+        d.store.put_call("c-pick", prompt_tokens=143_447, completion_tokens=1, **CALL)
+        d.store.link_call(pick, "c-pick", cache_hit=False)
+        d.store.finish_run(pick, "ok", {"confidence": 0.36, "pick": long_pick, "ranking": []})
+        harness = d.store.start_run("harness run", model, {})
+        d.store.finish_run(harness, "failed", {"error": "the upstream at " + model + " closed the connection " * 6})
+        _open(page, d.url + "/#/runs")
+        expect(page.get_by_test_id("run-row")).to_have_count(2)
+        wrap = page.locator(".table-wrap")
+        assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth"), "the runs table is wider than the window"
+        right = wrap.evaluate("w => w.getBoundingClientRect().right")
+        for cell in page.locator("[data-testid=run-row] td").all():
+            assert cell.evaluate("c => c.getBoundingClientRect().right") <= right + 0.5, cell.inner_text()
+        # a long summary is kept to three lines and held whole in its title
+        summary = page.locator(f"[data-run-id='{harness}'] td.summary .clamp")
+        assert summary.get_attribute("title").startswith("failed: the upstream at ")
+        assert summary.evaluate("s => s.getBoundingClientRect().height <= 3.5 * parseFloat(getComputedStyle(s).lineHeight)")
+        # a command stays on one line
+        code = page.locator(f"[data-run-id='{harness}'] td code")
+        assert code.evaluate("c => c.getClientRects().length") == 1
+
+
 def test_the_score_and_compare_forms_submit_real_jobs(tmp_path: Path, page) -> None:  # noqa: F811
     with dashboard(tmp_path / "s.sqlite3", ScriptedScoreModel()) as d:
         _open(page, d.url + "/#/jobs")

@@ -124,6 +124,33 @@ def test_one_numbering_in_table_charts_matrix_and_panel_and_names_are_whole(tmp_
         expect(page.get_by_test_id("pick-pick")).to_contain_text("#1")
 
 
+def _pick_of(names: list[str]) -> dict:
+    """A finished round robin over ``names`` (index order), candidate 1 first."""
+    ranking = [{"rank": r + 1, "index": i, "id": names[i], "score": 0.5 - r / 10, "criteria": {}}
+               for r, i in enumerate([1, 0, 2])]
+    comparisons = [{"i": 1, "j": 0, "repeat": 0, "p": 0.9}, {"i": 1, "j": 2, "repeat": 0, "p": 0.8},
+                   {"i": 0, "j": 2, "repeat": 0, "p": 0.6}]
+    return {"ranking": ranking, "index": 1, "best": {"id": names[1]}, "confidence": 0.5, "decided": False,
+            "method": "round_robin", "reason": {"text": "1 over 0"}, "task": {"id": "t", "text": "Do it."},
+            "tournament": {"comparisons": comparisons, "strengths": [0.0, 0.2, -0.2]}}
+
+
+@pytest.mark.parametrize(("names", "labels"), [
+    (["candidate-0", "candidate-1", "candidate-2"], ["#1 candidate-1", "#0 candidate-0", "#2 candidate-2"]),
+    (["merge-diff__5Yk2WfS", "merge-diff__djqxa8x", "merge-diff__Ga3s6zL"], ["#1 …djqxa8x", "#0 …5Yk2WfS", "#2 …Ga3s6zL"]),
+])
+def test_short_names_stay_whole_and_only_long_ones_lose_their_shared_prefix(tmp_path, page, names, labels) -> None:
+    """A proxy's candidates are "candidate-0", "candidate-1", ...: they were shown as "#1 …1"."""
+    with dashboard(tmp_path / "s.sqlite3", ScriptedScoreModel()) as d:
+        run = _finished(d.store, "select", {}, _pick_of(names))
+        _open(page, f"{d.url}/#/runs/{run}")
+        expect(page.get_by_test_id("pick-pick")).to_have_text(labels[0])
+        bars = page.locator("[data-testid=winmass-chart] .axis-label")  # each holds its text, then a <title>
+        assert bars.evaluate_all("els => els.map((e) => e.firstChild.textContent)") == labels
+        matrix = page.locator("[data-testid=heatmap] > text.axis-label")  # column labels, then row labels
+        assert set(labels) <= set(matrix.evaluate_all("els => els.map((e) => e.firstChild.textContent)"))
+
+
 def test_a_proxied_requests_page_shows_the_conversation_the_candidates_side_by_side_and_the_sent_one(
         tmp_path, page) -> None:
     """A real request through the openai SDK to the real proxy: two upstream candidates (a FaultServer

@@ -182,3 +182,34 @@ def test_unknown_and_non_harness_runs_are_refused(harness_run: dict) -> None:
     other = store.start_run("verify", "scripted", {})
     with pytest.raises(HarnessViewError, match="'verify' run, not a harness run"):
         harness_view(store, other, (harness_run["root"],))
+
+
+def test_a_task_still_running_says_so_and_not_that_it_failed(tmp_path: Path) -> None:
+    """Its run folder is recorded when it ends; until then the page said "it failed before it had one"."""
+    store = Store.open(tmp_path / "s.sqlite3")
+    parent = store.start_run("harness run", "scripted", {})
+    running = store.start_run("harness task", "scripted", {"task": str(tmp_path / "quarterly_report")}, parent_id=parent)
+    failed = store.start_run("harness task", "scripted", {"task": str(tmp_path / "data_cleanup")}, parent_id=parent)
+    store.finish_run(failed, "failed", {"task": "data_cleanup", "outcome": "error", "error": "no rollouts"})
+    tasks = {t["run_id"]: t for t in harness_view(store, parent, (tmp_path,))["tasks"]}
+    assert tasks[running]["outcome"] == "running"
+    assert tasks[running]["unreadable_reason"] == "this task is still running: its run folder is shown when it ends"
+    assert tasks[failed]["unreadable_reason"] == "no run folder was recorded for this task (it failed before it had one)"
+
+
+def test_records_of_phases_that_failed_or_were_skipped_are_not_listed_as_problems(harness_run: dict) -> None:
+    """A failed challenge wrote no ledger and a skipped delivery no files: that is shown as "not
+    recorded", not as read errors; a completed phase whose record is gone is still a problem."""
+    store, layout = harness_run["store"], harness_run["layout"]
+    layout.record("challenge").unlink()
+    layout.record("adjudicate").unlink()
+    shutil.rmtree(layout.delivery_dir)
+    record = dict(harness_run["task_run"].result)
+    record["phases"] = {**record["phases"], "challenge": {"status": "failed", "reason": "hit the step limit"},
+                        "deliver": {"status": "skipped", "reason": "no valid finish.json"}}
+    task_run = store.start_run("harness task", "scripted", harness_run["task_run"].args)
+    store.finish_run(task_run, "failed", record)
+    (task,) = harness_view(store, task_run, (harness_run["root"],))["tasks"]
+    assert task["readable"] and task["ledgers"]["challenger"] is None and task["ledgers"]["resolver"]
+    assert task["diffs"] == []
+    assert len(task["problems"]) == 1 and task["problems"][0].startswith("finish record was not read: ")

@@ -46,6 +46,8 @@ RECORDS = (("resolver", "resolve"), ("challenger", "challenge"), ("finish", "adj
 MAX_DIFF_FILES = 500
 #: Claim maps and records are host-checked JSON, larger than a typical deliverable.
 MAX_JSON_BYTES = 16 << 20
+#: What a task that has not ended shows instead of its run folder (recorded when it ends).
+RUNNING_TASK = "this task is still running: its run folder is shown when it ends"
 _LABEL = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -82,6 +84,16 @@ class _Folder:
 
     def __init__(self, root: Path, rel: PurePosixPath, problems: list[str], max_bytes: int) -> None:
         self.root, self.rel, self.path, self.problems, self.max_bytes = root, rel, root / rel, problems, max_bytes
+
+    def absent(self, path: Path) -> bool:
+        """True when nothing is at ``path``: a check before reading (it reads nothing, follows no link)."""
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return False
 
     def rel_of(self, path: Path) -> PurePosixPath:
         return self.rel / path.relative_to(self.path).as_posix()
@@ -145,20 +157,31 @@ def _task_view(task_run: RunRecord | None, record: dict, roots: tuple[Path, ...]
     }
     run, reason = _place(view["run_dir"], roots, "run folder", problems, max_bytes)
     if run is None:
-        view["unreadable_reason"] = reason
+        still_running = task_run is not None and task_run.status == "running" and view["run_dir"] is None
+        view["unreadable_reason"] = RUNNING_TASK if still_running else reason
         return view
     view["readable"] = True
     layout = RunLayout(run.path)
     view["claims"] = _claims(run.json(layout.claims_dir / "claims.json", "claim map"), problems)
+    # A phase that failed or was skipped leaves no record: its absence is no problem to report.
+    phases = view["phases"] if isinstance(view["phases"], dict) else {}
+    unfinished = {phase for phase, info in phases.items() if _field(info, "status") != "completed"}
+
+    def expected_absent(path: Path, phase: str) -> bool:
+        return phase in unfinished and run.absent(path)
     docs = {}
     for kind, phase in RECORDS:
-        doc = run.json(layout.record(phase), f"{kind} record")
+        path = layout.record(phase)
+        doc = None if expected_absent(path, phase) else run.json(path, f"{kind} record")
         problems.extend(schema_problems(doc, kind) if doc is not None else [])
         docs[kind] = doc
     view["ledgers"] = {"resolver": docs["resolver"], "challenger": docs["challenger"]}
-    view["adjudication"] = _adjudication(view["base"], docs, run.json(layout.delivery_report, "delivery report"))
+    report = (None if expected_absent(layout.delivery_report, "deliver")
+              else run.json(layout.delivery_report, "delivery report"))
+    view["adjudication"] = _adjudication(view["base"], docs, report)
     base = view["base"] or _field(docs["finish"], "base")
-    view["diffs"] = _diffs(run, layout, base, _task_dir(args, run.path), roots, problems, max_lines)
+    if not expected_absent(layout.delivery_dir / DELIVERABLES_SUBDIR, "deliver"):
+        view["diffs"] = _diffs(run, layout, base, _task_dir(args, run.path), roots, problems, max_lines)
     return view
 
 

@@ -100,7 +100,11 @@ export function pretty(value) {
   }
 }
 
-/** The ids without the prefix they all share ("task__abc", "task__xyz" → "…abc", "…xyz"). */
+/** Names that fit a chart label whole (a proxy's "candidate-1"); longer ones may lose their shared prefix. */
+export const SHORT_NAME = 16;
+
+/** The ids without the prefix they all share ("task__abc", "task__xyz" → "…abc", "…xyz"); a name of
+ *  at most SHORT_NAME characters stays whole ("candidate-1", never "…1"). */
 export function shortNames(ids) {
   const names = ids.map((id) => String(id ?? ""));
   if (names.length < 2) return names;
@@ -109,7 +113,7 @@ export function shortNames(ids) {
     while (prefix && !name.startsWith(prefix)) prefix = prefix.slice(0, -1);
   }
   if (prefix.length < 6) return names;
-  return names.map((name) => (name.length > prefix.length ? "…" + name.slice(prefix.length) : name));
+  return names.map((name) => (name.length > SHORT_NAME && name.length > prefix.length ? "…" + name.slice(prefix.length) : name));
 }
 
 export function clip(text, max = 80) {

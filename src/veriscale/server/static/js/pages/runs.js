@@ -100,22 +100,22 @@ function row(run) {
     h("td", { class: "num nowrap", "data-testid": "run-score", title: run.score_label ?? "no score" },
       typeof run.score === "number" ? run.score.toFixed(3) : "—",
       run.score_label ? h("span", { class: "muted small" }, ` ${run.score_label}`) : null),
-    h("td", { class: "muted" }, run.model ?? "—"),
+    h("td", { class: "muted model" }, run.model ?? "—"),
     h("td", { class: "muted nowrap" }, fmtTime(run.created_at)),
     h("td", { class: "muted nowrap" }, run.status === "running" ? "…" : fmtDuration(run.created_at, run.finished_at)),
-    h("td", { class: "muted nowrap", "data-testid": "run-cost", "data-tokens": run.cost?.tokens ?? null,
+    h("td", { class: "muted cost", "data-testid": "run-cost", "data-tokens": run.cost?.tokens ?? null,
       title: run.cost ? `${Number(run.cost.tokens ?? 0).toLocaleString("en-US")} tokens (prompt sent + completion)` : null }, costText(run.cost)),
-    h("td", { class: "summary" }, run.summary ?? ""));
+    h("td", { class: "summary" }, h("span", { class: "clamp", title: run.summary || null }, run.summary ?? "")));
 }
 
-/** "12 calls · 9,800 sent / 2,100 processed tok · $0.0012": processed reads "?" where a server did not say;
- *  the title holds the tokens (sent + completion) that the cost sort and filter count. */
+/** "12 calls · 9,800 sent / 2,100 processed tok · $0.0012" as parts that each stay on one line (the cell
+ *  wraps between them); processed reads "?" where a server did not say; the title holds the tokens
+ *  (sent + completion) that the cost sort and filter count. */
 function costText(cost) {
   if (!cost) return "—";
   const n = (v) => (v === null || v === undefined ? "?" : Number(v).toLocaleString("en-US"));
-  let text = `${n(cost.calls)} call${cost.calls === 1 ? "" : "s"}`;
-  if (cost.cache_hits) text += ` (+${n(cost.cache_hits)} cached)`;
-  if (cost.calls) text += ` · ${n(cost.prompt_tokens)} sent / ${n(cost.prompt_tokens_processed)} processed tok`;
-  if (cost.money) text += cost.money.usd === null ? " · $?" : ` · $${cost.money.usd.toFixed(4)}${cost.money.exact ? "" : " (at most)"}`;
-  return text;
+  const parts = [`${n(cost.calls)} call${cost.calls === 1 ? "" : "s"}` + (cost.cache_hits ? ` (+${n(cost.cache_hits)} cached)` : "")];
+  if (cost.calls) parts.push(`${n(cost.prompt_tokens)} sent / ${n(cost.prompt_tokens_processed)} processed tok`);
+  if (cost.money) parts.push(cost.money.usd === null ? "$?" : `$${cost.money.usd.toFixed(4)}${cost.money.exact ? "" : " (at most)"}`);
+  return parts.flatMap((part, i) => [i ? " · " : null, h("span", { class: "nowrap" }, part)]);
 }
