@@ -193,7 +193,7 @@ def test_the_live_pages_header_counts_grow_with_the_curve_and_a_point_opens_its_
     with dashboard(tmp_path / "s.sqlite3", ScriptedScoreModel()) as d:
         log = RunLog(d.store)
         run_id = d.store.start_run("track", "scripted:progress-double", {"trajectory": ["live.jsonl"]})
-        log.record_steps(run_id, "live", [Step(role="agent", text=f"step {n} text") for n in range(6)])
+        log.record_steps(run_id, "live", [Step(role="agent", text=f"step {n} text") for n in range(1, 7)])
 
         def point(step: int, value: float, tokens: int) -> None:
             """A scored checkpoint: its call (``tokens`` prompt tokens, 2 completion) and its point."""
@@ -209,7 +209,7 @@ def test_the_live_pages_header_counts_grow_with_the_curve_and_a_point_opens_its_
         expect(page.get_by_test_id("run-calls")).to_have_text("1")
         expect(page.get_by_test_id("run-tokens")).to_have_text("100 prompt · 2 completion")
         expect(page.get_by_test_id("run-steps")).to_have_text("6")
-        log.record_steps(run_id, "live", [Step(role="agent", text=f"step {n} text") for n in range(6, 9)])  # the agent goes on
+        log.record_steps(run_id, "live", [Step(role="agent", text=f"step {n} text") for n in range(7, 10)])  # the agent goes on
         point(2, 0.3, 250)
         point(3, 0.6, 400)
         points = page.locator("[data-testid=curve][data-trajectory=live] [data-testid=curve-point]")
@@ -219,12 +219,12 @@ def test_the_live_pages_header_counts_grow_with_the_curve_and_a_point_opens_its_
         expect(page.get_by_test_id("run-steps")).to_have_text("9")
         expect(page.get_by_test_id("live")).to_be_visible()
         assert page.evaluate("window.__sameDocument") == 1, "the page was reloaded"
-        # a point opens the trajectory viewer at its step (checkpoint 3: the third step, index #2)
+        # a point opens the trajectory viewer at its step (checkpoint 3: the third step, row "3", place 2)
         page.evaluate("document.body.dataset.ready = '0'")
         points.nth(2).click()
         page.wait_for_selector(READY)
         assert page.url.endswith(f"#/runs/{run_id}/trajectory/live?step=3"), page.url
-        expect(page.get_by_test_id("step-detail")).to_contain_text("#2")
-        expect(page.get_by_test_id("step-text")).to_have_text("step 2 text")
+        expect(page.locator("[data-testid=step-detail] .detail-head strong")).to_have_text("step 3")
+        expect(page.get_by_test_id("step-text")).to_have_text("step 3 text")
         expect(page.locator("[data-testid=step-row].selected")).to_have_attribute("data-index", "2")
         d.store.finish_run(run_id, "ok", {})

@@ -3,14 +3,16 @@
 Events (``run_events``) are appended in order by whichever process runs the command — a CLI
 ``track --follow``, a server job — and read by id, so a reader in another process (the
 dashboard's event stream) sees each one once, in order. Steps (``run_steps``) are the
-trajectories a run judged, one row a step, paged and searched by the trajectory viewer::
+trajectories a run judged, one row a step, paged and searched by the trajectory viewer. A row's
+``index`` is its 0-based place (what ``offset`` counts); its ``step`` is the number users see,
+1-based as a progress curve and ``veriscale track`` count (checkpoint 3 is the third step)::
 
     log = RunLog(store)
     log.emit(run_id, "point", {"step": 3, "value": 0.4})
     for event in log.since(run_id, after=0):            # RunEvent(id, kind, data, at)
         ...
     log.record_steps(run_id, "t1", trajectory.steps)     # appends after what is there
-    log.steps(run_id, "t1", offset=4000, limit=200)      # [{"index", "role", "text", "error", "detail"}]
+    log.steps(run_id, "t1", offset=4000, limit=200)      # [{"index", "step", "role", "text", "error", "detail"}]
     log.find_steps(run_id, "t1", "Traceback")            # indices of matching steps
 """
 
@@ -142,7 +144,8 @@ class RunLog:
         rows, _ = self.store.execute(
             "SELECT idx, role, text, error, detail FROM run_steps WHERE run_id = ? AND trajectory = ? AND idx >= ? "
             "ORDER BY idx LIMIT ?", (run_id, trajectory, offset, limit))
-        return [{"index": r[0], "role": r[1], "text": r[2], "error": bool(r[3]), "detail": json.loads(r[4]) if r[4] else None}
+        return [{"index": r[0], "step": r[0] + 1, "role": r[1], "text": r[2], "error": bool(r[3]),
+                 "detail": json.loads(r[4]) if r[4] else None}
                 for r in rows]
 
     def find_steps(self, run_id: int, trajectory: str, text: str | None = None, *, errors: bool = False,

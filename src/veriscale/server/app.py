@@ -215,7 +215,7 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
         if q and redactor.enabled:  # match what the viewer may show, so a search cannot guess a secret
             matches = [i for i in matches
                        if q.lower() in redactor.text(log.steps(run_id, trajectory, i, 1)[0]["text"]).lower()]
-        return {"matches": matches}
+        return {"matches": matches, "steps": [i + 1 for i in matches]}  # places (for offset), and step numbers
 
     @app.get("/api/runs/{run_id}/stream")
     async def stream(run_id: RowId, request: Request, after: int = Query(0, ge=0, le=MAX_ID)) -> StreamingResponse:

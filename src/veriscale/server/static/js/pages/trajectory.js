@@ -2,6 +2,9 @@
 // steps. Rows have a fixed height; a spacer of total × ROW_H gives the scroll range and only
 // the rows in view (± OVERSCAN) are in the DOM. Steps are fetched PAGE at a time and cached.
 // A side panel shows a step's full text; search and jump-to-error use /steps/find.
+// One numbering: a step is shown as its 1-based number, as the progress curve's x axis, its
+// points' ?step=N links and `veriscale track` count it (checkpoint 3 is the third step). The
+// 0-based place (`index`, what /steps' offset counts) stays internal: data-index and paging.
 
 import { api } from "../api.js";
 import { errorBox, fill, fmtNum, h } from "../dom.js";
@@ -10,6 +13,7 @@ import { toolCallBlock } from "../tool_blocks.js";
 const ROW_H = 28;
 const OVERSCAN = 8;
 const PAGE = 200;
+const stepNumber = (index) => index + 1; // the number users see for the step at 0-based place `index`
 
 export async function trajectoryPage(ctx, runId, name, step) {
   const first = await api.steps(runId, name, 0, PAGE);
@@ -105,10 +109,10 @@ export async function trajectoryPage(ctx, runId, name, step) {
     const el = h("div", {
       class: ["step-row", step?.error ? "error" : null, isMatch ? "match" : null, index === selected ? "selected" : null,
         isMatch && matches[matchPos] === index ? "current" : null, step ? null : "loading"],
-      "data-testid": "step-row", "data-index": index, role: "button",
+      "data-testid": "step-row", "data-index": index, "data-step": stepNumber(index), role: "button",
       onclick: () => select(index),
     },
-    h("span", { class: "idx" }, String(index)),
+    h("span", { class: "idx", "data-testid": "row-step" }, String(stepNumber(index))),
     h("span", { class: "role" }, step ? step.role ?? "" : ""),
     h("span", { class: "first-line" }, step ? firstLine(step.detail ? step.detail.text || step.text : step.text) : "…"),
     step?.detail?.tool_calls?.length ? h("span", { class: "chip tool", "data-testid": "row-tool" },
@@ -124,12 +128,12 @@ export async function trajectoryPage(ctx, runId, name, step) {
     const step = await loadStep(index).catch(() => null);
     if (!ctx.alive || selected !== index) return;
     if (!step) {
-      fill(detail, errorBox(`step ${index} could not be loaded`));
+      fill(detail, errorBox(`step ${stepNumber(index)} could not be loaded`));
       return;
     }
     fill(detail,
       h("div", { class: "detail-head" },
-        h("strong", {}, `#${step.index}`), h("span", { class: "muted small" }, `step ${step.index + 1} of ${total}`),
+        h("strong", { "data-testid": "detail-step" }, `step ${step.step ?? stepNumber(index)}`), h("span", { class: "muted small" }, `of ${total}`),
         h("span", { class: "chip" }, step.role ?? "—"),
         step.error ? h("span", { class: "chip st-failed" }, "failed (non-zero exit)") : null,
         h("span", { class: "grow" }),
@@ -236,7 +240,7 @@ export async function trajectoryPage(ctx, runId, name, step) {
   ctx.onCleanup(() => { window.removeEventListener("resize", onResize); cancelAnimationFrame(frame); });
   if (!total) rows.appendChild(h("p", { class: "muted pad" }, "This trajectory has no stored steps."));
   else render();
-  if (step !== undefined && total) await goTo(Math.min(total, Math.max(1, Number(step))) - 1); // ?step=N: a curve point's link
+  if (step !== undefined && total) await goTo(Math.min(total, Math.max(1, Number(step))) - 1); // ?step=N: step N, as the row shows it
 }
 
 function firstLine(text) {
