@@ -7,9 +7,10 @@ One command, from a fresh clone (the first run builds the benchmark's own virtua
     python benchmarks/bench_vs_llm_verifier.py --veriscale-args "" --veriscale-args "--joint ?grammar=on"
     python benchmarks/bench_vs_llm_verifier.py --json out.json
 
-Each ``--veriscale-args`` is one veriscale row (flags for ``veriscale select``; a word starting
-with ``?`` is a model-URI option, e.g. ``?grammar=on``); every row and llm-verifier run on the
-same server in one run, so the ratios compare like with like.
+Each ``--veriscale-args`` is one veriscale row: flags for ``veriscale`` itself, given before the
+``select`` command (``--joint`` is one); a word starting with ``?`` is a model-URI option, e.g.
+``?grammar=on``. Every row and llm-verifier run on the same server in one run, so the ratios
+compare like with like.
 
 Both tools judge the same held Terminal-Bench 2.1 pool with disagreement (five real trials of
 ``merge-diff-arc-agi-task``, three passing, from ../shared/data; a copy is
@@ -111,12 +112,11 @@ def agent_criteria() -> list[dict]:
     return [{"id": c.name.lower(), "name": c.name, "description": c.description} for c in load_criteria("agent").items]
 
 
-def run_veriscale(url: str, store: Path, extra: list[str]) -> dict:
-    options = "".join("&" + word[1:] for word in extra if word.startswith("?"))
-    extra = [word for word in extra if not word.startswith("?")]
-    cmd = [sys.executable, "-m", "veriscale", "select", str(POOL), "--model", url + f"?context=8192{options}#smollm2",
-           "--scale", "letters:20",
-           "--repeats", "1", "--criteria", "agent", "--pivots", "2", "--json", "--store", str(store), *extra]
+def run_veriscale(url: str, store: Path, variant: list[str], budget_tokens: int) -> dict:
+    options = "".join("&" + word[1:] for word in variant if word.startswith("?"))
+    flags = [word for word in variant if not word.startswith("?")]
+    cmd = [sys.executable, "-m", "veriscale", *flags, "select", str(POOL), "--budget-tokens", str(budget_tokens),
+           "--model", url + f"?context=8192{options}#smollm2", "--scale", "letters:20", "--repeats", "1", "--criteria", "agent", "--pivots", "2", "--json", "--store", str(store)]
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     wall = time.perf_counter() - start
@@ -144,7 +144,7 @@ def run_llm_verifier(python: Path, url: str, trace_chars: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--veriscale-args", action="append",
-                    help='one veriscale row: flags for veriscale select, e.g. "--joint" (repeatable; '
+                    help='one veriscale row: flags for veriscale before its select command, e.g. "--joint" (repeatable; '
                          'default: one row separate, one --joint)')
     ap.add_argument("--budget-tokens", type=int, default=256,
                     help="what each tool reads of a candidate: veriscale's --budget-tokens, and llm-verifier's trace "
@@ -162,8 +162,7 @@ def main() -> None:
             _, _, offset = processed_since(log, 0)
             rows = {}
             for i, variant in enumerate(variants):
-                row = run_veriscale(url, Path(tmp) / f"store-{i}.sqlite3",
-                                    ["--budget-tokens", str(args.budget_tokens), *shlex.split(variant)])
+                row = run_veriscale(url, Path(tmp) / f"store-{i}.sqlite3", shlex.split(variant), args.budget_tokens)
                 row["processed_tokens"], row["evaluating_requests"], offset = processed_since(log, offset)
                 rows["veriscale" + (f" {variant}" if variant else " (separate)")] = row
                 print(f"veriscale {variant or '(separate)'}: {row['http_calls']} calls, {row['processed_tokens']:,} "
