@@ -4,7 +4,7 @@ One command, from a fresh clone (the first run builds the benchmark's own virtua
 ``.bench-venv/``, with ``llm-verifier==0.3.0`` from PyPI; veriscale never depends on it)::
 
     python benchmarks/bench_vs_llm_verifier.py                  # veriscale separate and --joint, then llm-verifier
-    python benchmarks/bench_vs_llm_verifier.py --veriscale-args "" --veriscale-args "--joint ?grammar=on"
+    python benchmarks/bench_vs_llm_verifier.py --veriscale-args= "--veriscale-args=--joint ?grammar=on"
     python benchmarks/bench_vs_llm_verifier.py --json out.json
 
 Each ``--veriscale-args`` is one veriscale row: flags for ``veriscale`` itself, given before the
