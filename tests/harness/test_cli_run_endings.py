@@ -167,15 +167,15 @@ def test_a_stop_kills_the_jailed_command_and_leaves_the_host_copy_as_it_was(mate
     assert left == [], f"a stopped session's output was handed back: {left}"
 
 
-PI = Path(__file__).resolve().parents[2] / ".tools" / "node_modules" / "@mariozechner" / "pi-coding-agent" / "dist" / "cli.js"
-
-
 def _pi_cli() -> Path:
     """The pi the project installs (`npm install --prefix .tools @mariozechner/pi-coding-agent@0.73.1`)."""
-    for candidate in (Path(os.environ.get("VERISCALE_PI", "")), PI, Path("/work/main") / PI.relative_to(PI.parents[4])):
-        if candidate.is_file():
-            return candidate
-    pytest.fail(f"pi is not installed: run `npm install --prefix .tools @mariozechner/pi-coding-agent@0.73.1` ({PI})")
+    from veriscale.errors import UserError
+    from veriscale.harness.sessions.executors import find_pi
+
+    try:
+        return find_pi()
+    except UserError as exc:
+        pytest.fail(str(exc))
 
 
 def test_sigint_kills_a_jailed_pi_waiting_on_the_relay_and_records_its_call_cancelled(materialized, tmp_path):

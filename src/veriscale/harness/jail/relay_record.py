@@ -122,7 +122,10 @@ class RelayRecorder:
         with self._lock:
             waiting = list(self._open.values())
         for tap in waiting:
-            tap.close(cancelled=True)
+            try:
+                tap.close(cancelled=True)
+            except Exception:  # noqa: BLE001 - a store that cannot be written must not stop the stop itself
+                pass
 
     def record(self, sent: bytes, received: bytes, latency_s: float, *, cancelled: bool = False) -> None:
         request_line = sent.split(b"\r\n", 1)[0].decode("latin-1", "replace")
