@@ -12,15 +12,21 @@ through ``veriscale.engine.loop.run_sync`` is cancelled when it is set (one scop
 
     stop = current_stop()            # inside the worker: its flag (None outside any in_worker)
     undo = stop.on_set(callback)     # called once, at the set (at once if already set)
+
+Plain threads can share one flag too (``veriscale harness run`` stops every session with it)::
+
+    with stopping_with(stop):                         # current_stop() is stop in this block
+        threading.Thread(target=in_this_context(work)).start()   # and in the thread it starts
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -63,6 +69,21 @@ _CURRENT_STOP: contextvars.ContextVar[StopFlag | None] = contextvars.ContextVar(
 def current_stop() -> StopFlag | None:
     """The stop flag of the :func:`in_worker` call this code runs in (None: none)."""
     return _CURRENT_STOP.get()
+
+
+@contextlib.contextmanager
+def stopping_with(stop: StopFlag) -> Iterator[StopFlag]:
+    """Make ``stop`` the :func:`current_stop` of the block (and of threads started with :func:`in_this_context`)."""
+    token = _CURRENT_STOP.set(stop)
+    try:
+        yield stop
+    finally:
+        _CURRENT_STOP.reset(token)
+
+
+def in_this_context(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` bound to a copy of the caller's context (its current run and stop flag), for a thread to run."""
+    return functools.partial(contextvars.copy_context().run, fn)
 
 
 def stopped(stop: threading.Event | None) -> None:

@@ -123,6 +123,11 @@ class HarvestReader:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
+    def discard(self) -> None:
+        """Drop the stream unapplied (a stopped run): the host copy stays as it was."""
+        self.join(5.0)
+        self._spool.close()
+
     def apply(self, dest: Path, deadline: float | None = None) -> HarvestReport:
         """Check the stream and, when it is sound, make ``dest`` hold exactly what it carries.
 

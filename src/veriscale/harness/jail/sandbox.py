@@ -35,6 +35,10 @@ Usage::
 
 ``JailSpec(..., no_jail=True)`` runs the command unconfined; the caller must log
 :data:`JAIL_OFF_MESSAGE` when it does.
+
+Under a stop flag (:func:`veriscale.models.cancel.current_stop`, set when a ``harness run`` is
+stopped) a set flag kills the command's process group and cgroup at once; ``run_jailed`` then
+raises ``Stopped`` and hands nothing back, so the host copy of the output folder stays as it was.
 """
 from __future__ import annotations
 
@@ -68,6 +72,7 @@ from veriscale.harness.jail.seccomp import compiled_filter, filter_fd
 from veriscale.harness.jail.netjail import Endpoint, ModelForward, check_endpoint, inside_model_url
 from veriscale.harness.jail.relay_gate import RelayPolicy
 from veriscale.harness.workspace.contract import INPUTS_DIR, ROLLOUTS_DIR, SPEC_DIR
+from veriscale.models.cancel import Stopped, current_stop, stopped
 
 __all__ = ["INSIDE_GID", "INSIDE_UID", "JAIL_OFF_MESSAGE", "JailLimits", "JailResult", "JailSpec",
            "check_jail_available", "run_jailed"]
@@ -293,15 +298,23 @@ def _run_process_group(cmd: Sequence[str], env: Mapping[str, str], cwd: Path, ti
     out = BoundedCapture(proc.stdout, cap_bytes)  # type: ignore[arg-type]
     err = BoundedCapture(proc.stderr, cap_bytes)  # type: ignore[arg-type]
     killed = False
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if box is not None:
+            box.kill_all()
+
+    stop = current_stop()  # a stopped run (Ctrl-C, SIGTERM of `harness run`) kills the group at once
+    undo = stop.on_set(kill) if stop is not None else (lambda: None)
     try:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         killed = True
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        if box is not None:
-            box.kill_all()
+        kill()
         proc.wait()
+    finally:
+        undo()
     for capture, pipe in ((out, proc.stdout), (err, proc.stderr)):
         if not capture.join(KILL_GRACE_S) and pipe is not None:  # a daemon escaped the group (jail off)
             pipe.close()
@@ -316,6 +329,7 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
     if spec.no_jail:
         env = {**os.environ, **spec.env}
         ended = _run_process_group(argv, env, spec.cwd or spec.writable_dir, timeout_s, cap)
+        stopped(current_stop())
         return _result(ended, timed_out=ended.killed_by_host, host_uid=os.geteuid())
     check_jail_available()
     as_root = os.geteuid() == 0
@@ -342,6 +356,9 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
         started = time.monotonic()
         ended = _run_process_group(cmd, env, Path("/"), timeout_s + HARVEST_GRACE_S, cap,
                                    pass_fds=(seccomp, harvest_w), box=box, after_start=(seccomp, harvest_w))
+        if (stop := current_stop()) is not None and stop.is_set():  # killed by a stopped run: nothing is handed back
+            reader.discard()
+            raise Stopped()
         harvest = reader.apply(spec.writable_dir, deadline=started + timeout_s + HARVEST_GRACE_S)
         memory = box.memory_killed()
         cpu = box.cpu_usage()

@@ -12,19 +12,27 @@ rerun. A task that fails is recorded and the others go on::
 Per-phase timeouts: a session's wall-clock limit is ``phase_timeout_s``; the built-in agent
 stops between steps when it is spent and every command it runs is killed with its whole process
 group at that deadline; an external executor (pi) is killed with its process group.
+
+Ctrl-C and SIGTERM (or an error escaping a task) stop the whole run: the main thread sets one
+stop flag (:mod:`veriscale.models.cancel`) that every task, phase and model-call thread shares.
+A model call in flight is cancelled through the gateway (recorded ``cancelled``), a jailed
+command is killed with its process group and cgroup (its output folder is not handed back, so
+the host copy stays as it was), the phase is recorded ``cancelled``, each task's store run and
+the run itself end ``cancelled``. The main thread waits at most :data:`STOP_GRACE_S` for that.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veriscale.engine.run_scope import recorded_run
+from veriscale.engine.run_scope import RunCancelled, Terminated, recorded_run
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
 from veriscale.harness.sessions.agent import AgentLimits
@@ -34,6 +42,10 @@ from veriscale.harness.protocol.records import CONTRACTS
 from veriscale.harness.protocol.layout import RunLayout
 from veriscale.harness.protocol.task_protocol import ProtocolConfig, run_protocol
 from veriscale.models.base import ModelBackend
+from veriscale.models.cancel import StopFlag, Stopped, in_this_context, stopping_with
+
+#: how long a stopped run waits for its tasks to end (each stops at its next wait; this bounds a stuck one)
+STOP_GRACE_S = 30.0
 
 
 def default_skills_dirs() -> list[Path]:
@@ -126,11 +138,13 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
 
         log(describe_limits(options.jail_limits, expected_mechanism()))
     slots = threading.BoundedSemaphore(options.concurrency)
+    stop, why = StopFlag(), ["stopped: the run ended early"]
     # The run and each task are runs in the store: `veriscale runs list/show` shows them, their
     # phases and every model call they made (the sessions' calls are linked to the task's run).
     with recorded_run(store, "harness run", options.model_uri, {
             "run_id": run_id, "tasks": [str(t) for t in task_dirs], "contract": options.contract,
-            "executor": getattr(executor, "name", options.executor), "jail": "off" if options.no_jail else "on"}) as parent:
+            "executor": getattr(executor, "name", options.executor), "jail": "off" if options.no_jail else "on"}) as parent, \
+            stopping_with(stop):
 
         def one(task_dir: Path) -> dict[str, Any]:
             task_dir = Path(task_dir)
@@ -140,6 +154,9 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
                     layout = RunLayout.for_task(task_dir, run_id, options.runs_root)
                     outcome = run_protocol(task_dir, layout, config, executor, log=log, slots=slots,
                                            store_run_id=task_run.id)
+                except Stopped:
+                    log(f"{task_dir.name}: task cancelled ({why[0]})")
+                    raise RunCancelled(why[0]) from None
                 except Exception as exc:  # noqa: BLE001 - a failing task must not stop the others
                     message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
                     log(f"{task_dir.name}: task failed ({message})")
@@ -148,8 +165,7 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
             return outcome
 
         started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="task") as pool:
-            outcomes = list(pool.map(one, task_dirs))  # an error, Ctrl-C or SIGTERM here ends the run (run_scope)
+        outcomes = _run_all(one, task_dirs, options.concurrency, stop, why)
         failed = sum(1 for o in outcomes if o["outcome"] in FAILED_OUTCOMES)
         summary = {"run_id": run_id, "contract": options.contract, "model": options.model_uri,
                    "jail": "off" if options.no_jail else "on", "tasks": outcomes, "failed": failed,
@@ -159,6 +175,28 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
 
 
 FAILED_OUTCOMES = ("error", "no base chosen", "delivery failed")
+
+
+def _run_all(one: Callable[[Path], dict[str, Any]], task_dirs: Sequence[Path], concurrency: int, stop: StopFlag,
+             why: list[str]) -> list[dict[str, Any]]:
+    """``one`` over the tasks in a pool; Ctrl-C, SIGTERM or an error sets ``stop`` and waits for the
+    tasks to stop (at most :data:`STOP_GRACE_S`) before it goes on up (run_scope ends the run)."""
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="task")
+    futures: list[Future] = []
+    try:
+        for task_dir in task_dirs:
+            futures.append(pool.submit(in_this_context(one), task_dir))
+        outcomes = [future.result() for future in futures]
+    except BaseException as exc:
+        why[0] = ("stopped by SIGTERM" if isinstance(exc, Terminated) else "interrupted by Ctrl-C"
+                  if isinstance(exc, KeyboardInterrupt) else "stopped: another task raised an error")
+        why[0] += "; a rerun with the same run id resumes"
+        stop.set()  # every session's model call, jailed command and wait stops (see the module docstring)
+        concurrent.futures.wait(futures, timeout=STOP_GRACE_S)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return outcomes
 
 
 def _task_record(outcome: dict[str, Any]) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from veriscale.harness.protocol.prompt_files import (
 )
 from veriscale.harness.safe_fs import read_bytes_beneath
 from veriscale.harness.safe_write import write_plain_file
+from veriscale.models.cancel import Stopped, current_stop, in_this_context, stopped
 from veriscale.harness.workspace.contract import TaskWorkspace
 
 
@@ -186,6 +187,7 @@ class _Protocol:
             jail_limits=self.config.jail_limits, store_run_id=self.store_run_id,
             run_timeout_s=self.config.run_timeout_s, no_jail=self.config.no_jail, continue_session=continue_session)
         with self.slots:
+            stopped(current_stop())  # the run was stopped while this phase waited for a slot
             self.log(f"{self.task.name}: {phase} started ({self.executor.name})")
             try:
                 return self.executor.run_session(spec)
@@ -305,12 +307,13 @@ class _Protocol:
             else:
                 self.fresh(phase)
                 pending.append(getattr(self, f"run_{phase}"))
-        threads = [threading.Thread(target=self._guard, args=(fn,), name=f"{self.task.name}-{fn.__name__}")
-                   for fn in pending]
+        threads = [threading.Thread(target=in_this_context(self._guard), args=(fn,), name=f"{self.task.name}-{fn.__name__}")
+                   for fn in pending]  # each shares the run's stop flag (a Ctrl-C stops both)
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        stopped(current_stop())
 
         # A phase whose inputs were just (re)made is rerun even if an older record of it is valid.
         rerun = bool(pending)
@@ -321,6 +324,7 @@ class _Protocol:
             rerun = True
             self.fresh("adjudicate")
             self._guard(self.run_adjudicate)
+            stopped(current_stop())
         finish = self.valid_record("adjudicate")
         if finish is None:
             self.phases["deliver"] = {"phase": "deliver", "status": "skipped",
@@ -334,15 +338,22 @@ class _Protocol:
         else:
             self.fresh("deliver")
             self._guard(lambda: self.run_deliver(finish))
+            stopped(current_stop())
         return self.outcome(finish, time.monotonic() - started)
 
     def _guard(self, fn: Callable[[], None]) -> None:
         """Run a phase; an unexpected error is recorded on the phase instead of ending the run."""
         name = getattr(fn, "__name__", "phase").removeprefix("run_")
+        phase = name if name in PHASES else "deliver"
         try:
             fn()
+        except Stopped:  # the run was stopped (Ctrl-C, SIGTERM): the caller ends the task as cancelled
+            state = {"phase": phase, "status": "cancelled",
+                     "reason": "the run was stopped during this phase; a rerun with the same run id runs it again"}
+            self.phases[phase] = state
+            write_json(self.layout.phase_file(phase), state)
+            self.log(f"{self.task.name}: {phase} cancelled")
         except Exception as exc:  # noqa: BLE001 - one failing phase must not stop the protocol
-            phase = name if name in PHASES else "deliver"
             state = {"phase": phase, "status": "failed", "reason": worded(f"{type(exc).__name__}: {exc.template if isinstance(exc, VeriscaleError) else exc}")}
             self.phases[phase] = state
             write_json(self.layout.phase_file(phase), state)

@@ -37,6 +37,10 @@ from veriscale.errors import ModelCallError, UserError, worded
 from veriscale.harness.sessions.result import SessionOutcome
 from veriscale.harness.sessions.tools import ToolBox
 from veriscale.models.base import ChatResponse, ModelBackend
+from veriscale.models.cancel import Stopped, current_stop, in_this_context, stopped
+
+#: how long a stopped session waits for its cancelled model call to be recorded
+STOP_GRACE_S = 10.0
 
 #: ``check(record_path) -> None`` when the record is acceptable, else the error to show the model.
 RecordCheck = Callable[[Path], "str | None"]
@@ -178,20 +182,35 @@ def _chat_within(chat: Chat, timeout_s: float, messages: list[dict[str, Any]], *
     """``chat(messages, **kwargs)`` bounded by ``timeout_s``; raises ``TimeoutError`` when the reply is late.
 
     The late call is left to finish (or time out) in a daemon thread: an HTTP request cannot be
-    withdrawn from the server, but the session stops waiting for it.
+    withdrawn from the server, but the session stops waiting for it. Under a stop flag
+    (:func:`veriscale.models.cancel.current_stop`; ``harness run`` sets one for Ctrl-C and SIGTERM)
+    a set flag ends the wait at once: the call, which runs under the same flag, is cancelled by
+    the gateway and recorded ``cancelled``; this waits up to :data:`STOP_GRACE_S` for that record
+    and raises :class:`~veriscale.models.cancel.Stopped`.
     """
     box: dict[str, Any] = {}
+    done = threading.Event()
+    stop = current_stop()
 
     def target() -> None:
         try:
             box["response"] = chat(list(messages), **kwargs)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=target, name="model-call", daemon=True)
-    worker.start()
-    worker.join(max(0.0, timeout_s))
-    if worker.is_alive():
+    worker = threading.Thread(target=in_this_context(target), name="model-call", daemon=True)
+    undo = stop.on_set(done.set) if stop is not None else (lambda: None)
+    try:
+        worker.start()
+        done.wait(max(0.0, timeout_s))
+    finally:
+        undo()
+    if stop is not None and stop.is_set() and "response" not in box:
+        worker.join(STOP_GRACE_S)
+        raise Stopped()
+    if not done.is_set():
         raise TimeoutError
     if "error" in box:
         raise box["error"]
@@ -271,6 +290,7 @@ class AgentSession:
             return finish("failed", f"hit the {what} without a valid record: {problem}")
 
         while True:
+            stopped(current_stop())  # a stopped run (Ctrl-C, SIGTERM) ends the session between steps
             if out.steps >= limits.max_steps:
                 return limit_end(f"step limit ({limits.max_steps})")
             if out.prompt_tokens + out.completion_tokens >= limits.max_tokens:
@@ -285,6 +305,9 @@ class AgentSession:
             except ModelCallError as exc:
                 self.transcript.write("note", text=f"model call failed: {exc}")
                 return finish("failed", worded(f"model call failed: {exc.template}"))
+            except Stopped:
+                self.transcript.write("note", text="the run was stopped while waiting for the model; the call was cancelled")
+                raise
             except TimeoutError:
                 self.transcript.write("note", text="time limit reached while waiting for the model")
                 return limit_end(f"time limit ({limits.wall_clock_s:g} s) during a model call")
