@@ -29,7 +29,6 @@ from veriscale.engine.store import Store
 from veriscale.errors import UserError
 from veriscale.models.base import ScoreRequest, ScoreResponse
 from veriscale.proxy.budget_plan import plan_pick, refuse_if_too_small
-from veriscale.proxy.settings import proxy_settings
 from veriscale.verify.reward import Verifier
 
 QUESTION = [{"role": "user", "content": "How do I check my change before I push it?"}]
@@ -110,20 +109,10 @@ def test_a_budget_below_one_comparison_is_refused_naming_the_smallest(joint_off)
     refuse_if_too_small(settings_for(("m", 3), budget="calls=1"), Verifier(Judge(), criteria="agent"))  # 1 joint call
 
 
-@pytest.mark.parametrize("source", ["flag", "env", "file"])
-def test_the_budget_setting_comes_from_flag_environment_or_file(tmp_path: Path, source: str) -> None:
+def test_a_budget_in_the_file_that_is_not_one_is_one_sentence(tmp_path: Path) -> None:
     from veriscale.cli.settings import resolve
 
     config = tmp_path / "config.toml"
-    config.write_text("[proxy]\nmargin = 0.2\n" + ('budget = "calls=6"\n' if source == "file" else ""))
-    cfg = load_config(config)
-    resolved = resolve(cfg, {"proxy_budget": "calls = 6" if source == "flag" else None},
-                       {"VERISCALE_PROXY_BUDGET": "CALLS=6"} if source == "env" else {})
-    assert resolved.proxy_budget == "calls=6"
-    assert resolved.origin("proxy_budget") == {"flag": "--proxy-budget", "env": "$VERISCALE_PROXY_BUDGET",
-                                               "file": "config file proxy.budget"}[source]
-    settings = proxy_settings(cfg, fallback_model="m", n=3, budget=resolved.proxy_budget)
-    assert settings is not None and settings.budget == "calls=6"
     config.write_text('[proxy]\nbudget = "six calls"\n')
     with pytest.raises(UserError, match="proxy.budget = 'six calls' is not a budget: write calls=N or tokens=N"):
         resolve(load_config(config), {}, {})

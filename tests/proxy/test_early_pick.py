@@ -88,22 +88,6 @@ def test_auto_is_early_with_joint_scoring_above_three_candidates_and_the_setting
         settings_for(("m", 3), schedule="fast")
 
 
-@pytest.mark.parametrize("source", ["flag", "env", "file"])
-def test_the_schedule_setting_comes_from_flag_environment_or_file(tmp_path: Path, source: str) -> None:
-    from veriscale.cli.settings import resolve
-
-    config = tmp_path / "config.toml"
-    config.write_text("[proxy]\nmargin = 0.2\n" + ('schedule = "early"\n' if source == "file" else ""))
-    cfg = load_config(config)
-    resolved = resolve(cfg, {"proxy_schedule": "early" if source == "flag" else None},
-                       {"VERISCALE_PROXY_SCHEDULE": "early"} if source == "env" else {})
-    assert resolved.proxy_schedule == "early"
-    assert resolved.origin("proxy_schedule") == {"flag": "--proxy-schedule", "env": "$VERISCALE_PROXY_SCHEDULE",
-                                                 "file": "config file proxy.schedule"}[source]
-    settings = proxy_settings(cfg, fallback_model="m", n=3, schedule=resolved.proxy_schedule)
-    assert settings is not None and settings.schedule == "early" and settings.margin == 0.2
-
-
 def test_a_bad_schedule_or_margin_in_the_file_is_one_sentence(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('[proxy]\nmargin = 2\n')
