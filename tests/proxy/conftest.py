@@ -50,19 +50,25 @@ def tool_reply(name: str, arguments: dict[str, Any], call_id: str = "call_abc123
                                              "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
+def probe_reply(request: Any) -> Any:
+    """The scripted verifier's answer to the proxy's start-up probe (a request that judges no
+    response), or None for a real judgement."""
+    from veriscale.models.base import ScoreResponse
+
+    user = request.messages[-1].content
+    if "## Response" in user or "## First response" in user:
+        return None
+    return ScoreResponse(label_probs={lab: float(lab == request.labels[0]) for lab in request.labels},
+                         label_mass=0.9, unseen_mass=0.0, prompt_tokens=10, prompt_tokens_total=10)
+
+
 def scripted_verifier() -> Any:
     """TEST DOUBLE: the scripted scorer (grades by the marker GOOD), answering the proxy's start-up probe."""
     from tests.support.scripted_model import ScriptedScoreModel
-    from veriscale.models.base import ScoreResponse
 
     class Probed(ScriptedScoreModel):
         def score(self, request):
-            user = request.messages[-1].content
-            if "## Response" not in user and "## First response" not in user:  # the start-up probe
-                labels = request.labels
-                return ScoreResponse(label_probs={lab: float(lab == labels[0]) for lab in labels},
-                                     label_mass=0.9, unseen_mass=0.0, prompt_tokens=10, prompt_tokens_total=10)
-            return super().score(request)
+            return probe_reply(request) or super().score(request)
 
     return Probed()
 

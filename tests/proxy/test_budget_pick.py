@@ -19,7 +19,7 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from tests.proxy.conftest import fault_uri, index_of, proxied, settings_for
+from tests.proxy.conftest import fault_uri, index_of, probe_reply, proxied, settings_for
 from tests.support.fault_server import FaultServer
 from tests.support.scripted_model import ScriptedScoreModel
 from veriscale import runtime
@@ -46,11 +46,8 @@ class Judge(ScriptedScoreModel):
         self.after_call = lambda: None
 
     def score(self, request: ScoreRequest) -> ScoreResponse:
-        user = request.messages[-1].content
-        if "## Response" not in user and "## First response" not in user:  # the start-up probe
-            labels = request.labels
-            return ScoreResponse(label_probs={lab: float(lab == labels[0]) for lab in labels},
-                                 label_mass=0.9, unseen_mass=0.0, prompt_tokens=10, prompt_tokens_total=10)
+        if (probe := probe_reply(request)) is not None:  # the start-up probe
+            return probe
         with self.lock:
             self.judged += 1
         self.after_call()

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.proxy.conftest import fault_uri, index_of, proxied, settings_for
+from tests.proxy.conftest import fault_uri, index_of, probe_reply, proxied, settings_for
 from tests.support.fault_server import FaultServer
 from tests.support.scripted_model import ScriptedScoreModel
 from veriscale import runtime
@@ -112,11 +112,8 @@ class Judge(ScriptedScoreModel):
         self.judged = 0
 
     def score(self, request: ScoreRequest) -> ScoreResponse:
-        user = request.messages[-1].content
-        if "## Response" not in user and "## First response" not in user:  # the start-up probe
-            labels = request.labels
-            return ScoreResponse(label_probs={lab: float(lab == labels[0]) for lab in labels},
-                                 label_mass=0.9, unseen_mass=0.0, prompt_tokens=10, prompt_tokens_total=10)
+        if (probe := probe_reply(request)) is not None:  # the start-up probe
+            return probe
         with self.lock:
             self.judged += 1
             if self.judged >= self.wait_for:
