@@ -27,7 +27,6 @@ cheapest comparison the schedule allows is refused when ``serve`` starts.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -37,16 +36,6 @@ from veriscale.selection.budget_form import Budget, parse_budget
 
 #: placeholder texts that price a judgement's fixed part (instructions, fences, criterion) at start-up
 _PLACEHOLDER = ("x", "y", "z")
-
-
-def narrowed(verifier: Any, n_criteria: int) -> Any:
-    """``verifier`` on its first ``n_criteria`` criteria (the same executor: one store, one usage)."""
-    items = verifier.criteria.items
-    if n_criteria >= len(items):
-        return verifier
-    out = copy.copy(verifier)
-    out.criteria = verifier.criteria.only([c.name for c in items[:n_criteria]])
-    return out
 
 
 def score_cost(verifier: Any, task: str, text: str) -> Cost:
@@ -63,7 +52,7 @@ def compare_cost(verifier: Any, task: str, a: str, b: str, only_repeat: int | No
 
 def _early_worst_calls(verifier: Any, n: int, n_criteria: int) -> int:
     """The early pick's most calls at N candidates on the first ``n_criteria`` criteria."""
-    v = narrowed(verifier, n_criteria)
+    v = verifier.with_first_criteria(n_criteria)
     task, a, b = _PLACEHOLDER
     return n * len(v.plan_score(task, a)[0]) + len(v.plan_compare(task, a, b)[0])
 
@@ -114,7 +103,7 @@ def smallest_budget(settings: Any, verifier: Any, kind: str) -> int:
     """The cheapest comparison the schedule allows, in ``kind``: one slot order of a pair on the first
     criterion (the controller's first judgement) or two pointwise scores on it (the early pick's). In
     tokens it is the prompts' fixed part, before any request's text: a floor."""
-    v = narrowed(verifier, 1)
+    v = verifier.with_first_criteria(1)
     task, a, b = _PLACEHOLDER
     options = []
     if settings.schedule in ("auto", "round_robin"):

@@ -47,7 +47,7 @@ from veriscale.errors import ModelCallError
 from veriscale.models.cancel import in_worker, stopped
 from veriscale.proxy.candidates import Sampled, UpstreamPools, agreeing
 from veriscale.proxy.conversation import Conversation, Reply, content_text, recorded_conversation, reply_text, transcript
-from veriscale.proxy.budget_plan import PickPlan, Purse, narrowed, plan_pick
+from veriscale.proxy.budget_plan import PickPlan, Purse, plan_pick
 from veriscale.proxy.pick import EarlyPick
 from veriscale.proxy.request_scope import RequestScope
 from veriscale.proxy.settings import ProxySettings
@@ -104,21 +104,19 @@ class ProxyService:
         return Verifier(self.verifier_model, store=self.store, criteria=self.settings.criteria,
                         **{k: v for k, v in self.settings.injection.items() if k != "injection_policy"})
 
-    def _plan(self, conv: Conversation) -> PickPlan | None:
-        """How this request's pick spends ``[proxy] budget`` (None: no budget, or one candidate)."""
+    def _plan(self, n: int) -> PickPlan | None:
+        """How a pick of ``n`` candidates spends ``[proxy] budget`` (None: no budget, or one candidate)."""
         from veriscale.verify.joint import joint_default
 
-        n = len(self.pools.models_for(conv))
         if self.settings.budget is None or n < 2:
             return None
         return plan_pick(self.settings, self.verifier(), n, joint_default())
 
-    def _early(self, conv: Conversation, scope: RequestScope, plan: PickPlan | None,
+    def _early(self, conv: Conversation, n: int, scope: RequestScope, plan: PickPlan | None,
                run_id: int) -> EarlyPick | None:
-        """The arrival-driven pick when the schedule is early (``veriscale.proxy.pick``), else None."""
+        """The arrival-driven pick of ``n`` candidates when the schedule is early (``veriscale.proxy.pick``), else None."""
         from veriscale.verify.joint import joint_default
 
-        n = len(self.pools.models_for(conv))
         schedule = plan.schedule if plan is not None else self.settings.schedule_now(joint_default(), n)
         if n < 2 or schedule != "early":
             return None
@@ -127,7 +125,7 @@ class ProxyService:
             purse = Purse(plan.budget, on_step=lambda step: self.log.emit(run_id, "budget", step))
 
         def verifier() -> Any:  # built at the first score: an agreeing request never needs one
-            return self.verifier() if plan is None else narrowed(self.verifier(), plan.criteria)
+            return self.verifier() if plan is None else self.verifier().with_first_criteria(plan.criteria)
 
         return EarlyPick(verifier, transcript(conv), n, margin=self.settings.margin,
                          policy=self.settings.injection.get("injection_policy", "none"), spawn=scope.start,
@@ -137,11 +135,11 @@ class ProxyService:
                       on_first: Callable[[Sampled], None] | None = None) -> Outcome:
         gave_up = False
         async with RequestScope() as scope:  # leaving it any way stops every piece of the request's work
-            plan = None if self.settings.budget is None else \
-                await asyncio.to_thread(self._plan, conv)  # the verifier may count tokens on its server
-            early = self._early(conv, scope, plan, run.id)
-            picking = None if early is None else scope.start(early.result())  # links to the run: same context
             n = len(self.pools.models_for(conv))
+            plan = None if self.settings.budget is None else \
+                await asyncio.to_thread(self._plan, n)  # the verifier may count tokens on its server
+            early = self._early(conv, n, scope, plan, run.id)
+            picking = None if early is None else scope.start(early.result())  # links to the run: same context
             results = await self.pools.fan_out(conv, run.id, on_arrival=_arrivals(early, on_first, n))
             sampled_s = time.perf_counter() - started
             valid = [r for r in results if r.reply is not None]

@@ -93,6 +93,15 @@ class Verifier:
             other._tau = None
         return other
 
+    def with_first_criteria(self, n: int) -> "Verifier":
+        """This verifier on the first ``n`` of its criteria (the same executor: one store, one usage)."""
+        items = self.criteria.items
+        if n >= len(items):
+            return self
+        other = copy.copy(self)
+        other.criteria = self.criteria.only([c.name for c in items[:n]])
+        return other
+
     @property
     def tau(self) -> float:
         if self._tau is None:
