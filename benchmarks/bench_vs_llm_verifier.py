@@ -64,9 +64,15 @@ import llm_verifier
 from llm_verifier.loaders import _tb_extract_problem, _tb_format_trace
 
 job = json.load(sys.stdin)
-requests = []
+requests, answered = [], []
+began = time.perf_counter()
+def progress(response):  # a line an answer on stderr: its free-text generations run for minutes
+    answered.append(1)  # (it sends its requests from a thread pool: several wait at the server at once)
+    print(f"llm-verifier: {len(answered)} answered of {len(requests)} sent, {time.perf_counter() - began:.0f} s",
+          file=sys.stderr, flush=True)
 client = OpenAI(base_url=job["url"], api_key="none", timeout=3600, max_retries=0,
-                http_client=httpx.Client(timeout=3600, event_hooks={"request": [lambda r: requests.append(str(r.url))]}))
+                http_client=httpx.Client(timeout=3600, event_hooks={"request": [lambda r: requests.append(str(r.url))],
+                                                                    "response": [progress]}))
 trials = [json.loads(line) for line in open(job["pool"]) if line.strip()]
 steps = trials[0]["trajectory"].get("steps", [])
 problem = _tb_extract_problem(steps, trials[0]["task_name"])
@@ -133,11 +139,11 @@ def run_llm_verifier(python: Path, url: str, trace_chars: int) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(DRIVER)
     job = {"url": url, "pool": str(POOL), "criteria": agent_criteria(), "model": "smollm2", "trace_chars": trace_chars}
-    done = subprocess.run([str(python), f.name], input=json.dumps(job), capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    done = subprocess.run([str(python), f.name], input=json.dumps(job), stdout=subprocess.PIPE, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})  # stderr: its progress
     os.unlink(f.name)
     if done.returncode != 0:
-        raise SystemExit(f"llm-verifier failed ({done.returncode}): {done.stderr[-2000:]}")
+        raise SystemExit(f"llm-verifier failed ({done.returncode}): its error is printed above")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -31,5 +31,5 @@ def test_a_proxy_setting_comes_from_flag_environment_or_file(tmp_path: Path, nam
     assert getattr(resolved, name) == held
     assert resolved.origin(name) == {"flag": f"--{name.replace('_', '-')}", "env": f"${env}",
                                      "file": f"config file proxy.{key}"}[source]
-    settings = proxy_settings(cfg, fallback_model="m", n=3, **{key: getattr(resolved, name)})
+    settings = proxy_settings(resolved, fallback_model="m", n=3)
     assert settings is not None and getattr(settings, key) == held and settings.margin == 0.2

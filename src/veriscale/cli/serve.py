@@ -64,12 +64,8 @@ def register(app: typer.Typer) -> None:
                                workers=settings.workers, concurrency=c, injection=injection)
             policy = AccessPolicy.for_bind(settings.host, settings.port, token=settings.token,
                                            max_body_bytes=settings.max_body_bytes)
-            proxy_flags = current().with_flags(proxy_schedule=proxy_schedule, proxy_aliases=proxy_aliases,
-                                               proxy_budget=proxy_budget)
-            schedule = proxy_flags.proxy_schedule
-            proxy = _proxy(current().config, runner.model, st, proxy_n, injection, schedule,
-                           (proxy_flags.proxy_aliases or None, proxy_flags.origin("proxy_aliases")),
-                           budget=proxy_flags.proxy_budget)
+            proxy = _proxy(current().with_flags(proxy_schedule=proxy_schedule, proxy_aliases=proxy_aliases,
+                                                proxy_budget=proxy_budget), runner.model, st, proxy_n, injection)
             from veriscale.engine.prices import price_table
 
             app_ = create_app(st, runner, policy, roots=settings.allow_dirs, proxy=proxy, redactor=settings.redactor,
@@ -101,15 +97,12 @@ def register(app: typer.Typer) -> None:
             runner.stop()
 
 
-def _proxy(config, server_model, store, proxy_n: Optional[int], injection=None, schedule=None, aliases=(None, None),
-           budget=None):
+def _proxy(resolved, server_model, store, proxy_n: Optional[int], injection=None):
     """The proxy service when ``[proxy]`` or ``--proxy-n`` asks for one, checked at start;
-    ``aliases``: the resolved proxy_aliases setting and where it came from; ``budget``: the
-    resolved proxy_budget setting."""
+    ``resolved``: the settings with serve's proxy flags over them."""
     from veriscale.proxy.settings import proxy_settings
 
-    settings = proxy_settings(config, fallback_model=server_model.uri, n=proxy_n, injection=injection,
-                              schedule=schedule, aliases=aliases[0], aliases_where=aliases[1], budget=budget)
+    settings = proxy_settings(resolved, fallback_model=server_model.uri, n=proxy_n, injection=injection)
     if settings is None:
         return None
     from veriscale.models.uri import load_backend

@@ -12,6 +12,7 @@ through ``veriscale.engine.loop.run_sync`` is cancelled when it is set (one scop
 
     stop = current_stop()            # inside the worker: its flag (None outside any in_worker)
     undo = stop.on_set(callback)     # called once, at the set (at once if already set)
+    undo = on_stop(stop, callback)   # the same, and a no-op when stop is None
 
 Plain threads can share one flag too (``veriscale harness run`` stops every session with it)::
 
@@ -84,6 +85,15 @@ def stopping_with(stop: StopFlag) -> Iterator[StopFlag]:
 def in_this_context(fn: Callable[..., T]) -> Callable[..., T]:
     """``fn`` bound to a copy of the caller's context (its current run and stop flag), for a thread to run."""
     return functools.partial(contextvars.copy_context().run, fn)
+
+
+def on_stop(stop: StopFlag | None, callback: Callable[[], None]) -> Callable[[], None]:
+    """``stop.on_set(callback)``, or, with no flag to wait on, an un-registration that does nothing."""
+    return stop.on_set(callback) if stop is not None else _nothing
+
+
+def _nothing() -> None:
+    return None
 
 
 def stopped(stop: threading.Event | None) -> None:

@@ -20,7 +20,7 @@
 
 The pick's injection settings (``injection_detect``, ``injection_mitigation``,
 ``injection_policy``) are the server's, resolved like every setting (flag, environment,
-``[injection]``): ``proxy_settings(cfg, injection={"injection_policy": "lose_ties"})``.
+``[injection]``): ``proxy_settings(resolved, injection={"injection_policy": "lose_ties"})``.
 
 Upstream keys come from the model URI's own environment variable (``OPENAI_API_KEY`` for
 ``openai:`` models, ``VERISCALE_API_KEY`` for HTTP URLs): the client's token authenticates
@@ -30,11 +30,14 @@ to the proxy only and is never forwarded.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from veriscale.config import Config
 from veriscale.errors import UserError, setting
 from veriscale.verify.injection import check_policy
+
+if TYPE_CHECKING:
+    from veriscale.cli.settings import Settings
 
 #: the model name of the [[proxy.candidates]] pool, listed on GET /v1/models
 DEFAULT_NAME = "veriscale"
@@ -142,25 +145,26 @@ def parse_aliases(value: Any, where: str, default_n: int) -> Aliases:
     return tuple(aliases)
 
 
-def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | None = None,
-                   injection: Mapping[str, Any] | None = None, schedule: str | None = None,
-                   aliases: Any = None, aliases_where: str | None = None,
-                   budget: str | None = None) -> ProxySettings | None:
+def proxy_settings(source: "Config | Settings", *, fallback_model: str | None = None, n: int | None = None,
+                   injection: Mapping[str, Any] | None = None) -> ProxySettings | None:
     """The ``[proxy]`` table, checked; None when there is none and no ``n`` is given.
 
+    ``source`` is the resolved settings (:func:`veriscale.cli.settings.resolve`: flag, environment,
+    file): ``proxy_schedule``, ``proxy_aliases`` and ``proxy_budget`` are read from it, so each has
+    one fallback rule, the registry's. A bare :class:`Config` is resolved here (environment and file).
     ``n`` (``veriscale serve --proxy-n N``) fans out N candidates of ``fallback_model`` when the
-    file names no candidates. ``schedule`` is the resolved ``proxy_schedule`` setting (flag,
-    environment, ``[proxy] schedule``); None: the file's value. ``aliases`` is the resolved
-    ``proxy_aliases`` setting (text or the file's table; ``aliases_where`` names where it came
-    from); None: the file's ``[proxy.aliases]``. ``budget`` is the resolved ``proxy_budget`` setting
-    (flag, environment, ``[proxy] budget``); None: the file's value.
+    file names no candidates.
     """
+    from veriscale.cli.settings import resolve  # the settings registry (imported late: cli imports this module)
+
+    resolved = resolve(source) if isinstance(source, Config) else source
+    cfg = resolved.config
     table: dict[str, Any] = cfg.tables.get("proxy", {})  # keys and types checked by load_config (config.TABLES)
     where = f"config file '{cfg.path}'"
+    aliases, origin = resolved.proxy_aliases or None, resolved.origin("proxy_aliases")
     if not table and n is None and not aliases:
         return None
-    if aliases is None:
-        aliases, aliases_where = table.get("aliases"), f"{where}: [proxy.aliases]"
+    aliases_where = f"{where}: [proxy.aliases]" if origin.startswith("config file") else origin
     pools: list[tuple[str, int]] = []
     for entry in table.get("candidates", []):
         if not isinstance(entry, dict) or not isinstance(entry.get("model"), str) or not entry["model"]:
@@ -170,8 +174,7 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
             raise UserError(f"{where}: [[proxy.candidates]] model {entry['model']} has n = {count!r}: give 1 or more "
                             "candidates (N = 0 would answer nothing)")
         pools.append((entry["model"], count))
-    named = parse_aliases(aliases, aliases_where or setting("proxy_aliases"),
-                          sum(c for _, c in pools) or n or 1)
+    named = parse_aliases(aliases, aliases_where, sum(c for _, c in pools) or n or 1)
     if not pools and named and n is None:  # only aliases: the first one is also the default pool
         pools.extend(named[0][1])
     if not pools:
@@ -184,9 +187,9 @@ def proxy_settings(cfg: Config, *, fallback_model: str | None = None, n: int | N
                              temperature=float(table.get("temperature", 0.8)),
                              timeout_s=float(table.get("timeout_s", 120.0)), progress=table.get("progress", True),
                              max_tokens=table.get("max_tokens", 1024), models=tuple(cfg.models.items()),
-                             injection=dict(injection or {}), schedule=schedule or table.get("schedule", "auto"),
+                             injection=dict(injection or {}), schedule=resolved.proxy_schedule,
                              margin=float(table.get("margin", 0.1)), aliases=named,
-                             budget=budget or table.get("budget"))
+                             budget=resolved.proxy_budget)
     if settings.k < 1 or settings.timeout_s <= 0 or not 0 <= settings.temperature <= 2:
         raise UserError(f"{where}: proxy.k must be >= 1, proxy.timeout_s > 0 and proxy.temperature in [0, 2]")
     return settings

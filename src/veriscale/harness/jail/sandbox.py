@@ -72,7 +72,7 @@ from veriscale.harness.jail.seccomp import compiled_filter, filter_fd
 from veriscale.harness.jail.netjail import Endpoint, ModelForward, check_endpoint, inside_model_url
 from veriscale.harness.jail.relay_gate import RelayPolicy
 from veriscale.harness.workspace.contract import INPUTS_DIR, ROLLOUTS_DIR, SPEC_DIR
-from veriscale.models.cancel import Stopped, current_stop, stopped
+from veriscale.models.cancel import Stopped, current_stop, on_stop, stopped
 
 __all__ = ["INSIDE_GID", "INSIDE_UID", "JAIL_OFF_MESSAGE", "JailLimits", "JailResult", "JailSpec",
            "check_jail_available", "run_jailed"]
@@ -306,7 +306,7 @@ def _run_process_group(cmd: Sequence[str], env: Mapping[str, str], cwd: Path, ti
             box.kill_all()
 
     stop = current_stop()  # a stopped run (Ctrl-C, SIGTERM of `harness run`) kills the group at once
-    undo = stop.on_set(kill) if stop is not None else (lambda: None)
+    undo = on_stop(stop, kill)
     try:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -37,7 +37,7 @@ from veriscale.errors import ModelCallError, UserError, worded
 from veriscale.harness.sessions.result import SessionOutcome
 from veriscale.harness.sessions.tools import ToolBox
 from veriscale.models.base import ChatResponse, ModelBackend
-from veriscale.models.cancel import Stopped, current_stop, in_this_context, stopped
+from veriscale.models.cancel import Stopped, current_stop, in_this_context, on_stop, stopped
 
 #: how long a stopped session waits for its cancelled model call to be recorded
 STOP_GRACE_S = 10.0
@@ -201,7 +201,7 @@ def _chat_within(chat: Chat, timeout_s: float, messages: list[dict[str, Any]], *
             done.set()
 
     worker = threading.Thread(target=in_this_context(target), name="model-call", daemon=True)
-    undo = stop.on_set(done.set) if stop is not None else (lambda: None)
+    undo = on_stop(stop, done.set)
     try:
         worker.start()
         done.wait(max(0.0, timeout_s))
