@@ -127,11 +127,13 @@ def _render(sel: Selection) -> None:
         table.add_row(*row)
     console.print(table)
     console.print(f"[bold]reason:[/] {sel.reason.text}", highlight=False, soft_wrap=True)
+    from veriscale.selection.select import adaptive_calls_text
+
     u = sel.usage
     console.print(
         f"{sel.n_comparisons} comparisons, {sel.n_judgements} judgements, {u.model_calls} model calls, "
         f"{u.cache_hits} cache hits, {prompt_tokens_text(u.prompt_tokens, u.processed)}"
-        + (f", {sel.calls_saved:+d} calls saved by adaptive stopping" if sel.adaptive else ""),
+        + (f", {adaptive_calls_text(sel.calls_saved)} by adaptive stopping" if sel.adaptive else ""),
         style="dim", highlight=False)
     if sel.budget:
         b = sel.budget

@@ -186,6 +186,14 @@ def select(
     return run_selection(plan, verifier=verifier, on_progress=on_progress)
 
 
+def adaptive_calls_text(calls_saved: int) -> str:
+    """What adaptive stopping did to the call count, in words: "6 model calls saved", or, when it
+    judged close pairs again past the plan, "6 more model calls than planned" (never "-6 saved")."""
+    if calls_saved >= 0:
+        return f"{calls_saved} model calls saved"
+    return f"{-calls_saved} more model calls than planned"
+
+
 def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress | None = None,
                   on_step: Callable[[dict[str, Any]], None] | None = None) -> Selection:
     """Run ``plan`` (from ``plan_selection`` with a verifier for the same model) and explain the pick;
@@ -260,7 +268,7 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
     if result.adaptive and budget is None:
         notes.append(
             f"adaptive: stopped with '{result.stop_reason}' after {result.n_judgements} of "
-            f"{result.judgements_planned} planned judgements ({calls_saved:+d} model calls saved)"
+            f"{result.judgements_planned} planned judgements ({adaptive_calls_text(calls_saved)})"
         )
     suspected = {i for i, h in enumerate(flags) if h is not None}
     ranking, changed = apply_policy(result.ranking, ties=result.ties, suspected=suspected,
