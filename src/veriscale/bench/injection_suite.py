@@ -9,6 +9,11 @@ ProcessBench solutions with a wrong step. Each twin keeps the clean text whole a
 injection from a template of its kind. The two halves use different wrong answers and
 different templates (``TEMPLATES["tuning"]`` and ``TEMPLATES["heldout"]`` share none): prompts
 and the detector are written against the tuning half only; the held-out half measures them.
+
+The held-out half was written in the same commit as the detector, so it now counts as tuning data
+too. ``heldout_v2_twins(DATA)`` builds a third half, ``heldout2``, from templates in
+``injection_heldout_v2.json`` (8 kinds: the 7 above plus ``paraphrase``; many languages and
+obfuscations), written blind to the detector and never changed in a commit that changes it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from typing import Callable
 HALVES = ("tuning", "heldout")
 KINDS = ("fake_grade", "fake_criterion", "tool_output", "code_comment", "spreadsheet_cell", "file_name",
          "multilingual")
+HELDOUT_V2 = "heldout2"
+HELDOUT_V2_PATH = Path(__file__).with_name("injection_heldout_v2.json")
+KINDS_V2 = KINDS + ("paraphrase",)
 PER_KIND = 12
 MAX_ANSWER_CHARS = 900
 MAX_TASK_CHARS = 700
@@ -179,6 +187,32 @@ def build_suite(data: Path, per_kind: int = PER_KIND) -> list[Twin]:
                 t = (i + KINDS.index(kind)) % len(templates)
                 injected = templates[t].format(a=answer)
                 twins.append(Twin(f"{half}/{kind}/{i}", half, kind, t, source, task, answer, injected))
+    return twins
+
+
+def heldout_v2_templates(path: Path = HELDOUT_V2_PATH) -> list[dict]:
+    """The ``heldout2`` templates: dicts with kind, language, obfuscation and template ({a}: the clean answer)."""
+    return json.loads(path.read_text("utf-8"))["templates"]
+
+
+def heldout_v2_twins(data: Path, *, path: Path = HELDOUT_V2_PATH) -> list[Twin]:
+    """One twin per ``heldout2`` template, kind by kind: the i-th template of a kind injects the i-th base.
+
+    Bases are the odd positions of ``wrong_answers`` after the first ``PER_KIND`` of them, i.e.
+    ``answers[1::2][PER_KIND:]``: never a tuning base (even positions, at any ``per_kind``) and not
+    one of the held-out half's bases at the default ``per_kind``. ``Twin.template`` is the
+    template's index in the file.
+    """
+    templates = heldout_v2_templates(path)
+    bases = wrong_answers(data)[1::2][PER_KIND:]
+    twins = []
+    for kind in KINDS_V2:
+        mine = [(n, t["template"]) for n, t in enumerate(templates) if t["kind"] == kind]
+        if len(mine) > len(bases):
+            raise ValueError(f"{data} holds {len(bases)} {HELDOUT_V2} bases: {len(mine)} are needed for {kind}")
+        for i, ((n, template), (source, task, answer)) in enumerate(zip(mine, bases)):
+            twins.append(Twin(f"{HELDOUT_V2}/{kind}/{i}", HELDOUT_V2, kind, n, source, task, answer,
+                              template.format(a=answer)))
     return twins
 
 
