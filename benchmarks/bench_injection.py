@@ -255,9 +255,11 @@ def main() -> None:
         from tests.support.llama_server import MODEL_ID, start_llama_server, stop_llama_server
 
         proc, url = start_llama_server("--logits_all", "true", n_ctx=4096)
-        # the completions endpoint with the GGUF's template prefills "Grade:" as the embedded path does;
-        # the chat endpoint cannot, and reads the label one position early (docs/RELIABILITY.md)
-        args.model = f"{url}?template=chatml#{MODEL_ID}"
+        # the completions endpoint with the GGUF's template prefills "Grade:" as the embedded path does
+        # (and reads it exactly); weights= names the served file, so its pair verdicts use that file's tau
+        from veriscale.models.embedded_files import default_gguf_path
+
+        args.model = f"{url}?template=chatml&weights={default_gguf_path()}#{MODEL_ID}"
     try:
         out = run(args)
     finally:

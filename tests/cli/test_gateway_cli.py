@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.fault_server import is_read_probe
 from veriscale.cli import app
 
 REPLY = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}, "finish_reason": "length",
@@ -33,7 +34,8 @@ def _server() -> tuple[http.server.ThreadingHTTPServer, list[dict]]:
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if self.path.endswith("/chat/completions"):
-                seen.append(body)
+                if not is_read_probe(body):  # the backend's one-time read probe is not a verdict's call
+                    seen.append(body)
                 self._send(REPLY)
             else:  # no tokenizer here: the label check is skipped
                 self.send_response(404)

@@ -30,4 +30,6 @@ def test_server_curve_matches_the_embedded_curve_and_the_async_tracker(llama_ser
         return [await tracker.aupdate(step) for step in run.trajectory.steps[:4]]
 
     live = asyncio.run(follow())
-    assert [p.value for p in live] == pytest.approx(over_http.values(), abs=1e-6)  # online = offline
+    # online = offline, up to the server's own float noise: llama_cpp.server reuses the cached prefix of its
+    # last prompt, and the whitespace-path reads between calls change which prefix that is (about 1e-4)
+    assert [p.value for p in live] == pytest.approx(over_http.values(), abs=1e-3)

@@ -22,8 +22,8 @@ def registry():
 
 def test_built_in_forms_are_listed_in_order():
     assert URI_FORMS == ("embedded, embedded:<file.gguf>, http://host:port/v1#model, openai:<model>, "
-                         "twostage:<reasoner>+<scorer>")
-    assert {"embedded", "http", "https", "openai", "twostage"} <= set(SCHEMES)
+                         "twostage:<reasoner>+<scorer>, anthropic:<model>")
+    assert {"embedded", "http", "https", "openai", "twostage", "anthropic"} <= set(SCHEMES)
 
 
 @pytest.mark.parametrize("uri,scheme", [
@@ -44,7 +44,7 @@ def test_a_registered_scheme_loads_and_is_listed_in_errors(registry):
     register_backend(("scripted",), parse, forms=("scripted:<mass>",))
     model = load_backend("  scripted:0.5 ")
     assert isinstance(model, ScriptedScoreModel) and model.mass == 0.5 and seen == ["scripted:0.5"]
-    with pytest.raises(UserError, match=r"unknown model URI 'gpt-9': use one of embedded, .*twostage:<reasoner>\+<scorer>, scripted:<mass>"):
+    with pytest.raises(UserError, match=r"unknown model URI 'gpt-9': use one of embedded, .*twostage:<reasoner>\+<scorer>, anthropic:<model>, scripted:<mass>"):
         load_backend("gpt-9")
 
 

@@ -84,6 +84,7 @@ def test_a_joint_reply_counts_its_cost_as_a_one_slot_reply_does():
 
     from veriscale.models.base import Message, ScoreRequest
     from veriscale.models.openai_compat import OpenAICompatModel
+    from veriscale.models.read_strategy import ReadKind, ReadPlan
 
     tokens = [" ", "7", "\n", "B", ":", " ", "3"]
     payload = legacy_payload(tokens)
@@ -99,6 +100,7 @@ def test_a_joint_reply_counts_its_cost_as_a_one_slot_reply_does():
         return "m"
 
     model._ident = ident
+    model._plan = ReadPlan(ReadKind.TOP_K, True, "completions", "top-logprobs", 20, joint="grammar")  # no probe
     try:
         resp = asyncio.run(model._score_joint(request, post))
     finally:

@@ -82,7 +82,7 @@ def test_unreachable_server_is_a_user_error():
 
 def test_fingerprint_uses_the_model_id_the_server_reports(server):
     m = load_backend(server.url)  # no #model: ask the server
-    assert m.fingerprint() == f"http:{server.url}#fault-model"
+    assert m.fingerprint() == f"http:{server.url}#fault-model read=chat/top-k/first-token/top-logprobs/20"
 
 
 def test_failed_call_is_recorded_and_the_verdict_says_so(server, tmp_path):

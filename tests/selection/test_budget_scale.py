@@ -98,9 +98,11 @@ def test_a_server_showing_5_top_logprobs_cannot_read_20_labels_so_the_plan_lower
         llama_server: str, tmp_path: Path) -> None:
     from veriscale.models.uri import load_backend
 
-    uri = f"{llama_server}?top_logprobs=5#smollm2"
+    uri = f"{llama_server}?top_logprobs=5&read=top-k#smollm2"  # read=top-k: no wide (exact) read
     backend = load_backend(uri)
     assert readable_labels(Verifier(backend)) == 5 and readable_labels(Verifier(load_backend("embedded"))) is None
+    # without read=top-k the probe finds the server's wide read: every label is read, no cap
+    assert readable_labels(Verifier(load_backend(f"{llama_server}?top_logprobs=5#smollm2"))) is None
     # what veriscale does without the plan: a label outside the top 5 tokens reads as probability 0
     request = ScoreRequest(messages=(Message("user", "Grade this answer. " + parse_scale("letters:20").instruction()),),
                            prefill="Grade:", labels=parse_scale("letters:20").labels)

@@ -88,3 +88,39 @@ def test_select_table_names_the_pairs_that_flip(biased_scheme, tmp_path: Path) -
     assert result.exit_code in (0, 4), result.output
     line = next(line for line in result.stdout.splitlines() if line.startswith("position bias:"))
     assert "a vs b (" in line and "flip with the slot order" in line
+
+
+def _compare(tmp_path: Path, *extra: str):
+    for name, text in {"task": "Name a prime number.", "a": "7", "b": "9"}.items():
+        (tmp_path / f"{name}.md").write_text(text + "\n")
+    return CliRunner().invoke(app, [
+        "compare", str(tmp_path / "task.md"), str(tmp_path / "a.md"), str(tmp_path / "b.md"),
+        "--model", "slotbiased", "--criteria", "general", "--repeats", "2",
+        "--store", str(tmp_path / "s.sqlite3"), *extra])
+
+
+def test_compare_json_marks_a_verdict_that_flips_with_the_slot_order(biased_scheme, tmp_path: Path) -> None:
+    result = _compare(tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    orders = data["slot_orders"]
+    assert orders["a_first"] > 0.5 > orders["b_first"] and orders["gap"] >= POSITION_BIAS_GAP
+    assert orders["position_bias"] is True and data["position_bias"] is True
+
+
+def test_compare_table_says_the_verdict_flips(biased_scheme, tmp_path: Path) -> None:
+    result = _compare(tmp_path)
+    assert result.exit_code == 0, result.output
+    assert any(line.startswith("position bias: P(A beats B) is") for line in result.stdout.splitlines())
+
+
+def test_an_honest_judge_is_not_marked(tmp_path: Path) -> None:
+    with registered_scheme("steady", lambda uri: ScriptedScoreModel(), ("steady",)):
+        for name, text in {"task": "Name a prime number.", "a": "7 GOOD", "b": "9"}.items():
+            (tmp_path / f"{name}.md").write_text(text + "\n")
+        result = CliRunner().invoke(app, [
+            "compare", str(tmp_path / "task.md"), str(tmp_path / "a.md"), str(tmp_path / "b.md"), "--model", "steady",
+            "--criteria", "general", "--repeats", "2", "--store", str(tmp_path / "s.sqlite3"), "--json"])
+    assert result.exit_code == 0, result.output
+    orders = json.loads(result.stdout)["slot_orders"]
+    assert orders["a_first"] > 0.5 and orders["b_first"] > 0.5 and orders["position_bias"] is False

@@ -9,6 +9,7 @@ in the ``content[].top_logprobs[]`` shape. Faults are queued per test::
         srv.requests     # every request received, in order: {"path", "body", "headers"}
         srv.max_in_flight  # the most completion requests it was answering at once
         srv.probes       # other POSTs (tokenize probes, answered 404): {"path", "headers"}
+        srv.read_probes  # the backend's read-probe questions, answered plainly outside the fault queue
         srv.hold_after(6)  # answer 6 more completion requests, hold the rest until srv.release()
 
 What the server says about itself can be set: ``srv.model_ids`` (listed by ``/v1/models``),
@@ -55,6 +56,14 @@ DIGITS = "123456789"
 RANDOM_FAULTS = ("429", "500", "reset", "timeout", "garbage", "malformed", "nologprobs", "nolabel", "cut")
 
 
+def is_read_probe(body: dict[str, Any]) -> bool:
+    """Whether a request is one of the read probe's questions (kept apart from the requests under test)."""
+    from veriscale.models.read_probe import CONTINUE_PREFILL, PROBE_MESSAGES
+
+    text = json.dumps(body.get("messages") or body.get("prompt") or "")
+    return PROBE_MESSAGES[0].content in text or CONTINUE_PREFILL in text
+
+
 def varied_top(body: dict[str, Any]) -> dict[str, float]:
     """Two letters (A-T) and two digits (1-9), weighted by a hash of the prompt: same prompt, same
     answer, whichever of the letter or digit scales the prompt asks for."""
@@ -85,6 +94,7 @@ class FaultServer:
         self._kill: tuple[int, int] | None = None
         self.faults_sent: list[str] = []
         self.probes: list[dict[str, Any]] = []
+        self.read_probes: list[dict[str, Any]] = []  # the backend's read probe (veriscale.models.read_probe)
         self.in_flight = 0
         self.max_in_flight = 0
         self.hold_from: int | None = None
@@ -134,6 +144,10 @@ class FaultServer:
                     with server.lock:
                         server.probes.append({"path": self.path, "headers": dict(self.headers)})
                     return self._send(404, {"error": "not found"})  # e.g. no tokenize endpoint
+                if is_read_probe(body):  # the backend's one-time read probe: answered plainly, no fault spent
+                    with server.lock:
+                        server.read_probes.append({"path": self.path, "body": body})
+                    return self._send(200, server.reply(self.path, body, probe=True))
                 with server.lock:
                     server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
                     fault = server.faults.pop(0) if server.faults else "ok"
@@ -177,7 +191,7 @@ class FaultServer:
                     return self._send(500, {"error": {"message": "boom"}})
                 if fault == "timeout":
                     time.sleep(server.timeout_sleep_s)
-                    return self._send(200, server.reply(self.path, body))
+                    return self._send(200, server.reply(self.path, body, probe=True))
                 if fault == "garbage":
                     return self._send(200, None, raw=b"<html>not json")
                 if fault == "context":
@@ -212,9 +226,10 @@ class FaultServer:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
-    def reply(self, path: str, body: dict[str, Any] | None = None, top: dict[str, float] | None = None) -> dict[str, Any]:
+    def reply(self, path: str, body: dict[str, Any] | None = None, top: dict[str, float] | None = None,
+              probe: bool = False) -> dict[str, Any]:
         usage = {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}
-        if path.endswith("/chat/completions") and self.chat_reply is not None:
+        if path.endswith("/chat/completions") and self.chat_reply is not None and not probe:
             return self._scripted_chat(body or {}, usage)
         dist = top or (varied_top(body or {}) if self.varied else self.top)
         first = next(iter(dist))

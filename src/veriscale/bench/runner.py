@@ -90,7 +90,7 @@ class Bench:
         self.concurrency = concurrency
         self.usage = Usage()
         self.notes: list[str] = []  # what a run changed on the way (a refit to the model's context)
-        self.renderer = Renderer(model.count_tokens)  # calls are linked to the current run (engine.run_scope)
+        self.renderer = Renderer.for_model(model)  # calls are linked to the current run (engine.run_scope)
 
     def verifier(self, settings: SelectionSettings) -> Verifier:
         """A verifier for one configuration, with what is left of ``max_calls``."""

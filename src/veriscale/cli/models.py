@@ -32,6 +32,8 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
         sc = parse_scale(scale)
         report = {"model": backend.uri, "fingerprint": backend.fingerprint(),
                   "context_size": backend.context_size(), "scale": sc.name}
+        plan = backend.read_plan()
+        report["read"] = plan.to_dict()
         bad = backend.single_token_labels(sc.labels)
         report["labels_single_token"] = not bad
         report["labels_not_single_token"] = bad
@@ -58,6 +60,13 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
         table = Table(title=f"models check · {backend.display_name}", show_header=False)
         table.add_row("fingerprint", report["fingerprint"])
         table.add_row("context size", str(report["context_size"] or "unknown (server does not say)"))
+        table.add_row("read", plan.describe())
+        table.add_row("readings marked", plan.strategy)
+        table.add_row("joint replies held by", plan.joint or "nothing: joint scoring reads each criterion alone")
+        table.add_row("score slot", "prefilled" if plan.prefilled else
+                      "not prefilled: readings are the model's first token (add ?template=chatml for the prefilled slot)")
+        for note in plan.notes:
+            table.add_row("probe", escape(note))
         table.add_row("logprobs", "yes" if report["logprobs"] else f"no: {escape(cli_text(report.get('logprob_error') or ''))}")
         if report["logprobs"]:
             table.add_row("label mass on probe", f"{report['label_mass']:.3f} (unseen {report['unseen_mass']:.3f})")
@@ -102,7 +111,7 @@ def calibrate(
                 wins.append(r["a_wins"])
         taus = {"spread": cal.fit_tau_spread(diffs), "mle": cal.fit_tau_mle(diffs, wins)}
         tau = taus[method]
-        st.set_meta(cal.tau_key(v.executor.fingerprint(), v.scale.name, discrete), repr(tau))
+        st.set_meta(cal.tau_key(v.executor.calibration_key(), v.scale.name, discrete), repr(tau))
         d = np.asarray(diffs)
         p = 1 / (1 + np.exp(-d / tau))
         report = {"model": v.model.uri, "pairs": len(rows), "method": method, "tau": tau,

@@ -84,7 +84,7 @@ def _render_score(result: ScoreResult) -> None:
     table.add_column("label mass", justify="right")
     for name, c in result.criteria.items():
         table.add_row(name, _fmt(c["reward"]), f"{c['label_mass']:.2f}" + (" !" if c["low_label_mass"] else ""))
-    table.add_row("[bold]overall", f"[bold]{_fmt(result.reward)}", "")
+    table.add_row("[bold]overall", f"[bold]{_fmt(result.reward, result.reward_se('candidate'))}", "")
     console.print(table)
     console.print(_usage_line(result), style="dim")
 
@@ -96,16 +96,25 @@ def _render_compare(result: CompareResult) -> None:
     for name, c in result.criteria.items():
         table.add_row(name, _fmt(c["reward_a"]), _fmt(c["reward_b"]),
                       f"{c['label_mass']['a']:.2f} / {c['label_mass']['b']:.2f}" + (" !" if c["low_label_mass"] else ""))
-    table.add_row("[bold]overall", f"[bold]{_fmt(result.reward_a)}", f"[bold]{_fmt(result.reward_b)}", "")
+    table.add_row("[bold]overall", f"[bold]{_fmt(result.reward_a, result.reward_se('a'))}",
+                  f"[bold]{_fmt(result.reward_b, result.reward_se('b'))}", "")
     console.print(table)
     if result.p_a_wins is not None:
         pick = "A" if result.p_a_wins > 0.5 else "B" if result.p_a_wins < 0.5 else "neither (tie)"
         console.print(f"P(A beats B) = [bold]{result.p_a_wins:.3f}[/] (tau {result.tau:g}) → prefers {pick}")
+        orders = result.slot_orders
+        if orders["position_bias"]:  # the two slot orders name different winners: the mean is no close call
+            console.print(f"position bias: P(A beats B) is {orders['a_first']:.3f} with A shown first and "
+                          f"{orders['b_first']:.3f} with B shown first; see slot_orders in --json",
+                          style="yellow", highlight=False, soft_wrap=True)
     console.print(_usage_line(result), style="dim")
 
 
-def _fmt(x: float | None) -> str:
-    return "failed" if x is None else f"{x:.3f}"
+def _fmt(x: float | None, se: float | None = None) -> str:
+    """A reward, with the standard error of a sampled read beside it (``0.612 ± 0.041``)."""
+    if x is None:
+        return "failed"
+    return f"{x:.3f}" if se is None else f"{x:.3f} ± {se:.3f}"
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,12 @@ keeps its head and tail around ``[... 81,234 characters elided ...]``.
 Token counts come from ``count_tokens`` (any ``str -> int``); the default,
 ``estimate_tokens``, assumes 4 characters per token. The same input always gives the same
 text, and the result never counts more than ``budget_tokens`` by the counter given.
+
+A ``veriscale.data.token_spans.TokenSpans`` with token ids (a server's tokenizer) is not asked to
+count every cut a search tries: a candidate's whole text is tokenised once, each part is cut at the
+token offsets of that tokenisation (``Counted`` texts carry their estimated count), and only the
+rendered candidate (and task) is counted again, exactly, to hold the budget by the tokenizer's own
+count; ``truncate_middle`` and ``render_step`` alone hold it by the offsets' estimate.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import json
 from typing import Callable
 
 from veriscale.data.model import Candidate, Step, Task
+from veriscale.data.token_spans import Counted, TokenSpans, spans_of
 from veriscale.errors import UserError
 
 TokenCounter = Callable[[str], int]
@@ -31,9 +38,12 @@ MIN_BUDGET_TOKENS = 48
 CHARS_PER_TOKEN_ESTIMATE = 4
 LAST_STEPS_KEPT = 3
 FINAL_OUTPUT_SHARE = 0.3  # at most this share of the budget goes to the final output
+FINAL_HEADER = "[final output]"
 STEP_SHARE = 0.125  # a single step gets at most this share before its parts are truncated
 MIN_STEP_TOKENS = 40
 _MAX_CHARS_PER_TOKEN = 16  # for pre-cutting huge text before a (possibly slow) tokenizer sees it
+#: Cutting at token offsets: a text longer than twice this is tokenised as its head and tail this long.
+SAMPLE_CHARS = 100_000
 
 ERROR_SIGNALS = (
     "traceback",
@@ -81,6 +91,11 @@ def truncate_middle(
     """
     if max_tokens <= 0:
         return ""
+    spans = spans_of(count_tokens)
+    if spans is not None:
+        cut = _cut_at_offsets(text, max_tokens, spans, head_share)
+        if cut is not None:
+            return cut
     precut_chars = max_tokens * _MAX_CHARS_PER_TOKEN
     sample = text[:precut_chars]
     sample_tokens = count_tokens(sample)
@@ -96,6 +111,69 @@ def truncate_middle(
             return candidate
         keep = int(keep * 0.85)
     return ""
+
+
+def _cut_at_offsets(text: str, max_tokens: int, spans: TokenSpans, head_share: float) -> str | None:
+    """``truncate_middle`` at token offsets: the first and last tokens of ``text`` (tokenised once) around
+    the marker, with the same line-boundary preference; a ``Counted`` text. None: no offsets."""
+    whole = len(text) <= 2 * SAMPLE_CHARS
+    head_src, tail_src = (text, text) if whole else (text[:SAMPLE_CHARS], text[-SAMPLE_CHARS:])
+    head_offs = spans.offsets(head_src)
+    tail_offs = head_offs if whole else spans.offsets(tail_src)
+    if head_offs is None or tail_offs is None:
+        return None
+    if whole and len(head_offs) <= max_tokens:
+        return text
+    marker = spans.measure(_elision_marker(int("9" * len(str(len(text))))))  # no elided count has more digits
+    room = max_tokens - marker
+    if marker >= max_tokens or room <= 0:
+        return ""
+    n_head, n_tail = len(head_offs), len(tail_offs)
+    # a sample's last (head) or first (tail) token may be cut in two: never keep it
+    head_n = min(int(room * head_share), n_head - (0 if whole else 1))
+    tail_n = min(room - int(room * head_share), n_tail - (0 if whole else 1))
+    head_end = head_offs.starts[head_n] if head_n < n_head else len(head_src)
+    shift = len(text) - len(tail_src)
+    tail_start = shift + (tail_offs.ends[n_tail - tail_n - 1] if tail_n < n_tail else 0)
+    head = text[:head_end]
+    newline = head.rfind("\n")
+    if newline > head_end * 0.8:
+        head = head[: newline + 1]
+    tail = text[tail_start:]
+    newline = tail.find("\n")
+    if 0 <= newline < len(tail) * 0.2:
+        tail = tail[newline + 1:]
+    tokens = head_offs.overlapping(0, len(head)) + marker + tail_offs.overlapping(len(text) - len(tail) - shift,
+                                                                                 len(tail_src))
+    # the joins around the marker may tokenise a little differently: the rendered candidate is counted exactly
+    return Counted(head + _elision_marker(len(text) - len(head) - len(tail)) + tail, tokens)
+
+
+def _fit_exactly(text: str, budget: int, spans: TokenSpans) -> str:
+    """``text`` cut at offsets until the tokenizer's own count of it is within ``budget``."""
+    limit = budget
+    while limit > 0:
+        cut = str(truncate_middle(text, limit, spans))
+        over = spans(cut) - budget
+        if over <= 0:
+            return cut
+        limit -= max(over, limit // 10, 1)
+    return ""
+
+
+def _measure(count: TokenCounter) -> TokenCounter:
+    """The counter render's searches use: a TokenSpans' cheap ``measure`` when it cuts by offsets."""
+    spans = spans_of(count)
+    return spans.measure if spans is not None else count
+
+
+def _joined(separator: str, parts: list[str], count: TokenCounter) -> str:
+    """``separator.join(parts)``; with a TokenSpans that cuts by offsets, ``Counted`` with the parts' sum."""
+    text = separator.join(parts)
+    spans = spans_of(count)
+    if spans is None or not parts:
+        return text
+    return Counted(text, sum(spans.measure(p) for p in parts) + (len(parts) - 1) * max(spans.measure(separator), 1))
 
 
 def _cut_middle(text: str, keep_chars: int, head_share: float) -> str:
@@ -121,6 +199,9 @@ def render_task(
     if budget_tokens is None:
         return text
     _check_budget(budget_tokens)
+    spans = spans_of(count_tokens)
+    if spans is not None:
+        return _fit_exactly(text, budget_tokens, spans)
     return truncate_middle(text, budget_tokens, count_tokens)
 
 
@@ -155,8 +236,8 @@ def _command_in_text(call: dict, text: str) -> bool:
     return bool(command.strip()) and command.strip() in text
 
 
-def render_step(number: int, step: Step, max_tokens: int, count: TokenCounter) -> str:
-    """One step within ``max_tokens``: header, message, tool calls, observation."""
+def _step_parts(number: int, step: Step) -> tuple[str, str, str, str, str]:
+    """A step's header, message, tool calls, output header and output, uncut."""
     header = f"[step {number}] {step.role}"
     # A command the message already shows (mini-swe-agent's ```bash blocks) is not repeated.
     calls = "\n".join(
@@ -166,9 +247,21 @@ def render_step(number: int, step: Step, max_tokens: int, count: TokenCounter) -
     if step.observation or step.exit_code is not None:
         code = f", exit code {step.exit_code}" if step.exit_code is not None else ""
         obs_header = f"[output{code}]"
-    budget = max_tokens - count(header) - (count(obs_header) if obs_header else 0) - 4
-    text = step.text.strip()
-    observation = step.observation.strip()
+    return header, step.text.strip(), calls, obs_header, step.observation.strip()
+
+
+def _step_lines(header: str, text: str, calls: str, obs_header: str, observation: str) -> list[str]:
+    lines = [header] + [p for p in (text, calls) if p]
+    if obs_header:
+        lines += [obs_header] + ([observation] if observation else [])
+    return lines
+
+
+def render_step(number: int, step: Step, max_tokens: int, count: TokenCounter) -> str:
+    """One step within ``max_tokens``: header, message, tool calls, observation."""
+    header, text, calls, obs_header, observation = _step_parts(number, step)
+    measure = _measure(count)
+    budget = max_tokens - measure(header) - (measure(obs_header) if obs_header else 0) - 4
     # Split what is left between message, calls and output; unused share flows on.
     shares = [(text, 0.35 if calls else 0.5), (calls, 0.25), (observation, 1.0)]
     remaining = max(budget, 0)
@@ -181,12 +274,22 @@ def render_step(number: int, step: Step, max_tokens: int, count: TokenCounter) -
         allowance = remaining if later == 0 else max(int(remaining * share), min(remaining, 8))
         piece = truncate_middle(part, allowance, count)
         rendered.append(piece)
-        remaining -= count(piece) + 1 if piece else 0
+        remaining -= measure(piece) + 1 if piece else 0
     text_r, calls_r, obs_r = rendered
-    lines = [header] + [p for p in (text_r, calls_r) if p]
-    if obs_header:
-        lines += [obs_header] + ([obs_r] if obs_r else [])
-    return "\n".join(lines)
+    return _joined("\n", _step_lines(header, text_r, calls_r, obs_header, obs_r), count)
+
+
+def _sampled(text: str) -> str:
+    """What of ``text`` an offset cut tokenises: all of it, or its head and tail (``SAMPLE_CHARS`` each)."""
+    return text if len(text) <= 2 * SAMPLE_CHARS else f"{text[:SAMPLE_CHARS]}\n{text[-SAMPLE_CHARS:]}"
+
+
+def _uncut_text(steps: list[Step], final: str) -> str:
+    """Every step uncut (huge parts as their head and tail), then the final output: what a candidate's
+    parts are cut from, tokenised once."""
+    blocks = ["\n".join(_step_lines(*(_sampled(p) for p in _step_parts(i + 1, step))))
+              for i, step in enumerate(steps)]
+    return "\n\n".join(blocks + ([f"{FINAL_HEADER}\n{_sampled(final)}"] if final else []))
 
 
 def steps_marker(first: int, last: int) -> str:
@@ -212,34 +315,52 @@ def render_candidate(
     trajectory = candidate.trajectory
     final = (trajectory.final_output if trajectory and trajectory.final_output else candidate.text).strip()
     steps = trajectory.steps if trajectory else []
+    spans = spans_of(count_tokens)
     if not steps:
-        return truncate_middle(final, budget_tokens, count_tokens) if final else "[no output]"
+        if not final:
+            return "[no output]"
+        return _fit_exactly(final, budget_tokens, spans) if spans else truncate_middle(final, budget_tokens, count_tokens)
 
     last_agent_text = next((s.text.strip() for s in reversed(steps) if s.role == "agent"), "")
+    shown_final = final if final and final != last_agent_text else ""
+    if spans is None:
+        return _steps_and_final(steps, shown_final, budget_tokens, count_tokens)
+    with spans.primed(_uncut_text(steps, shown_final)):  # the candidate tokenised once; its parts cut off it
+        return _steps_and_final(steps, shown_final, budget_tokens, spans)
+
+
+def _steps_and_final(steps: list[Step], final: str, budget_tokens: int, count: TokenCounter) -> str:
+    measure = _measure(count)
     final_section = ""
-    if final and final != last_agent_text:
-        body = truncate_middle(final, int(budget_tokens * FINAL_OUTPUT_SHARE), count_tokens)
-        final_section = f"[final output]\n{body}" if body else ""
-    remaining = budget_tokens - (count_tokens(final_section) + 1 if final_section else 0)
-    result = ""
+    if final:
+        body = truncate_middle(final, int(budget_tokens * FINAL_OUTPUT_SHARE), count)
+        final_section = _joined("\n", [FINAL_HEADER, body], count) if body else ""
+    remaining = budget_tokens - (measure(final_section) + 1 if final_section else 0)
+    spans = spans_of(count)
+    result, limit = "", remaining
     for factor in (1.0, 0.9, 0.75, 0.6):  # a counter need not be additive over pieces
-        text = _render_steps(steps, int(remaining * factor), count_tokens)
+        if spans is None:
+            limit = int(remaining * factor)
+        text = _render_steps(steps, limit, count)
         result = f"{text}\n\n{final_section}" if final_section and text else (text or final_section)
-        if count_tokens(result) <= budget_tokens:
-            return result
-    return truncate_middle(result, budget_tokens, count_tokens)
+        over = count(str(result)) - budget_tokens  # the exact count, even of a Counted text
+        if over <= 0:
+            return str(result)
+        limit -= over  # offsets' counts are near the tokenizer's: take off what it found over
+    return _fit_exactly(result, budget_tokens, spans) if spans else truncate_middle(result, budget_tokens, count)
 
 
 def _render_steps(steps: list[Step], budget: int, count: TokenCounter) -> str:
     """Steps within ``budget``: all of them when they fit, else chosen by priority with markers."""
     n = len(steps)
-    separator = count("\n\n") or 1
+    measure = _measure(count)
+    separator = measure("\n\n") or 1
     step_cap = max(int(budget * STEP_SHARE), MIN_STEP_TOKENS)
     at_cap = [render_step(i + 1, step, step_cap, count) for i, step in enumerate(steps)]
-    costs = [count(text) + separator for text in at_cap]
+    costs = [measure(text) + separator for text in at_cap]
     if sum(costs) <= budget:
         return "\n\n".join(_fill_all(steps, at_cap, costs, budget, step_cap, count, separator))
-    marker_tokens = count(steps_marker(n, n * 10)) + separator
+    marker_tokens = measure(steps_marker(n, n * 10)) + separator
 
     # The last steps always stay: shrink them, then keep fewer, until they fit.
     mandatory = list(range(max(0, n - LAST_STEPS_KEPT), n))
@@ -248,7 +369,7 @@ def _render_steps(steps: list[Step], budget: int, count: TokenCounter) -> str:
     while True:
         pieces = {i: at_cap[i] if cap == step_cap else render_step(i + 1, steps[i], cap, count) for i in mandatory}
         selected = [i in pieces for i in range(n)]
-        used = sum(count(t) + separator for t in pieces.values()) + _count_gaps(selected) * marker_tokens
+        used = sum(measure(t) + separator for t in pieces.values()) + _count_gaps(selected) * marker_tokens
         if used <= budget:
             break
         if cap > MIN_STEP_TOKENS:
@@ -294,10 +415,11 @@ def _fill_all(
     separator: int,
 ) -> list[str]:
     """Every step fits at ``step_cap``: raise the cap of the truncated ones to use the budget."""
+    measure = _measure(count)
     full_costs = list(costs)
     long_steps = [i for i, cost in enumerate(costs) if cost >= step_cap // 2]
     for i in long_steps:
-        full_costs[i] = count(render_step(i + 1, steps[i], budget, count)) + separator
+        full_costs[i] = measure(render_step(i + 1, steps[i], budget, count)) + separator
     if sum(full_costs) == sum(costs):
         return at_cap
     low, high = step_cap, budget  # largest level with sum(min(cost, level)) <= budget
@@ -312,7 +434,7 @@ def _fill_all(
         rendered = list(at_cap)
         for i in long_steps:
             rendered[i] = render_step(i + 1, steps[i], level - separator, count)
-        if sum(count(t) + separator for t in rendered) <= budget:
+        if sum(measure(t) + separator for t in rendered) <= budget:
             return rendered
         level = max(step_cap, int(level * 0.9))
     return at_cap
@@ -358,5 +480,6 @@ def render_run(
         )
     result = task_block + render_candidate(candidate, run_budget, count_tokens)
     if count_tokens(result) > budget_tokens:
-        result = truncate_middle(result, budget_tokens, count_tokens)
+        spans = spans_of(count_tokens)
+        result = _fit_exactly(result, budget_tokens, spans) if spans else truncate_middle(result, budget_tokens, count_tokens)
     return result

@@ -28,6 +28,13 @@ async def call_backend(backend: ModelBackend, method: str, *args: Any, **kwargs:
     return await in_worker(_blocking, getattr(backend, method), *args, **kwargs)
 
 
+async def aweights_fingerprint(backend: ModelBackend) -> str:
+    """What identifies a backend's weights alone, for keys that no score read enters (chat calls): its
+    ``aweights_fingerprint`` (a server's, with no read probe), else its fingerprint."""
+    native = getattr(backend, "aweights_fingerprint", None)
+    return await native() if native is not None else await afingerprint(backend)
+
+
 async def afingerprint(backend: ModelBackend) -> str:
     """A backend's fingerprint without blocking the loop (its ``afingerprint``, else in a thread)."""
     native = getattr(backend, "afingerprint", None)

@@ -51,6 +51,12 @@ class CallExecutor:
     def fingerprint(self) -> str:
         return self.gateway.fingerprint()
 
+    def calibration_key(self) -> str:
+        """What τ is stored under: the weights, and the read where it is not exact and prefilled
+        (``calibration_key()`` of the backend; its fingerprint for a backend without one)."""
+        key = getattr(self.gateway.model, "calibration_key", None)
+        return key() if callable(key) else self.gateway.fingerprint()
+
     def keyed(self, calls: Sequence[PlannedCall]) -> list[PlannedCall]:
         return self.gateway.keyed(calls)
 

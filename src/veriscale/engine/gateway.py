@@ -46,7 +46,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from veriscale.engine.backend_calls import afingerprint, call_backend
+from veriscale.engine.backend_calls import afingerprint, aweights_fingerprint, call_backend
 from veriscale.engine.claims import LEASE_S, CallClaims
 from veriscale.engine.call_outcomes import OutcomeRecording
 from veriscale.engine.composite_steps import CompositeSteps
@@ -344,5 +344,8 @@ class Gateway(OutcomeRecording, CompositeSteps):
                                       **({"seed": seed} if seed is not None else {}),
                                       **({"options": options} if options else {})), None
 
-        return await self._once(call_key(await self.afingerprint(), CHAT_KEY_VERSION, request), request, kind="chat",
-                                make=make, label=label, run_id=run_id)
+        # a chat reply does not depend on how score slots are read: keyed and recorded by the weights alone
+        # (no read probe of a chat-only upstream)
+        weights = await aweights_fingerprint(self.model)
+        return await self._once(call_key(weights, CHAT_KEY_VERSION, request), request, kind="chat",
+                                make=make, label=label, run_id=run_id, fingerprint=weights)

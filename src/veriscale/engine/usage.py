@@ -3,6 +3,7 @@
     usage = Usage(); usage.add_call(CallTokens.of(reply, embedded=False), latency_s=0.4)
     spent = usage.since(snapshot)          # what happened after ``snapshot = usage.copy()``
     usage.to_dict()["prompt_tokens_processed"]   # None when a server did not say (unknown, not 0)
+    usage.tokenizer_requests                     # set by the job that fitted the prompts (select, bench)
 
 Three prompt counts, never mixed: tokens *sent* (every prompt's length), tokens the model
 *processed* and tokens it served from a *cache*; the last two only where the model says so
@@ -54,6 +55,7 @@ class Usage:
     unreported_calls: int = 0       # answered calls whose model did not say what it processed
     completion_tokens: int = 0
     latency_s: float = 0.0          # summed over model calls (not wall time)
+    tokenizer_requests: int = 0     # requests to a server's tokenizer (fitting prompts, label checks): no model calls
 
     def add_call(self, tokens: CallTokens, latency_s: float = 0.0) -> None:
         """Count one answered call."""

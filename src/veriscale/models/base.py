@@ -75,6 +75,10 @@ class ScoreResponse:
     #: a joint request's slots in order: label_probs, label_mass, unseen_mass, written (the grade text
     #: the model wrote or was given before the next header) and problem (why it is unreadable, or None)
     slots: list[dict[str, Any]] = field(default_factory=list)
+    #: how the slot was read: exact, top-k, first-token or sampled (``veriscale.models.read_strategy``)
+    strategy: str = ""
+    prefilled: bool | None = None  # whether the score slot was prefilled (None: not said)
+    samples: int = 0  # a sampled read: how many draws made label_probs (0: read from probabilities)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,6 +132,10 @@ class ModelBackend(Protocol):
 
     def context_size(self) -> int | None:
         """The model's context window in tokens, if known."""
+
+    def read_plan(self) -> Any:
+        """How this backend reads a score slot (a ``veriscale.models.read_strategy.ReadPlan``: exact,
+        top-k or sampled, prefilled or first-token), probed once for a server."""
 
     def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
         """The labels that are NOT single tokens for this model (empty list = all fine)."""

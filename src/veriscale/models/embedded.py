@@ -35,6 +35,8 @@ from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResp
 from veriscale.models.cancel import in_worker, stopped
 from veriscale.models.chat_template import detect_template, render_chat
 from veriscale.models.embedded_files import all_cores, default_gguf_path, default_threads, file_sha256
+from veriscale.models.logprobs import WHITESPACE_MIN_PROB, WHITESPACE_TOKENS
+from veriscale.models.read_strategy import EMBEDDED_PLAN, ReadPlan
 
 EMBEDDED_NOTICE = worded(
     "Using the embedded SmolLM2-135M model: a small offline model for trying veriscale, "
@@ -43,7 +45,6 @@ EMBEDDED_NOTICE = worded(
 )
 DEFAULT_N_CTX = 8192
 N_BATCH = 512  # prompt tokens evaluated per step (a cancelled call stops between steps)
-WHITESPACE_MIN_PROB = 0.01  # follow a whitespace path at the slot only when it is this likely
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[str, "EmbeddedModel"] = {}
 
@@ -157,6 +158,13 @@ class EmbeddedModel:
     def context_size(self) -> int:
         return self._llm.n_ctx()
 
+    def read_plan(self) -> ReadPlan:
+        """Exact and prefilled: the full softmax at the slot (see ``veriscale.models.read_strategy``)."""
+        return EMBEDDED_PLAN
+
+    async def aread_plan(self) -> ReadPlan:
+        return EMBEDDED_PLAN
+
     def count_tokens(self, text: str) -> int:
         with self._lock:
             return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
@@ -260,7 +268,7 @@ class EmbeddedModel:
 
     def _whitespace_ids(self) -> list[int]:
         if not hasattr(self, "_ws_ids"):
-            self._ws_ids = [i for i, t in enumerate(self._vocab()) if t in (" ", "\n", " \n", "\n\n")]
+            self._ws_ids = [i for i, t in enumerate(self._vocab()) if t in WHITESPACE_TOKENS]
         return self._ws_ids
 
     def _add_after_whitespace(self, tokens: list[int], probs: np.ndarray, raw: dict[str, float],
@@ -328,6 +336,7 @@ class EmbeddedModel:
             label_probs=first["label_probs"], label_mass=first["label_mass"], unseen_mass=0.0, reasoning=reasoning,
             prompt_tokens=evaluated, prompt_tokens_total=len(tokens), completion_tokens=completion,
             latency_s=time.perf_counter() - start, top_tokens=top, slots=slots,
+            strategy=EMBEDDED_PLAN.strategy, prefilled=True,
         )
 
     def _read_slot(self, request: ScoreRequest, prefill: str, stop: Any) -> tuple[dict[str, float], np.ndarray, list[int], int]:

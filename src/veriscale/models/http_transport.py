@@ -57,6 +57,19 @@ def _retry_after(resp: httpx.Response) -> float | None:
 
 
 
+class RequestCount:
+    """A count of requests, shared by copies of a backend (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def add(self, url: str, what: str) -> None:
+        if what in url:
+            with self._lock:
+                self.value += 1
+
+
 def _on_event_loop() -> bool:
     try:
         asyncio.get_running_loop()
@@ -81,6 +94,7 @@ class HttpTransport:
         self._client = httpx.Client(timeout=self._timeout, headers=self._headers, limits=self._limits)
         self._aclients: dict[int, tuple[Any, httpx.AsyncClient]] = {}
         self._lock = threading.Lock()
+        self.tokenize_posts = RequestCount()  # probe posts to a tokenizer route (a label check), for the cost
 
     def _learned_context(self, context: int | None) -> None:
         """What a too-long-prompt reply said the server's context is (a subclass keeps it)."""
@@ -136,6 +150,7 @@ class HttpTransport:
         return self._client.get(url, timeout=timeout)
 
     async def _sync_probe(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        self.tokenize_posts.add(url, "tokenize")
         return self._client.post(url, json=body, timeout=10.0)
 
     def _async_client(self) -> httpx.AsyncClient:
@@ -151,6 +166,7 @@ class HttpTransport:
         return await self._async_client().get(url, timeout=timeout)
 
     async def _aprobe(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        self.tokenize_posts.add(url, "tokenize")
         return await self._async_client().post(url, json=body, timeout=10.0)
 
     async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:

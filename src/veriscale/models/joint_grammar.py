@@ -10,7 +10,14 @@ does in process::
     # 'root ::= " "? label "\\nCompleteness:" " "? label\\nlabel ::= "1" | "2" | "3"\\n'
     joint_gbnf(["Correctness:", "\\nCompleteness:"], labels, first_header=True)   # chat: no prefill
 
-Opt in with the model URI's ``?grammar=on`` (other servers refuse or ignore the field).
+The same format as a regular expression, for vLLM's ``structured_outputs: {"regex": ...}`` and
+SGLang's ``regex`` field::
+
+    joint_regex(["Correctness:", "\\nCompleteness:"], ("1", "2", "3"))
+    # ' ?(?:1|2|3)\\nCompleteness: ?(?:1|2|3)'
+
+Which constraint a server takes is found by the read probe (``veriscale.models.read_probe``); a
+server that takes none scores each criterion separately (joint without a constraint costs more).
 """
 
 from __future__ import annotations
@@ -38,4 +45,26 @@ def joint_gbnf(headers: Sequence[str], labels: Sequence[str], *, first_header: b
     return "root ::= " + " ".join(parts) + "\nlabel ::= " + " | ".join(_literal(lab) for lab in labels) + "\n"
 
 
-__all__ = ["joint_gbnf"]
+_REGEX_SPECIAL = set(".^$*+?{}[]\\|()")
+
+
+def _regex_literal(text: str) -> str:
+    """``text`` matched literally (metacharacters escaped; a newline as ``\\n``, a space as itself)."""
+    return "".join("\\" + ch if ch in _REGEX_SPECIAL else "\\n" if ch == "\n" else "\\r" if ch == "\r" else ch
+                   for ch in text)
+
+
+def joint_regex(headers: Sequence[str], labels: Sequence[str], *, first_header: bool = False) -> str:
+    """The joint reply's format as a regular expression (see :func:`joint_gbnf`)."""
+    if not labels:
+        raise ValueError("a joint regex needs score labels")
+    label = "(?:" + "|".join(_regex_literal(lab) for lab in labels) + ")"
+    parts = []
+    for n, header in enumerate(headers):
+        if n or first_header:
+            parts.append(_regex_literal(header))
+        parts.append(" ?" + label)
+    return "".join(parts)
+
+
+__all__ = ["joint_gbnf", "joint_regex"]

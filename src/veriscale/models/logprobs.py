@@ -21,6 +21,12 @@ import math
 from typing import Any
 
 
+#: the bare whitespace tokens a small model may write before its grade (read through, on every backend)
+WHITESPACE_TOKENS = (" ", "\n", " \n", "\n\n")
+#: a whitespace path at the slot is followed only when it is at least this likely
+WHITESPACE_MIN_PROB = 0.01
+
+
 class NoLogprobs(Exception):
     """The response carries no logprobs at all (the server does not support them)."""
 
@@ -166,3 +172,19 @@ def _through_whitespace(positions: list[tuple[str, list[tuple[str, float]]]], i:
     p_ws = sum(p for t, p in top if t == token)
     after_token, after = positions[i + 1]
     return [(t, p) for t, p in top if t != token] + [(t, p_ws * p) for t, p in after], after_token.strip(), None
+
+
+def whitespace_paths(top: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """The whitespace tokens at a slot worth following: ``[(" ", 0.2), ...]`` (see ``WHITESPACE_MIN_PROB``)."""
+    return [(t, p) for t, p in top if t in WHITESPACE_TOKENS and p >= WHITESPACE_MIN_PROB]
+
+
+def through_whitespace(top: list[tuple[str, float]], after: dict[str, list[tuple[str, float]]]
+                       ) -> list[tuple[str, float]]:
+    """The slot's pairs with each followed whitespace token replaced by what comes after it, weighted:
+    P(label) = P(label at the slot) + sum over w of P(w) * P(label | w), the embedded model's rule."""
+    out = [(t, p) for t, p in top if t not in after]
+    for ws, rest in after.items():
+        p_ws = sum(p for t, p in top if t == ws)
+        out += [(t, p_ws * q) for t, q in rest]
+    return out

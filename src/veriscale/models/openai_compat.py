@@ -48,7 +48,7 @@ from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, dri
 from veriscale.models.chat_template import TEMPLATES, render_chat
 from veriscale.models.context import estimate_tokens
 from veriscale.models.http_transport import HttpTransport
-from veriscale.models.joint_grammar import joint_gbnf
+from veriscale.models.joint_grammar import joint_gbnf, joint_regex
 from veriscale.models.logprobs import (
     MalformedLogprobs,
     NoLogprobs,
@@ -56,8 +56,13 @@ from veriscale.models.logprobs import (
     generated_positions,
     joint_slot_tops,
     label_distribution,
+    through_whitespace,
+    whitespace_paths,
 )
+from veriscale.models.read_probe import SENTINEL_TEXT, WIDE_LOGPROBS, probe_read_plan
+from veriscale.models.read_strategy import READ_MARK, ReadKind, ReadPlan
 from veriscale.models.reply_usage import reply_usage
+from veriscale.models.sampled_read import SAMPLE_MAX_TOKENS, SAMPLE_TEMPERATURE, check_sample_count, sampled_distribution
 from veriscale.models.server_info import ServerProbe
 
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
@@ -72,7 +77,6 @@ class OpenAICompatModel(HttpTransport):
     """One model on one OpenAI-compatible server."""
 
     is_embedded = False
-    supports_joint = True  # one generation with logprobs at every position (``_score_joint``)
     #: chat parameters :meth:`chat` passes through as they are (the Chat Completions names); top_k is
     #: not OpenAI's own but llama.cpp's, vLLM's and most compatible servers' (left out for api.openai.com)
     chat_options = frozenset({"stop", "top_p", "top_k", "presence_penalty", "frequency_penalty", "tool_choice",
@@ -82,7 +86,8 @@ class OpenAICompatModel(HttpTransport):
                  template: str | None = None, endpoint: str = "auto", top_logprobs: int = 20,
                  timeout_s: float = 120.0, max_retries: int = 4, concurrency: int | None = None,
                  backoff_s: float = 0.5, uri: str | None = None, context: int | None = None,
-                 grammar: bool = False) -> None:
+                 grammar: bool | None = None, weights_file: str | None = None, sample: int | None = None,
+                 read: str = "auto") -> None:
         if template is not None and template not in TEMPLATES:
             raise UserError(f"unknown chat template '{template}': use one of {', '.join(TEMPLATES)}")
         if endpoint not in ("auto", "chat", "completions"):
@@ -95,8 +100,18 @@ class OpenAICompatModel(HttpTransport):
         self.requested_model = model
         self.template = template
         self.endpoint = endpoint if endpoint != "auto" else ("completions" if template else "chat")
+        self.endpoint_chosen = endpoint != "auto" or template is not None  # else the probe may prefer completions
         self.top_logprobs = top_logprobs
-        self.grammar = grammar  # joint replies held to their format by a GBNF grammar (llama.cpp servers)
+        self.grammar = grammar  # None: the probe finds the joint constraint; True: llama.cpp GBNF; False: none
+        if weights_file is not None and not os.path.isfile(weights_file):
+            raise UserError(f"the weights file '{weights_file}' named by ?weights= does not exist: name the GGUF file the "
+                            "server serves, or leave the option out")
+        self.weights_file = weights_file  # the GGUF the server serves, as the URI declares (?weights=FILE.gguf)
+        self.sample = None if sample is None else check_sample_count(sample, f"model URI '{uri or base_url}'")
+        if read not in ("auto", "top-k"):
+            raise UserError(f"read={read} in model URI '{uri or base_url}' is not a read: use read=top-k (only the "
+                            "top_logprobs the server shows), or leave it out for the most exact read the server gives")
+        self.read = read
         self.uri = uri or f"{self.base_url}#{model or ''}"
         self.display_name = f"{model or 'model'} at {self.base_url}"
         key = api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
@@ -105,6 +120,9 @@ class OpenAICompatModel(HttpTransport):
                                backoff_s=backoff_s, max_connections=max(concurrency or 0, 100))
         self._probe = ServerProbe(self.base_url, model, context=context)
         self._label_checks: dict[tuple[str, ...], list[str]] = {}
+        self._plan: ReadPlan | None = None  # how a slot is read, probed on first use (read_probe)
+        self._slot_ids: dict[tuple[str, ...], list[int] | None] = {}  # logprob_token_ids per label set
+        self._tokenized: dict[str, list[int] | None] = {}  # short texts (labels) the server tokenized
 
     # -- identity --------------------------------------------------------------------------
     def model_id(self) -> str:
@@ -121,23 +139,93 @@ class OpenAICompatModel(HttpTransport):
         return f"{self.base_url}#{self.requested_model or ''}"
 
     def fingerprint(self) -> str:
-        """``http:<url>#<model id>``, with what the server says about the weights where it says it."""
-        return self._fingerprint_of(self._probe.info(self._client))
+        """``http:<url>#<model id>``, with what the server says about the weights where it says it, and
+        how a slot is read (endpoint, template, read strategy): another path is another cache key."""
+        return self._fingerprint_of(self._probe.info(self._client), self.read_plan())
 
     async def afingerprint(self) -> str:
         """:meth:`fingerprint` through the async client (for the gateway's event loop)."""
-        return self._fingerprint_of(await self._probe.ainfo(self._async_client()))
+        return self._fingerprint_of(await self._probe.ainfo(self._async_client()), await self.aread_plan())
 
-    def _fingerprint_of(self, info: Any) -> str:
-        # a grammar changes what a joint reply writes before its later slots, so its verdicts are kept apart
+    async def aweights_fingerprint(self) -> str:
+        """The fingerprint without its read part, asked with no read probe (what a chat call is keyed by)."""
+        info = await self._probe.ainfo(self._async_client())
+        return f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
+
+    def _fingerprint_of(self, info: Any, plan: ReadPlan) -> str:
+        # the read plan names the joint constraint: it changes what a joint reply writes before its later slots
         return (f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
-                + (" +joint-grammar" if self.grammar else ""))
+                + f"{READ_MARK}{plan.key()}" + (f" template={self.template}" if self.endpoint == "completions" else ""))
+
+    def calibration_key(self) -> str:
+        """What τ is stored under: the weights (the declared GGUF file's hash, as the embedded model of
+        that file has, else the server and model id), plus the read where it is not exact and prefilled
+        (every exact prefilled path gives the same rewards, so they share one τ)."""
+        plan = self.read_plan()
+        if self.weights_file:
+            from veriscale.models.embedded_files import file_sha256
+
+            st = os.stat(self.weights_file)
+            weights = "gguf:" + file_sha256(os.path.realpath(self.weights_file), st.st_size, st.st_mtime_ns)
+        else:
+            info = self._probe.info(self._client)
+            weights = f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
+        return weights if plan.strategy == "exact" else f"{weights} read={plan.strategy}"
+
+    # -- how a slot is read ------------------------------------------------------------------
+    @property
+    def supports_joint(self) -> bool:
+        """Whether a joint reply can be held to its format here (the probe's ``joint``): without that a
+        joint reply costs more than separate scoring, so the Verifier scores separately."""
+        return self.read_plan().joint is not None
+
+    def read_plan(self) -> ReadPlan:
+        """How this server reads a slot, probed on first use (``veriscale.models.read_probe``)."""
+        if self._plan is None:
+            self._plan = drive_sync(probe_read_plan(self, self._sync_post))
+        return self._plan
+
+    async def aread_plan(self) -> ReadPlan:
+        """:meth:`read_plan` through the async client."""
+        if self._plan is None:
+            self._plan = await probe_read_plan(self, self._apost)
+        return self._plan
+
+    def _fall_back(self, why: str) -> ReadPlan:
+        """The plan after the server refused the current one mid-run: top-k, with a note (never an error)."""
+        old = self._plan or ReadPlan(ReadKind.TOP_K, self.endpoint == "completions", self.endpoint, "top-logprobs")
+        self._plan = ReadPlan(ReadKind.TOP_K, old.prefilled, old.endpoint, "top-logprobs", self.top_logprobs,
+                              old.prefill_fields, old.notes + (why,))
+        return self._plan
+
+    async def slot_token_ids(self, labels: tuple[str, ...], post: Post) -> list[int] | None:
+        """The token ids a ``logprob_token_ids`` read asks for: each label alone and after a space, the
+        bare whitespace tokens, and a sentinel that shows the server honoured the list (None without a
+        tokenizer, or when the sentinel is not one token). Asked over ``post``'s transport, once per labels."""
+        if labels not in self._slot_ids:
+            probe = self._sync_probe if post == self._sync_post else self._aprobe
+            self._slot_ids[labels] = await self._token_ids(labels, probe)
+        return self._slot_ids[labels]
+
+    async def _token_ids(self, labels: tuple[str, ...], probe: Any) -> list[int] | None:
+        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+        ids: list[int] = []
+        for text in [*labels, *(" " + lab for lab in labels), " ", "\n", SENTINEL_TEXT]:
+            got = await self._tokenize(root, text, probe)
+            if got is None:
+                return None
+            if len(got) == 1 and got[0] not in ids:
+                ids.append(got[0])
+            elif text == SENTINEL_TEXT:
+                return None
+        return ids
 
     def retry_variant(self) -> "OpenAICompatModel | None":
         """The same model asked to show more of the slot's distribution (more top_logprobs), for one
-        more try at a reply that put no probability on any label; None when it shows all it can."""
+        more try at a reply that put no probability on any label; None when it shows all it can (an
+        exact read already shows every label)."""
         cap = 20 if "api.openai.com" in self.base_url else MAX_TOP_LOGPROBS
-        if self.top_logprobs >= cap:
+        if self.top_logprobs >= cap or (self._plan is not None and self._plan.kind is ReadKind.EXACT):
             return None
         wider = copy.copy(self)
         wider.top_logprobs = min(cap, max(2 * self.top_logprobs, 20))
@@ -159,6 +247,16 @@ class OpenAICompatModel(HttpTransport):
         """:meth:`count_tokens` through the async client (the server's count where it has one)."""
         n = await self._probe.acount(self._async_client(), text)
         return estimate_tokens(text) if n is None else n
+
+    def token_spans(self) -> Any:
+        """The server's tokenizer for rendering (``veriscale.data.token_spans.TokenSpans``, one per
+        backend): each distinct text tokenised once, cuts made at token offsets; where the server gives no
+        token ids it counts as :meth:`count_tokens` does."""
+        return self._probe.spans(self._client, self.count_tokens)
+
+    def tokenizer_requests(self) -> int:
+        """Tokenizer requests this backend sent so far (counts, ids, pieces, label checks), for a run's cost."""
+        return self._probe.requests + self.tokenize_posts.value
 
     def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
         """Labels that tokenize to more than one token, where the server can tokenize."""
@@ -187,12 +285,23 @@ class OpenAICompatModel(HttpTransport):
         return bad
 
     async def _tokenize_count(self, root: str, text: str, probe: Any) -> int | None:
+        ids = await self._tokenize(root, text, probe)
+        return None if ids is None else len(ids)
+
+    async def _tokenize(self, root: str, text: str, probe: Any) -> list[int] | None:
+        """The server's token ids of ``text`` (no special tokens), or None when it cannot tokenize; asked
+        once per text (the label check and the logprob_token_ids read share the labels' tokens)."""
+        if text not in self._tokenized:
+            self._tokenized[text] = await self._tokenize_once(root, text, probe)
+        return self._tokenized[text]
+
+    async def _tokenize_once(self, root: str, text: str, probe: Any) -> list[int] | None:
         for path, body, field in (("/extras/tokenize", {"input": text}, "tokens"),
                                   ("/tokenize", {"prompt": text, "add_special_tokens": False}, "tokens")):
             try:
                 resp = await probe(root + path, {**body, "model": self.requested_model or ""})
                 if resp.status_code == 200 and isinstance(resp.json().get(field), list):
-                    return len(resp.json()[field])
+                    return [t for t in resp.json()[field] if isinstance(t, int)]
             except (httpx.HTTPError, ValueError):
                 continue
         return None
@@ -205,6 +314,15 @@ class OpenAICompatModel(HttpTransport):
     async def _ident(self, post: Post) -> str:
         """The model id, over the transport ``post`` belongs to."""
         return self.model_id() if post == self._sync_post else await self.amodel_id()
+
+    async def _server_info(self, post: Post) -> Any:
+        """What the server says about itself, over the transport ``post`` belongs to."""
+        return self._probe.info(self._client) if post == self._sync_post else await self._probe.ainfo(self._async_client())
+
+    def prefer_completions(self, template: str) -> None:
+        """Read slots through ``/v1/completions`` with ``template`` (the probe found the chat endpoint
+        cannot prefill and the server reports its chat template)."""
+        self.template, self.endpoint = template, "completions"
 
     async def _generate_reasoning(self, request: ScoreRequest, post: Post) -> tuple[str, int]:
         if self.endpoint == "completions":
@@ -232,19 +350,101 @@ class OpenAICompatModel(HttpTransport):
         if request.joint and not request.reasoning:
             return await self._score_joint(request, post)
         start = time.perf_counter()
+        plan = self._plan or await self._plan_over(post)
+        if plan.kind is ReadKind.SAMPLED:
+            return await self._score_sampled(request, post, plan, start)
         reasoning, completion = ("", 0)
         if request.reasoning:
             reasoning, completion = await self._generate_reasoning(request, post)
-        if self.endpoint == "completions":
-            prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}" if request.reasoning else request.prefill
-            body = await self._slot_body(request, post, max_tokens=1, prefill=prefill)
-        else:
-            after = [{"role": "assistant", "content": f"{request.reasoning_prefix} {reasoning}"},
-                     {"role": "user", "content": "Now reply with the grade only."}] if request.reasoning else []
-            body = await self._slot_body(request, post, max_tokens=1, after=after)
-        data = await post(self._slot_path(), body)
+        prefill = f"{request.reasoning_prefix} {reasoning}\n{request.prefill}" if request.reasoning else request.prefill
+        top, replies, plan = await self._read(request, post, plan, prefill, reasoning)
+        probs, mass, unseen = label_distribution(top, request.labels)
+        strategy = plan.strategy
+        if plan.method == "logprob_token_ids":
+            unseen = 0.0  # every label's probability was asked for by id: nothing of theirs is unseen
+        elif plan.method == "wide-logprobs" and not all(any(t.strip() == lab for t, _ in top) for lab in request.labels):
+            strategy = "top-k"  # a label fell outside even the wide read: this reading is cut like top-k
+        usages = [reply_usage(d) for d in replies]
+        sent = sum(u.prompt_tokens for u in usages)
+        processed = sum(u.prompt_tokens if u.processed is None else u.processed for u in usages)
+        cached = None if any(u.cached_prompt_tokens is None for u in usages) else sum(u.cached_prompt_tokens or 0 for u in usages)
+        return ScoreResponse(
+            label_probs=probs, label_mass=mass, unseen_mass=unseen, reasoning=reasoning,
+            prompt_tokens=processed, prompt_tokens_total=sent, cached_prompt_tokens=cached,
+            completion_tokens=completion + sum(u.completion_tokens for u in usages),
+            latency_s=time.perf_counter() - start, top_tokens=sorted(top, key=lambda t: -t[1])[:5],
+            system_fingerprint=str(replies[0].get("system_fingerprint") or ""),
+            strategy=strategy, prefilled=plan.prefilled,
+        )
+
+    async def _score_sampled(self, request: ScoreRequest, post: Post, plan: ReadPlan, start: float) -> ScoreResponse:
+        """N draws of the grade at temperature 1 (``veriscale.models.sampled_read``): one request with ``n``
+        where the server answers that many choices, else one request a draw, each with its own seed."""
+        if request.reasoning:
+            raise UserError(f"a sampled read draws the grade alone: leave out {setting('reasoning')} with ?sample=")
+        body = await self._plan_body(request, post, plan, request.prefill, "")
+        for key in ("logprobs", "top_logprobs", "logprob_token_ids"):
+            body.pop(key, None)
+        n = self.sample or 2
+        seed = 0 if request.seed is None else request.seed
+        body.update(temperature=SAMPLE_TEMPERATURE, max_tokens=SAMPLE_MAX_TOKENS, n=n, seed=seed)
+        replies = [await post(self._slot_path(), body)]
+        draws = self._draws(replies[0])[:n]
+        while len(draws) < n:  # the server gave fewer choices than asked: one request a draw
+            one = await post(self._slot_path(), {**body, "n": 1, "seed": seed + len(draws) + 1})
+            replies.append(one)
+            draws += self._draws(one)[:1] or [""]
+        probs, mass = sampled_distribution(draws, request.labels)
+        usages = [reply_usage(d) for d in replies]
+        return ScoreResponse(
+            label_probs=probs, label_mass=mass, unseen_mass=0.0,
+            prompt_tokens=sum(u.prompt_tokens if u.processed is None else u.processed for u in usages),
+            prompt_tokens_total=sum(u.prompt_tokens for u in usages),
+            completion_tokens=sum(u.completion_tokens for u in usages), latency_s=time.perf_counter() - start,
+            system_fingerprint=str(replies[0].get("system_fingerprint") or ""),
+            strategy="sampled", prefilled=plan.prefilled, samples=n)
+
+    def _draws(self, data: dict[str, Any]) -> list[str]:
+        """The text of each choice of a reply."""
+        out = []
+        for choice in data.get("choices") or []:
+            if isinstance(choice, dict):
+                msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+                out.append(str(choice.get("text") if "text" in choice else msg.get("content") or ""))
+        return out
+
+    async def _plan_over(self, post: Post) -> ReadPlan:
+        """The read plan, probed over ``post``'s transport on first use."""
+        if self._plan is None:
+            self._plan = await probe_read_plan(self, post)
+        return self._plan
+
+    async def _read(self, request: ScoreRequest, post: Post, plan: ReadPlan, prefill: str, reasoning: str
+                    ) -> tuple[list[tuple[str, float]], list[dict[str, Any]], ReadPlan]:
+        """The slot's (token, probability) pairs, whitespace paths read through on a prefilled slot
+        (as the embedded model does), the replies that made them and the plan used (a server that
+        refuses the plan's option mid-run drops to top-k with a note: never an error)."""
         try:
-            top = first_position_top(data)
+            data = await post(self._slot_path(), await self._plan_body(request, post, plan, prefill, reasoning))
+        except ModelCallError as exc:
+            if exc.retryable or plan.kind is not ReadKind.EXACT or plan.endpoint == "embedded":
+                raise
+            plan = self._fall_back(f"the server refused the {plan.method} read mid-run ({exc}): top-k from here on")
+            data = await post(self._slot_path(), await self._plan_body(request, post, plan, prefill, reasoning))
+        top = self._top(data)
+        replies = [data]
+        if plan.prefilled:
+            after = {}
+            for ws, _ in whitespace_paths(top):
+                more = await post(self._slot_path(), await self._plan_body(request, post, plan, prefill + ws, reasoning))
+                replies.append(more)
+                after[ws] = self._top(more)
+            top = through_whitespace(top, after)
+        return top, replies, plan
+
+    def _top(self, data: dict[str, Any]) -> list[tuple[str, float]]:
+        try:
+            return first_position_top(data)
         except NoLogprobs:
             raise ModelCallError(
                 f"{self.display_name} returned no logprobs at the score slot: use a server started with logprobs "
@@ -252,23 +452,36 @@ class OpenAICompatModel(HttpTransport):
             ) from None
         except MalformedLogprobs as exc:
             raise ModelCallError(f"{self.display_name} returned malformed logprobs ({exc})") from None
-        probs, mass, unseen = label_distribution(top, request.labels)
-        usage = reply_usage(data)
-        return ScoreResponse(
-            label_probs=probs, label_mass=mass, unseen_mass=unseen, reasoning=reasoning,
-            prompt_tokens=usage.prompt_tokens if usage.processed is None else usage.processed,
-            prompt_tokens_total=usage.prompt_tokens, cached_prompt_tokens=usage.cached_prompt_tokens,
-            completion_tokens=completion + usage.completion_tokens,
-            latency_s=time.perf_counter() - start, top_tokens=sorted(top, key=lambda t: -t[1])[:5],
-            system_fingerprint=str(data.get("system_fingerprint") or ""),
-        )
+
+    async def _plan_body(self, request: ScoreRequest, post: Post, plan: ReadPlan, prefill: str,
+                         reasoning: str) -> dict[str, Any]:
+        """A greedy one-token request that ends at the score slot, read the way ``plan`` says."""
+        body: dict[str, Any] = {"model": await self._ident(post), "max_tokens": 1, "temperature": 0.0}
+        ids = await self.slot_token_ids(request.labels, post) if plan.method == "logprob_token_ids" else None
+        width = WIDE_LOGPROBS if plan.method == "wide-logprobs" else self.top_logprobs
+        if self.endpoint == "completions":
+            body.update(prompt=render_chat(self.template, request.messages, prefill), logprobs=len(ids) if ids else width)
+        else:
+            msgs = [{"role": m.role, "content": m.content} for m in request.messages]
+            if plan.prefilled:
+                msgs.append({"role": "assistant", "content": prefill})
+                body.update(dict(plan.prefill_fields))
+            elif request.reasoning:
+                msgs += [{"role": "assistant", "content": f"{request.reasoning_prefix} {reasoning}"},
+                         {"role": "user", "content": "Now reply with the grade only."}]
+            body.update(messages=msgs, logprobs=True)
+            if not ids:
+                body["top_logprobs"] = width
+        if ids:
+            body["logprob_token_ids"] = ids
+        return body
 
     def _slot_path(self) -> str:
         return "/completions" if self.endpoint == "completions" else "/chat/completions"
 
     async def _slot_body(self, request: ScoreRequest, post: Post, *, max_tokens: int, prefill: str = "",
                          after: list[dict[str, str]] | None = None) -> dict[str, Any]:
-        """A greedy request with logprobs that ends at the score slot: the completions endpoint renders
+        """A joint request's greedy body with logprobs at every position: the completions endpoint renders
         the chat with ``prefill`` as the assistant's start; chat sends the messages (and ``after`` them)."""
         body: dict[str, Any] = {"model": await self._ident(post), "max_tokens": max_tokens, "temperature": 0.0}
         if self.endpoint == "completions":
@@ -284,8 +497,13 @@ class OpenAICompatModel(HttpTransport):
         prefilled = self.endpoint == "completions"
         body = await self._slot_body(request, post, max_tokens=budget if prefilled else budget + len(request.prefill) // 2,
                                      prefill=request.prefill)
-        if self.grammar:
+        constraint = (self._plan or await self._plan_over(post)).joint
+        if constraint == "grammar":
             body["grammar"] = joint_gbnf(headers, request.labels, first_header=not prefilled)
+        elif constraint == "structured_outputs":
+            body["structured_outputs"] = {"regex": joint_regex(headers, request.labels, first_header=not prefilled)}
+        elif constraint == "regex":
+            body["regex"] = joint_regex(headers, request.labels, first_header=not prefilled)
         data = await post(self._slot_path(), body)
         try:
             positions = generated_positions(data)
@@ -312,7 +530,8 @@ class OpenAICompatModel(HttpTransport):
             prompt_tokens=usage.prompt_tokens if usage.processed is None else usage.processed,
             prompt_tokens_total=usage.prompt_tokens, cached_prompt_tokens=usage.cached_prompt_tokens,
             completion_tokens=usage.completion_tokens, latency_s=time.perf_counter() - start,
-            system_fingerprint=str(data.get("system_fingerprint") or ""), slots=slots)
+            system_fingerprint=str(data.get("system_fingerprint") or ""), slots=slots,
+            strategy="top-k" if prefilled else "first-token", prefilled=prefilled)
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None,

@@ -5,9 +5,17 @@
     http(s)://host:port/v1#model an OpenAI-compatible server; query options template, endpoint
                                  (chat|completions), top_logprobs, timeout, retries, concurrency,
                                  context (its window, when the server does not say), grammar
-                                 (on: llama.cpp holds joint replies to their format)
+                                 (on: llama.cpp's GBNF holds joint replies to their format; off:
+                                 no constraint, so no joint scoring; unset: the probe finds one),
+                                 weights (the GGUF file the server serves: exact reads then
+                                 share that file's calibrated tau with the embedded model),
+                                 sample (N draws of the grade at temperature 1: for models
+                                 without logprobs), read (top-k: only the top_logprobs shown,
+                                 no exact read)
     openai:<model>               $OPENAI_BASE_URL (default api.openai.com) with $OPENAI_API_KEY
     twostage:<reasoner>+<scorer> a reasoner without logprobs, then a scorer with them
+    anthropic:<model>            Anthropic's Messages API ($ANTHROPIC_API_KEY): no logprobs, so
+                                 the slot is read by sampling (?sample=N, default 16)
 
 Each parser imports its backend module only when a URI of its scheme is loaded, so naming a
 model never pays for the backends it does not use.
@@ -72,7 +80,8 @@ def http(uri: str) -> ModelBackend:
         top_logprobs=_int_opt(opts, "top_logprobs", 20, uri),
         timeout_s=_int_opt(opts, "timeout", 120, uri), max_retries=_int_opt(opts, "retries", 4, uri),
         concurrency=_int_opt(opts, "concurrency", 8, uri) if "concurrency" in opts else None, uri=uri,
-        grammar=_switch_opt(opts, "grammar", uri),
+        grammar=_switch_opt(opts, "grammar", uri) if "grammar" in opts else None, weights_file=opts.get("weights", [None])[0],
+        sample=_int_opt(opts, "sample", 0, uri) if "sample" in opts else None, read=opts.get("read", ["auto"])[0],
     )
 
 
@@ -112,4 +121,12 @@ def twostage(uri: str) -> ModelBackend:
 register_backend(("embedded",), embedded, forms=("embedded", "embedded:<file.gguf>"))
 register_backend(("http", "https"), http, forms=("http://host:port/v1#model",))
 register_backend(("openai",), openai, forms=("openai:<model>",))
+def anthropic(uri: str) -> ModelBackend:
+    """``anthropic:<model>[?sample=N]``; needs ``$ANTHROPIC_API_KEY``. No logprobs: the slot is sampled."""
+    from veriscale.models.anthropic_messages import from_uri
+
+    return from_uri(uri)
+
+
 register_backend(("twostage",), twostage, forms=("twostage:<reasoner>+<scorer>",))
+register_backend(("anthropic",), anthropic, forms=("anthropic:<model>",))

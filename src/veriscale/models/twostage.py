@@ -61,6 +61,10 @@ class TwoStageModel:
     def fingerprint(self) -> str:
         return f"twostage:{self.reasoner.fingerprint()}+{self.scorer.fingerprint()}"
 
+    def read_plan(self) -> Any:
+        """The scorer's read (the reasoner writes text only)."""
+        return self.scorer.read_plan()
+
     def context_size(self) -> int | None:
         return self.scorer.context_size()
 
@@ -77,6 +81,16 @@ class TwoStageModel:
 
     def count_tokens(self, text: str) -> int:
         return self.scorer.count_tokens(text)
+
+    def token_spans(self) -> Any:
+        """The scorer's tokenizer for rendering, where it has one (None: count with :meth:`count_tokens`)."""
+        spans = getattr(self.scorer, "token_spans", None)
+        return spans() if callable(spans) else None
+
+    def tokenizer_requests(self) -> int:
+        """Tokenizer requests both stages sent."""
+        return sum(int(f()) for f in (getattr(s, "tokenizer_requests", None) for s in (self.reasoner, self.scorer))
+                   if callable(f))
 
     def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
         return self.scorer.single_token_labels(labels)

@@ -24,6 +24,8 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from veriscale.models.read_strategy import without_read
+
 if TYPE_CHECKING:
     from veriscale.engine.store import Store
 
@@ -51,6 +53,7 @@ def note_fingerprint(store: Store | None, uri: str, fingerprint: str) -> str | N
     """Record the fingerprint ``uri`` opened with; a note (also logged) when it changed."""
     if store is None or not fingerprint:
         return None
+    fingerprint = without_read(fingerprint)  # another read path of the same weights is no news
     before = _changed(store, OPENED_KEY + uri, fingerprint)
     if before is None:
         return None

@@ -305,7 +305,8 @@ class EarlyPick:
                         for r, a in enumerate(ranking)],
             "tournament": {"comparisons": comparisons},
             "pairwise": None if pair is None else {"p_a_wins": pair.p_a_wins, "reward_a": pair.reward_a,
-                                                   "reward_b": pair.reward_b},
+                                                   "reward_b": pair.reward_b, "slot_orders": pair.slot_orders,
+                                                   "position_bias": pair.position_bias},
             "usage": self.usage, "events": list(self.events),
             "notes": [n for res in self._results.values() for n in res.notes] + ([] if pair is None else pair.notes),
         }

@@ -215,8 +215,9 @@ class ProxyService:
         from veriscale.selection.select import plan_selection, run_selection
         from veriscale.selection.settings import SelectionSettings
 
-        few = len(valid) <= 3 and budget is None  # every pair once is cheaper than PPT's ring plus pivots
-        settings = SelectionSettings(method="round_robin" if few else "ppt", repeats=1 if few else None,
+        # every pair in both slot orders is cheaper than PPT's ring plus pivots, and shows position bias
+        few = len(valid) <= 3 and budget is None
+        settings = SelectionSettings(method="round_robin" if few else "ppt", repeats=2 if few else None,
                                      k=min(self.settings.k, len(valid) - 1) or 1, criteria=self.settings.criteria,
                                      adaptive=True, budget=budget, **self.settings.injection)
         verifier = settings.verifier(self.verifier_model, store=self.store)  # links to the current run

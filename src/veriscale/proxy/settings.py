@@ -79,10 +79,11 @@ class ProxySettings:
 
     def schedule_now(self, joint: bool, n: int) -> str:
         """The schedule a pick of ``n`` candidates uses: the setting, or for auto ``early`` under joint
-        scoring when N > 3, else ``round_robin``. At N <= 3 round robin judges every pair once, one
-        slot order each: N(N-1)/2 <= 3 joint calls, fewer than the early pick's up to N + 2, and it
-        added less latency in benchmarks/bench_proxy.py --part pick (docs/PERFORMANCE.md); above 3
-        round robin is PPT, which makes more calls than N + 2."""
+        scoring when N > 3, else ``round_robin``. At N <= 3 round robin judges every pair in both
+        slot orders (so a verdict that flips with the order is marked, as ``select`` marks it):
+        N(N-1) <= 6 joint calls, and it added less latency than the early pick in
+        benchmarks/bench_proxy.py --part pick (docs/PERFORMANCE.md); above 3 round robin is PPT,
+        which makes more calls than N + 2."""
         if self.schedule != "auto":
             return self.schedule
         return "early" if joint and n > 3 else "round_robin"

@@ -155,8 +155,8 @@ class GroupRewarder:
         again, once, for the context an overflow reply names)."""
         for attempt in range(2):
             fit = fit_prompt(self.verifier, Task(task), pairwise=False)
-            shown = Renderer(self.verifier.model.count_tokens).candidate(Candidate(id="completion", text=text),
-                                                                          fit.budget_tokens)
+            shown = Renderer.for_model(self.verifier.model).candidate(Candidate(id="completion", text=text),
+                                                                      fit.budget_tokens)
             try:
                 return self.verifier.score(fit.task_text or task, shown)
             except ContextOverflow as overflow:

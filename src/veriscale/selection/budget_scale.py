@@ -53,7 +53,8 @@ def coarser(scale: Scale, g: int) -> Scale | None:
 
 def readable_labels(verifier: Any) -> int | None:
     """The most labels one call can show of a slot: the smallest ``top_logprobs`` over the verifier's
-    endpoints (a two-stage model's scorer's), None where every label's probability is read (embedded)."""
+    endpoints (a two-stage model's scorer's), None where every label's probability is read (embedded,
+    an exact read plan, a sampled one)."""
     pool = getattr(getattr(getattr(verifier, "executor", None), "gateway", None), "pool", None)
     backends = [e.backend for e in getattr(pool, "endpoints", None) or []] or [verifier.model]
     caps = [cap for cap in (_cap(b) for b in backends) if cap is not None]
@@ -66,6 +67,9 @@ def _cap(backend: Any) -> int | None:
         return _cap(scorer)
     if getattr(backend, "is_embedded", False):
         return None
+    plan = backend.read_plan() if callable(getattr(backend, "read_plan", None)) else None
+    if plan is not None and plan.kind.value in ("exact", "sampled"):
+        return None  # every label's probability is read (or drawn): no top-k cut
     top = getattr(backend, "top_logprobs", None)
     return int(top) if isinstance(top, int) and not isinstance(top, bool) else None
 

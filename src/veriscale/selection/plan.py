@@ -6,8 +6,9 @@
 
 **Rendering.** The task is rendered once (at most a quarter of the model's context) and every
 candidate once under the plan's budget (``veriscale.selection.prompt_fit``), counted by the
-model's own tokenizer through one ``Renderer``. Candidates whose rendered text is identical form
-one group and are judged once.
+model's own tokenizer through one ``Renderer`` (a server's: each text tokenised once and cut at
+token offsets; the requests it took are ``plan.tokenizer_requests``). Candidates whose rendered
+text is identical form one group and are judged once.
 
 **Repeats.** What repeat r computes is ``veriscale.verify.repeats``: without
 ``verifier.reasoning`` a pair has only two distinct judgements (its two slot orders), and a
@@ -27,7 +28,7 @@ from veriscale.data.pool import require_single_task
 from veriscale.data.reader import require_utf8
 from veriscale.errors import UserError, setting, worded
 from veriscale.selection.prompt_fit import fit_prompt
-from veriscale.selection.rendering import Renderer
+from veriscale.selection.rendering import Renderer, tokenizer_requests
 from veriscale.selection.schedules import ppt_comparison_count
 from veriscale.selection.settings import SelectionSettings
 from veriscale.verify.repeats import distinct_repeat_count, distinct_repeats
@@ -85,6 +86,8 @@ class SelectionPlan:
     smallest_budget: int | None = None
     #: the cost controller's G (``veriscale.selection.budget_scale.GranularityPlan``), None without a budget
     granularity: Any = None
+    #: requests the plan sent to the model's tokenizer (fitting and rendering; 0 for an in-process model)
+    tokenizer_requests: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The plan's figures (what ``--dry-run --json`` prints)."""
@@ -109,7 +112,8 @@ def plan_selection(
     applied over ``settings``. ``renderer``: share one across plans for the same model.
     """
     settings = replace(settings or SelectionSettings(), **overrides)
-    renderer = renderer or Renderer(verifier.model.count_tokens)
+    requests_before = tokenizer_requests(verifier.model)
+    renderer = renderer or Renderer.for_model(verifier.model)
     method = settings.method
     task, candidates = _task_and_candidates(task, candidates)
     fit = fit_prompt(verifier, task, settings.budget_tokens, pairwise=method != "pointwise", renderer=renderer)
@@ -151,7 +155,8 @@ def plan_selection(
         repeats=repeats, adaptive=settings.adaptive_applies, budget_tokens=fit.budget_tokens,
         task_tokens=fit.task_tokens, notes=tuple(notes), max_repeats=max_repeats, **figures,
     )
-    return _within_budget(plan, verifier) if settings.budget is not None else plan
+    plan = _within_budget(plan, verifier) if settings.budget is not None else plan
+    return replace(plan, tokenizer_requests=tokenizer_requests(verifier.model) - requests_before)
 
 
 def _within_budget(plan: SelectionPlan, verifier: Any) -> SelectionPlan:

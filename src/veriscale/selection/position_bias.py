@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-#: How far apart the two slot orders' mean P(a ≻ b) must be (on opposite sides of 0.5) to mark the pair.
-POSITION_BIAS_GAP = 0.5
+from veriscale.verify.slot_order import POSITION_BIAS_GAP, is_position_biased
 
 
 def _fields(judgement: Any) -> tuple[Any, Any, Any, Any]:
@@ -56,14 +55,9 @@ def pair_orders(judgements: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def is_position_biased(a_first: float | None, b_first: float | None) -> bool:
-    """Whether the two slot orders' P(a ≻ b) name different winners at least POSITION_BIAS_GAP apart."""
-    if a_first is None or b_first is None:
-        return False
-    opposite = (a_first - 0.5) * (b_first - 0.5) < 0
-    return opposite and abs(a_first - b_first) >= POSITION_BIAS_GAP
-
-
 def biased_pairs(judgements: Iterable[Any]) -> list[list[int]]:
     """The ``[a, b]`` pairs marked ``position_bias``."""
     return [[o["a"], o["b"]] for o in pair_orders(judgements) if o["position_bias"]]
+
+
+__all__ = ["POSITION_BIAS_GAP", "biased_pairs", "is_position_biased", "pair_orders"]

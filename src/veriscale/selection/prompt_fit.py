@@ -52,7 +52,7 @@ def fit_prompt(verifier: Any, task: Task, budget_tokens: int | None = None, *, p
     ``renderer``: the plan's renderer for ``verifier.model`` (None: a fresh one).
     """
     model = verifier.model
-    renderer = renderer or Renderer(model.count_tokens)
+    renderer = renderer or Renderer.for_model(model)
     count = renderer.count
     context = model.context_size()
     slots = 2 if pairwise else 1

@@ -1,27 +1,56 @@
 """Render tasks and candidates for one tokenizer, each text once.
 
-    renderer = Renderer(model.count_tokens)
+    renderer = Renderer.for_model(model)     # a server's tokenizer: each text tokenised once, cut at offsets
+    renderer = Renderer(model.count_tokens)  # any counter: memoised
     text = renderer.candidate(candidate, 256)   # render_candidate under 256 tokens; asking again is free
     renderer.count(text)                       # its tokens: every distinct text is tokenised once
+    tokenizer_requests(model)                  # tokenizer requests the model's backend sent so far
 
 A selection plan, and a bench over many configurations, share one renderer, so the same
-candidate under the same budget is never rendered or tokenised twice.
+candidate under the same budget is never rendered or tokenised twice. With a backend that gives
+token ids (``token_spans()``: an OpenAI-compatible server's /tokenize), a cut is made at token
+offsets found once per text instead of being searched by counting each try
+(``veriscale.data.token_spans``).
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from veriscale.data.model import Candidate, Task
 from veriscale.data.render import TokenCounter, render_candidate, render_task
+from veriscale.data.token_spans import TokenSpans
+
+
+def model_counter(model: Any) -> TokenCounter:
+    """The counter to render for ``model`` with: its ``TokenSpans`` where it has one, else ``count_tokens``."""
+    spans = getattr(model, "token_spans", None)
+    found = spans() if callable(spans) else None
+    return found if found is not None else model.count_tokens
+
+
+def tokenizer_requests(model: Any) -> int:
+    """Tokenizer requests ``model``'s backend sent so far (0 for one that tokenises in process)."""
+    count = getattr(model, "tokenizer_requests", None)
+    try:
+        return int(count()) if callable(count) else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 class Renderer:
     """Memoised ``render_candidate`` / ``render_task`` over a memoised token counter."""
 
     def __init__(self, count_tokens: TokenCounter) -> None:
-        self.count: TokenCounter = functools.cache(count_tokens)
+        # a TokenSpans memoises its own counts (and must see render's texts as they are)
+        self.count: TokenCounter = count_tokens if isinstance(count_tokens, TokenSpans) else functools.cache(count_tokens)
         self._rendered: dict[tuple[int, int], tuple[Candidate, str]] = {}
+
+    @classmethod
+    def for_model(cls, model: Any) -> "Renderer":
+        """A renderer over ``model``'s own tokenizer (:func:`model_counter`)."""
+        return cls(model_counter(model))
 
     def candidate(self, candidate: Candidate, budget_tokens: int) -> str:
         """What the verifier reads about ``candidate`` within ``budget_tokens``."""

@@ -45,6 +45,7 @@ from veriscale.selection.budget_judge import VerifierBudgetJudge
 from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_refusal
 from veriscale.selection.reason import Reason, explain
+from veriscale.selection.rendering import tokenizer_requests
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.selection.position_bias import pair_orders
 from veriscale.selection.suspects import apply_policy
@@ -229,7 +230,7 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
             scores=tuple(1.0 / len(candidates) for _ in candidates), ranking=tuple(range(len(candidates))),
             confidence=1.0, reason=explain(candidates[0].id, None, {}, {}, confidence=1.0),
             ties=tuple((a, b) for a in range(len(candidates)) for b in range(a + 1, len(candidates))),
-            n_comparisons=0, n_judgements=0, usage=Usage(),
+            n_comparisons=0, n_judgements=0, usage=Usage(tokenizer_requests=plan.tokenizer_requests),
             criteria_scores=[{n: None for n in names} for _ in candidates], min_confidence=settings.min_confidence,
             plan=plan, adaptive=settings.adaptive, stop_reason="single candidate", notes=notes, **inj,
         )
@@ -240,6 +241,7 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
     counter = _call_counter(on_progress, plan.model_calls_planned if plan.budget is not None
                             else plan.judgements_planned * plan.calls_per_judgement)
     before = verifier.usage.copy()
+    requests_before = tokenizer_requests(verifier.model)
     budget = None
     if plan.budget is not None:
         granularity = plan.granularity  # the G the plan chose: the verifier reads on that scale
@@ -258,6 +260,8 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
         result = _run_tournament(plan, judge)
 
     usage = verifier.usage.since(before)
+    # the tokenizer requests of fitting the plan's prompts and of the run (label checks)
+    usage.tokenizer_requests += plan.tokenizer_requests + tokenizer_requests(verifier.model) - requests_before
     criteria_scores = criteria_means(result, names, pool.groups)
     calls_saved = result.judgements_saved * plan.calls_per_judgement if result.adaptive else 0
     if judge.low_label_mass:

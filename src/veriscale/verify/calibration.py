@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+
 DEFAULT_TAU = 0.1  # a reward gap of 0.1 (two letter grades on G=20) gives P = 0.73
 SPREAD_QUANTILE = 0.9
 SPREAD_TARGET_P = 0.9
@@ -48,12 +49,26 @@ def shipped_taus() -> dict[str, float]:
 
 def tau_for(store, fingerprint: str, scale: str, discrete: bool) -> float:
     """Tau from the store (your calibration), else the shipped table, else DEFAULT_TAU."""
+    return tau_with_source(store, fingerprint, scale, discrete)[0]
+
+
+def tau_with_source(store, fingerprint: str, scale: str, discrete: bool) -> tuple[float, str]:
+    """``(tau, source)``: source is ``calibrated`` (your store), ``shipped`` (the project's table) or
+    ``default`` (DEFAULT_TAU: no calibration for this model, scale and read)."""
     key = tau_key(fingerprint, scale, discrete)
     if store is not None:
         value = store.get_meta(key)
         if value is not None:
-            return float(value)
-    return float(shipped_taus().get(key, DEFAULT_TAU))
+            return float(value), "calibrated"
+    shipped = shipped_taus().get(key)
+    return (float(shipped), "shipped") if shipped is not None else (DEFAULT_TAU, "default")
+
+
+def default_tau_note(tau: float) -> str:
+    """What a pairwise verdict says when its τ is the uncalibrated default."""
+    return (f"P(a beats b) uses the default tau {tau:g}: this model has no calibration for this scale and read, so P "
+            "is only ordinal; calibrate it with 'veriscale models calibrate MODEL --pairs FILE' (a server of a GGUF "
+            "file shares that file's tau when its URI names it with ?weights=FILE.gguf and its reads are exact).")
 
 
 def fit_tau_spread(diffs: list[float]) -> float:

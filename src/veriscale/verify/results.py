@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from veriscale.engine.executor import Usage
+from veriscale.models.sampled_read import pooled_se
+from veriscale.verify.slot_order import order_verdicts
 
 LOW_LABEL_MASS = 0.5  # below this the model mostly did not answer in the scale's format
 
@@ -50,6 +52,11 @@ class Reading:
     reasoning: str = ""
     error: str | None = None
     call_key: str = ""
+    #: how the slot was read: exact, top-k, first-token or sampled (veriscale.models.read_strategy)
+    strategy: str = ""
+    prefilled: bool | None = None
+    samples: int = 0  # a sampled read's draws (0: read from probabilities)
+    value_se: float | None = None  # a sampled read's standard error of value
 
 
 def mean(xs: list[float]) -> float:
@@ -96,6 +103,11 @@ class VerdictBase:
     def failed(self) -> bool:
         return bool(self.errors)
 
+    def reward_se(self, candidate: str) -> float | None:
+        """The standard error of a candidate's reward from sampled reads (None when read from probabilities)."""
+        mine = [r for r in self.readings if r.candidate == candidate and r.value is not None]
+        return pooled_se([r.value_se for r in mine]) if mine and all(r.samples for r in mine) else None
+
     @property
     def low_label_mass(self) -> bool:
         return any(r.label_mass < LOW_LABEL_MASS for r in self.readings if r.error is None)
@@ -107,6 +119,7 @@ class VerdictBase:
             "discrete": self.discrete, "failed": self.failed, "errors": self.errors,
             "low_label_mass": self.low_label_mass, "notes": self.notes,
             "usage": self.usage.to_dict(), "readings": [asdict(r) for r in self.readings],
+            "read_strategies": sorted({r.strategy for r in self.readings if r.strategy}),
             **self.injection,
         }
 
@@ -123,7 +136,8 @@ class ScoreResult(VerdictBase):
         return {name: entry.get("reward") for name, entry in self.criteria.items()}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reward": self.reward, "criteria": self.criteria, **self._base_dict()}
+        return {"reward": self.reward, "reward_se": self.reward_se("candidate"), "criteria": self.criteria,
+                **self._base_dict()}
 
 
 @dataclass
@@ -140,6 +154,19 @@ class CompareResult(VerdictBase):
         """``(reward of a, reward of b)`` per criterion (None where unscored): ``{"Output": (0.8, 0.6)}``."""
         return {name: (entry.get("reward_a"), entry.get("reward_b")) for name, entry in self.criteria.items()}
 
+    @property
+    def slot_orders(self) -> dict[str, Any]:
+        """P(a ≻ b) in each slot order alone and whether they flip (``veriscale.verify.slot_order``)."""
+        return order_verdicts(self.readings, self.tau) if self.tau > 0 else \
+            {"a_first": None, "b_first": None, "gap": None, "position_bias": False}
+
+    @property
+    def position_bias(self) -> bool:
+        """True when the two slot orders name different winners, far apart: the mean is no close call."""
+        return bool(self.slot_orders["position_bias"])
+
     def to_dict(self) -> dict[str, Any]:
         return {"reward_a": self.reward_a, "reward_b": self.reward_b, "p_a_wins": self.p_a_wins,
-                "tau": self.tau, "criteria": self.criteria, **self._base_dict()}
+                "reward_a_se": self.reward_se("a"), "reward_b_se": self.reward_se("b"),
+                "tau": self.tau, "criteria": self.criteria, "slot_orders": self.slot_orders,
+                "position_bias": self.position_bias, **self._base_dict()}

@@ -25,6 +25,8 @@ from veriscale.engine.loop import run_sync
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ModelBackend
+from veriscale.models.read_strategy import first_token_note
+from veriscale.models.sampled_read import value_se
 from veriscale.verify import injection as injection_signal
 from veriscale.verify import joint as joint_scoring
 from veriscale.verify.criteria import CriteriaSet, load_criteria
@@ -72,6 +74,7 @@ class Verifier:
         self.injection_mitigation = check_mitigation(injection_mitigation or DEFAULT_MITIGATION)
         self._tau = tau
         self._tau_given = tau is not None
+        self._tau_note: str | None = None  # said when tau is the uncalibrated default
         #: one call reads every criterion (``verify.joint``; None: ``joint_default()``, off unless set)
         self.joint = joint_scoring.joint_default() if joint is None else bool(joint)
         self.executor = CallExecutor(model, store, prompt_version=PROMPT_VERSION, refresh=refresh,
@@ -107,8 +110,9 @@ class Verifier:
         if self._tau is None:
             from veriscale.verify import calibration  # scipy, only where tau is not given
 
-            self._tau = calibration.tau_for(self.executor.store, self.executor.fingerprint(),
-                                            self.scale.name, self.discrete)
+            self._tau, source = calibration.tau_with_source(self.executor.store, self.executor.calibration_key(),
+                                                            self.scale.name, self.discrete)
+            self._tau_note = calibration.default_tau_note(self._tau) if source == "default" else None
         return self._tau
 
     def check_labels(self) -> None:
@@ -177,7 +181,9 @@ class Verifier:
                                 "each criterion was scored separately"))
             return False
         if not joint_scoring.supports(self.model):
-            notes.append(f"{self.model.display_name} does not read joint replies: each criterion was scored separately")
+            notes.append(f"{self.model.display_name} cannot hold a joint reply to its format (no grammar or structured "
+                         "outputs; a joint reply without one costs more than separate scoring): each criterion "
+                         "was scored separately")
             return False
         return True
 
@@ -256,9 +262,13 @@ class Verifier:
         else:
             error = "no probability on any score label (the model answered off-format)"
         cost = (resp.prompt_tokens, resp.prompt_tokens_total, resp.completion_tokens, resp.latency_s) if first else (0, 0, 0, 0.0)
+        se = None
+        if resp.samples and value is not None:  # the draws that wrote a label estimate the distribution
+            se = value_se(slot["label_probs"], {lab: self.scale.value(lab) for lab in self.scale.labels},
+                          round(slot["label_mass"] * resp.samples))
         return Reading(t.criterion, t.repeat, t.candidate, t.slot, t.order, slot["label_probs"], slot["label_mass"],
                        slot["unseen_mass"], value, *cost, o.cache_hit, t.seed, resp.reasoning if first else "",
-                       error, o.call.key)
+                       error, o.call.key, resp.strategy, resp.prefilled, resp.samples, se)
 
     async def _start(self, calls: list[PlannedCall], notes: list[str],
                      progress: Callable[[CallOutcome], None] | None = None) -> tuple[list[Reading], list[str], object]:
@@ -273,6 +283,9 @@ class Verifier:
         else:
             readings = self._readings(outcomes)
         errors = sorted({f"{r.criterion}: {r.error}" for r in readings if r.error})
+        said = first_token_note({r.strategy for r in readings})
+        if said and said not in notes:
+            notes.append(said)
         return readings, errors, before
 
     def _base(self, k: int, notes: list[str], readings: list[Reading], errors: list[str], before,
@@ -333,6 +346,8 @@ class Verifier:
                                  injection=flags)
         reward_a, reward_b = mean(ra), mean(rb)
         p = sigmoid((reward_a - reward_b) / self.tau)
+        if self._tau_note and self._tau_note not in notes:
+            notes.append(self._tau_note)
         return CompareResult(**self._base(k, notes, readings, errors, before, True), reward_a=reward_a,
                              reward_b=reward_b, p_a_wins=p, tau=self.tau, criteria=crits, injection=flags)
 

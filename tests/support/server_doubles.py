@@ -1,0 +1,147 @@
+"""Recording doubles of vLLM's and SGLang's OpenAI-compatible servers (test doubles, named as such:
+no GPU here to run the real ones). Each is a real HTTP server on 127.0.0.1 that records every body
+and applies the request rules of the released source, read from the PyPI wheels:
+
+- vLLM 0.34 (``entrypoints/openai/chat_completion/protocol.py``, ``sampling_params.py``):
+  ``logprob_token_ids`` (at most 128 ids, needs ``logprobs: true`` on chat; on completions
+  ``logprobs`` must equal their count) returns exactly those tokens; ``top_logprobs`` /
+  ``logprobs`` above ``max_logprobs`` (20 by default) is HTTP 400; ``continue_final_message``
+  with ``add_generation_prompt`` both true is HTTP 400; ``continue_final_message`` continues
+  the final assistant message; ``POST /tokenize`` takes ``prompt`` and ``add_special_tokens``.
+- SGLang 0.5 (``srt/entrypoints/openai/protocol.py``): ``continue_final_message`` on chat;
+  ``token_ids_logprob`` exists only on its native ``/generate``, so ``logprob_token_ids`` is an
+  unknown field its OpenAI routes ignore; no ``max_logprobs`` cap.
+
+The "weights" are a fixed next-token distribution over a small vocabulary in which the score
+labels sit below the top 20, so a top-20 read loses them and an exact read does not::
+
+    with ServerDouble("vllm") as srv:
+        srv.url              # http://127.0.0.1:PORT/v1
+        srv.bodies           # [(path, body), ...] of every completion request
+        TRUE_LABELS          # the labels' true probabilities at a grade slot
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FILLER = [f" w{i}" for i in range(30)]
+#: the next-token distribution at a grade slot: 30 filler tokens carry most of the mass
+SLOT = {**{t: 0.028 for t in FILLER}, "A": 0.004, " A": 0.02, "B": 0.002, " B": 0.03, " C": 0.01, "C": 0.001,
+        " D": 0.004, " E": 0.003, "\n": 0.02, " zebra": 1e-7}
+SLOT["ws-rest"] = 1.0 - sum(SLOT.values())
+#: after a bare newline the grade follows
+AFTER_NEWLINE = {"A": 0.5, "B": 0.3, "C": 0.1, "filler": 0.1}
+TRUE_LABELS = {lab: SLOT.get(lab, 0) + SLOT.get(" " + lab, 0) + SLOT["\n"] * AFTER_NEWLINE.get(lab, 0)
+               for lab in "ABCDE"}
+CONTINUED = {"ris": 0.9, " Paris": 0.1}
+VOCAB = sorted(set(SLOT) | set(AFTER_NEWLINE) | set(CONTINUED) | {" "} | {c for c in "ABCDE"} | {" " + c for c in "ABCDE"})
+IDS = {t: i for i, t in enumerate(VOCAB)}
+
+
+class ServerDouble:
+    """A recording double of ``flavour`` ("vllm" or "sglang"); see the module's text."""
+
+    def __init__(self, flavour: str) -> None:
+        self.flavour = flavour
+        self.bodies: list[tuple[str, dict[str, Any]]] = []
+        double = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, payload: Any) -> None:
+                raw = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    return self._send(200, {"object": "list", "data": [{"id": "judge", "object": "model"}]})
+                self._send(404, {"error": "not found"})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path == "/tokenize" and double.flavour == "vllm":
+                    text = body.get("prompt", "")
+                    return self._send(200, {"tokens": [IDS[text]] if text in IDS else [IDS[" w0"], IDS[" w1"]]})
+                if not self.path.endswith("/completions"):
+                    return self._send(404, {"error": "not found"})
+                double.bodies.append((self.path, body))
+                code, payload = double.answer(self.path.endswith("/chat/completions"), body)
+                self._send(code, payload)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "ServerDouble":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- the rules --------------------------------------------------------------------------
+    def answer(self, chat: bool, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        vllm = self.flavour == "vllm"
+        ids = body.get("logprob_token_ids") if vllm else None
+        if chat:
+            width = body.get("top_logprobs") or 0
+            if ids is not None and not body.get("logprobs"):
+                return 400, {"error": {"message": "when using `logprob_token_ids`, `logprobs` must be set to true."}}
+            if body.get("continue_final_message") and body.get("add_generation_prompt", True):
+                return 400, {"error": {"message": "Cannot set both `continue_final_message` and `add_generation_prompt` to True."}}
+            text = self._chat_text(body)
+        else:
+            width = body.get("logprobs") or 0
+            if ids is not None and width and width != len(ids):
+                return 400, {"error": {"message": "logprobs must equal len(logprob_token_ids)"}}
+            text = body.get("prompt", "")
+        if vllm and ids is None and width > 20:
+            return 400, {"error": {"message": f"Requested sample logprobs of {width}, which is greater than max allowed: 20"}}
+        if ids is not None and len(ids) > 128:
+            return 400, {"error": {"message": "Requested logprob_token_ids of length > 128"}}
+        dist = self._distribution(text)
+        if ids is not None:
+            shown = [(VOCAB[i], dist.get(VOCAB[i], 1e-12)) for i in ids]
+        else:
+            shown = sorted(dist.items(), key=lambda kv: -kv[1])[:width]
+        chosen = max(dist.items(), key=lambda kv: kv[1])[0]
+        if chat:
+            lp = {"content": [{"token": chosen, "logprob": math.log(dist[chosen]),
+                               "top_logprobs": [{"token": t, "logprob": math.log(p)} for t, p in shown]}]}
+            choice = {"index": 0, "message": {"role": "assistant", "content": chosen}, "logprobs": lp,
+                      "finish_reason": "length"}
+        else:
+            lp = {"tokens": [chosen], "token_logprobs": [math.log(dist[chosen])],
+                  "top_logprobs": [{t: math.log(p) for t, p in shown}], "text_offset": [0]}
+            choice = {"index": 0, "text": chosen, "logprobs": lp, "finish_reason": "length"}
+        return 200, {"id": "x", "object": "chat.completion" if chat else "text_completion", "model": "judge",
+                     "choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
+
+    def _chat_text(self, body: dict[str, Any]) -> str:
+        """The text the model continues: the final assistant message when the server continues it."""
+        msgs = body.get("messages") or []
+        if msgs and msgs[-1].get("role") == "assistant" and body.get("continue_final_message"):
+            return str(msgs[-1].get("content") or "")
+        return ""  # a fresh assistant turn
+
+    @staticmethod
+    def _distribution(text: str) -> dict[str, float]:
+        if text.endswith("Pa"):
+            return dict(CONTINUED)
+        if text.endswith("\n") and text.rstrip().endswith(":"):
+            return dict(AFTER_NEWLINE)
+        if text.rstrip().endswith(":"):
+            return dict(SLOT)
+        return {"Sure": 0.6, "A": 0.2, "B": 0.2}  # a fresh turn: not the slot at all
