@@ -22,14 +22,25 @@ it finds there:
 
 Contract: exactly one JSON line on stdout with "score" in [0, 1], exit 0; messages go to
 stderr; a missing answer key is a grader error (exit 2), a missing deliverable scores 0.
+
+The grader opens no file but the delivered ones and the answer keys. A delivered office file
+that refers to another file is refused before any library opens it, and scores like a missing
+one (0, with a "note" saying why): an external workbook link (`xl/externalLinks/`, an
+`externalReference`), an external relationship other than a hyperlink, a formula or defined name
+that names another workbook (`[1]Summary!B1`, `'../keys/[golden.xlsx]Summary'!B1`, also inside
+a string, as `formulas` reads `INDIRECT("...")`), a DDE link, or a DTD. When formulas are
+recomputed, `formulas` may open the delivered workbook only: any other file it asks for is
+refused (the reference becomes #REF!).
 """
 
 import argparse
+import html
 import json
 import math
 import os
 import re
 import sys
+import zipfile
 from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -46,6 +57,103 @@ def close(a, b):
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
     return a == b
+
+
+# --- office files that point outside themselves ------------------------------------------------
+
+MAX_PART_BYTES = 64 << 20  # read at most this much of one part, and 4x of all parts together
+MAX_PARTS = 10_000
+RELATIONSHIP = re.compile(r"<(?:[\w.-]+:)?Relationship\b([^>]*)>")
+ATTRIBUTE = re.compile(r"([\w.:-]+)\s*=\s*(\"[^\"]*\"|'[^']*')")
+EXTERNAL_ELEMENT = re.compile(r"<(?:[\w.-]+:)?(externalReferences?|externalBook|externalLink)\b")
+TAG = re.compile(r"<(/?)(?:[\w.-]+:)?([\w.-]+)[^>]*?(/?)>")
+FORMULA_ELEMENTS = {"f", "definedName", "formula", "formula1", "formula2"}
+QUOTED_EXTERNAL = re.compile(r"'(?:[^']|'')*[\[\]/\\:?*](?:[^']|'')*'\s*!")
+BRACKET_EXTERNAL = re.compile(r"\[[^\[\]]*\][^\s!'\"(),;=+\-*/^&<>{}\[\]]*!")
+STRING = re.compile(r'"(?:[^"]|"")*"')
+
+
+def formula_reaches_out(formula):
+    outside_strings = STRING.sub('""', formula)
+    if "|" in outside_strings:
+        return "is a DDE link"
+    if QUOTED_EXTERNAL.search(formula) or BRACKET_EXTERNAL.search(formula):
+        return "refers to another workbook"
+    return None
+
+
+def part_text(data):
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", "replace")
+    return data.decode("utf-8", "replace")
+
+
+def formulas_in(text):
+    """The text of every formula element (cell formula, defined name, validation), in one pass."""
+    start = None
+    for tag in TAG.finditer(text):
+        closing, local, empty = tag.groups()
+        if local not in FORMULA_ELEMENTS or empty:
+            continue
+        if not closing and start is None:
+            start = (local, tag.end())
+        elif closing and start is not None and start[0] == local:
+            yield html.unescape(text[start[1]:tag.start()])
+            start = None
+
+
+def outside_reference(path):
+    """Why the office file at `path` would make a reader open another file, or None."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            if len(members) > MAX_PARTS:
+                return f"it holds {len(members)} parts, more than this grader checks"
+            total = 0
+            for info in members:
+                name = info.filename.replace("\\", "/")
+                if name.lower().startswith("xl/externallinks/"):
+                    return f"its part {name!r} links it to another workbook"
+                if name.lower() == "xl/connections.xml":
+                    return f"its part {name!r} holds data connections"
+                if info.is_dir():
+                    continue
+                with archive.open(info) as member:
+                    data = member.read(MAX_PART_BYTES + 1)
+                total += len(data)
+                if len(data) > MAX_PART_BYTES or total > 4 * MAX_PART_BYTES:
+                    return f"its part {name!r} is too large to check"
+                if re.search(rb"<!doctype", data, re.IGNORECASE) or re.search(rb"<\x00!\x00[dD]\x00[oO]\x00[cC]\x00", data):
+                    return f"its part {name!r} declares a DTD"
+                if not data.lstrip().startswith((b"<", b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+                    continue
+                text = part_text(data)
+                found = EXTERNAL_ELEMENT.search(text)
+                if found:
+                    return f"its part {name!r} holds an {found.group(1)} element (a link to another workbook)"
+                if name.lower().endswith(".rels"):
+                    for match in RELATIONSHIP.finditer(text):
+                        attrs = {k.rsplit(":", 1)[-1]: html.unescape(v[1:-1]) for k, v in ATTRIBUTE.findall(match.group(1))}
+                        kind = attrs.get("Type", "").rstrip("/").rsplit("/", 1)[-1]
+                        if attrs.get("TargetMode", "").strip().lower() == "external" and kind.lower() != "hyperlink":
+                            return f"its part {name!r} has an external {kind} relationship to {attrs.get('Target', '')!r}"
+                for formula in formulas_in(text):
+                    why = formula_reaches_out(formula)
+                    if why:
+                        return f"a formula in {name!r} {why}: {formula[:120]!r}"
+    except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, ValueError, EOFError) as exc:
+        return f"it cannot be checked ({exc})"
+    return None
+
+
+def refused(path, deliverables):
+    """The refusal note for a delivered office file that points outside itself (also on stderr), or None."""
+    why = outside_reference(path)
+    if why is None:
+        return None
+    note = f"{path.relative_to(deliverables).as_posix()} refused: {why}"
+    print(f"grade.py: {note}", file=sys.stderr)
+    return note
 
 
 # --- workbooks ---------------------------------------------------------------------------------
@@ -74,11 +182,31 @@ def numeric_cells(path):
     return cells
 
 
+def only_this_workbook(path):
+    """Make `formulas` open `path` and nothing else (any other workbook it asks for is refused)."""
+    from formulas.excel import xlreader
+
+    opened = xlreader.load_workbook
+    allowed = os.path.realpath(path)
+
+    def load_workbook(filename, *args, **kwargs):
+        if os.path.realpath(filename) != allowed:
+            raise PermissionError(f"the grader opens no workbook but the delivered one, not {filename!r}")
+        return opened(filename, *args, **kwargs)
+
+    xlreader.load_workbook = load_workbook
+    return lambda: setattr(xlreader, "load_workbook", opened)
+
+
 def recomputed_cells(path, sheetnames):
     import formulas
 
     by_upper = {name.upper(): name for name in sheetnames}
-    solution = formulas.ExcelModel().loads(str(path)).finish().calculate()
+    restore = only_this_workbook(path)
+    try:
+        solution = formulas.ExcelModel().loads(str(path)).finish().calculate()
+    finally:
+        restore()
     cells = {}
     for key, ranges in solution.items():
         match = re.fullmatch(r"'?\[[^\]]+\](.+?)'?!([A-Z]+[0-9]+)", key)
@@ -97,6 +225,9 @@ def grade_workbook(golden, deliverables):
     books = sorted(deliverables.rglob("*.xlsx"))
     if not books:
         return {"score": 0.0, "kind": "workbook", "checks": len(expected), "passed": 0, "note": "no .xlsx delivered"}
+    note = refused(books[0], deliverables)
+    if note:
+        return {"score": 0.0, "kind": "workbook", "checks": len(expected), "passed": 0, "note": note}
     got = numeric_cells(books[0])
     passed = sum(1 for ref, value in expected.items() if ref in got and close(value, got[ref]))
     return {"score": passed / len(expected), "kind": "workbook", "checks": len(expected), "passed": passed}
@@ -152,7 +283,8 @@ def grade_report(solution, deliverables):
     md = deliverables / "report.md"
     texts.append(md.read_text(encoding="utf-8") if md.is_file() else "")
     doc = deliverables / "report.docx"
-    texts.append(docx_text(doc) if doc.is_file() else "")
+    note = refused(doc, deliverables) if doc.is_file() else None
+    texts.append(docx_text(doc) if doc.is_file() and note is None else "")
     passed = 0
     for text in texts:
         stated = facts(text)
@@ -161,7 +293,10 @@ def grade_report(solution, deliverables):
                    for l, v in stated):
                 passed += 1
     checks = 2 * len(wanted)
-    return {"score": passed / checks, "kind": "report", "checks": checks, "passed": passed}
+    result = {"score": passed / checks, "kind": "report", "checks": checks, "passed": passed}
+    if note:
+        result["note"] = note
+    return result
 
 
 def main(argv=None):

@@ -1,10 +1,17 @@
-"""The delivery gate: content-blind, it keeps every file of the base in the delivered bundle.
+"""The delivery gate: it keeps every file of the base in the delivered bundle, and no office file
+that points outside itself.
 
 A file the delivery dropped is restored from the base; every file is reported with its sha256
-and whether it changed::
+and whether it changed. The one content check (:mod:`veriscale.harness.workspace.office_content`)
+runs on every delivered file and on every base file it restores: an office file (any zip holding
+``[Content_Types].xml``, whatever its name) with an external workbook link, an external
+relationship other than a hyperlink, a formula into another workbook or a DTD is refused, removed
+from the bundle and reported in one sentence (a delivered file the base also holds is then
+restored from the base, as a dropped one is). A file the check cannot open within the zip caps
+is refused too::
 
     report = keep_base_files(Path("rollouts/r03/deliverables"), Path("out/deliverables"))
-    report["restored"], report["changed"]
+    report["restored"], report["changed"], report["refused"]   # [{"path": "model.xlsx", "reason": "model.xlsx was refused: ..."}]
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ from veriscale.harness.safe_write import (
     remove_tree,
     write_beneath,
 )
+from veriscale.harness.workspace.office_content import office_refusal, refuse_office_files
 from veriscale.harness.workspace.views import is_sidecar
+from veriscale.harness.workspace.zip_limits import ZipLimits
 
 #: The largest deliverable file the gate hashes or copies.
 MAX_FILE_BYTES = 1 << 30
@@ -85,26 +94,37 @@ def _clear_the_way(folder: Path, rel: str) -> None:
         os.close(parent)
 
 
-def keep_base_files(base_dir: Path | None, delivered_dir: Path) -> dict[str, Any]:
-    """Content-blind gate: restore every base file missing from ``delivered_dir``; report each file.
+def keep_base_files(base_dir: Path | None, delivered_dir: Path, limits: ZipLimits | None = None) -> dict[str, Any]:
+    """The gate: refuse office files that point outside themselves, restore every base file missing
+    from ``delivered_dir``; report each file.
 
     Anything in the delivered bundle that is not a regular file or folder (a link, a FIFO) is
     removed. Returns ``{"files": [{"path", "status", "base_sha256", "sha256"}], "restored": [...],
-    "changed": [...], "added": [...], "removed_links": [...]}`` where status is ``unchanged``,
-    ``changed``, ``restored`` or ``added``.
+    "changed": [...], "added": [...], "removed_links": [...], "refused": [{"path", "reason"}]}``
+    where status is ``unchanged``, ``changed``, ``restored``, ``added`` or ``refused`` (a base file
+    the content check refused: it is not restored).
     """
+    limits = limits or ZipLimits.from_env()
     make_plain_dir(delivered_dir)
     delivered, removed = _bundle_files(delivered_dir)
     for rel in removed:
         remove_tree(delivered_dir / rel)
+    refused = [{"path": rel, "reason": refusal.sentence} for rel, refusal in refuse_office_files(delivered_dir, limits)]
+    delivered, _ = _bundle_files(delivered_dir)
     base, _ = _bundle_files(base_dir)
     files = []
     for rel in base:
         base_sha = sha256_file(Path(rel), base_dir)
         if rel not in delivered:
+            data = read_bytes_beneath(base_dir, rel, max_bytes=MAX_FILE_BYTES)
+            refusal = office_refusal(data, f"base file {rel}", limits)
+            if refusal is not None:
+                refused.append({"path": rel, "reason": refusal.sentence})
+                files.append({"path": rel, "status": "refused", "base_sha256": base_sha, "sha256": None})
+                continue
             _clear_the_way(delivered_dir, rel)
             # write_beneath refuses a link or a file anywhere below the delivered folder itself
-            write_beneath(delivered_dir, rel, read_bytes_beneath(base_dir, rel, max_bytes=MAX_FILE_BYTES))
+            write_beneath(delivered_dir, rel, data)
             files.append({"path": rel, "status": "restored", "base_sha256": base_sha, "sha256": base_sha})
             continue
         sha = sha256_file(Path(rel), delivered_dir)
@@ -115,7 +135,7 @@ def keep_base_files(base_dir: Path | None, delivered_dir: Path) -> dict[str, Any
             files.append({"path": rel, "status": "added", "base_sha256": None, "sha256": sha256_file(Path(rel), delivered_dir)})
     files.sort(key=lambda f: f["path"])
     by_status = {s: [f["path"] for f in files if f["status"] == s] for s in ("restored", "changed", "added")}
-    return {"files": files, **by_status, "removed_links": removed}
+    return {"files": files, **by_status, "removed_links": removed, "refused": refused}
 
 
 def copy_base(base_dir: Path | None, delivered_dir: Path) -> None:

@@ -10,9 +10,11 @@
 - **deliver** continues the adjudication session (same transcript) under the ``artifact``
   contract: the base is copied to ``out/deliverables/``, the session applies the revisions and
   writes ``repair.json``. Under ``pick-only`` delivery is the base copied, with no model call.
-- The one programmatic gate is content-blind (:func:`keep_base_files`): every file of the base
-  stays in the bundle (a dropped one is restored from the base) and every file is reported with
-  its sha256 and whether it changed.
+- The one programmatic gate (:func:`keep_base_files`): every file of the base stays in the bundle
+  (a dropped one is restored from the base), no office file that points outside itself does
+  (external links, external relationships other than hyperlinks, formulas into other workbooks,
+  DTDs: refused in one sentence each), and every file is reported with its sha256 and whether it
+  changed.
 
 A phase whose record is missing or invalid is recorded as failed with the validation problems;
 the run goes on with what exists. Where a run keeps its files: :mod:`.layout` (``RunLayout``).
@@ -290,7 +292,7 @@ class _Protocol:
         report.update({"base": base, "contract": self.config.contract, "fell_back_to_base": session_failed,
                        "deliverables_dir": str(published / DELIVERABLES_SUBDIR)})
         write_json(self.layout.delivery_report, report)
-        self.finish_phase("deliver", result, extra={"delivery": {k: report[k] for k in ("restored", "changed", "added")}})
+        self.finish_phase("deliver", result, extra={"delivery": {k: report[k] for k in ("restored", "changed", "added", "refused")}})
 
     # -- the whole run -------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -378,7 +380,7 @@ class _Protocol:
             "revisions": len(finish["revisions"]) if finish else 0,
             "unresolved": finish["unresolved"] if finish else [],
             "deliverables_dir": str(self.layout.delivery_dir / DELIVERABLES_SUBDIR) if delivery else None,
-            "delivery": {k: delivery.get(k, []) for k in ("restored", "changed", "added")} if delivery else None,
+            "delivery": {k: delivery.get(k, []) for k in ("restored", "changed", "added", "refused")} if delivery else None,
             "phases": {p: self.phases.get(p, {"phase": p, "status": "not run"}) for p in PHASES},
             "cost": totals, "run_wall_s": round(wall_s, 3),
         }

@@ -6,7 +6,10 @@ Grader contract (see docs/HARNESS.md): run on the host, never in the jail, as
 non-empty stdout line, a JSON object with ``"score"`` in [0, 1] (extra fields kept), and
 exits 0. Anything else is a grader failure. Deliverables are graded from a fresh copy with view
 sidecars and symlinks left out, so a grader cannot change the originals and a delivery cannot
-point the grader at files outside it.
+point the grader at files outside it: an office file in the copy that refers to another file (an
+external workbook link, an external relationship other than a hyperlink, a formula into another
+workbook) or holds a DTD is left out too, with a note, since a grader's library may open what it
+names (:mod:`veriscale.harness.workspace.office_content`).
 
 Usage::
 
@@ -30,6 +33,7 @@ from typing import Any
 from veriscale.errors import UserError, setting
 from veriscale.harness.safe_fs import UnsafePath
 from veriscale.harness.safe_write import copy_plain_tree
+from veriscale.harness.workspace.office_content import refuse_office_files
 from veriscale.harness.workspace.views import is_sidecar
 
 DEFAULT_GRADER_TIMEOUT_S = 600.0
@@ -124,8 +128,13 @@ class GraderCommand:
 
 
 def stage_deliverables(source: Path, dest: Path) -> list[str]:
-    """Copy regular files of ``source`` into ``dest`` (no sidecars, no links); return skipped paths."""
+    """Copy regular files of ``source`` into ``dest`` (no sidecars, no links, no office file that
+    points outside itself); return what was left out (a path with its reason, or the refusal's sentence).
+
+    The content check runs on the host's own copy, the very bytes the grader then reads.
+    """
     try:
-        return copy_plain_tree(source, dest, skip=lambda rel: is_sidecar(Path(rel.name)))
+        skipped = copy_plain_tree(source, dest, skip=lambda rel: is_sidecar(Path(rel.name)))
+        return skipped + [refusal.sentence for _rel, refusal in refuse_office_files(dest)]
     except UnsafePath as exc:
         raise UserError(f"deliverables folder '{source}' cannot be read safely ({exc}): rerun the delivery") from None

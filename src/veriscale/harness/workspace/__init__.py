@@ -4,6 +4,8 @@
 ``materialize`` (``materialize``: copy a source task into a blind workspace with shuffled
 rollout labels and archived scores), ``views`` (text views of xlsx/docx/pdf files written as
 sidecars), ``view_worker`` (views rendered in a child process with a deadline), ``zip_limits``
-(the caps on what the host inflates from a zip or pdf, counted while streaming) and
-``safe_copy`` (link-refusing copy and bounded zip extraction).
+(the caps on what the host inflates from a zip or pdf, counted while streaming),
+``office_content`` (the one content check of office files: external links, external
+relationship targets other than hyperlinks, formulas into other workbooks and DTDs are refused)
+and ``safe_copy`` (link-refusing copy and bounded zip extraction).
 """

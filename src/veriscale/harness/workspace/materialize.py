@@ -21,7 +21,11 @@ Top-level entries of the source (and anything in ``spec/``) whose names match an
 pattern are never copied (the layout names themselves, task.md/spec/inputs/workspace/rollouts,
 are exempt); other unrecognised top-level entries are left out too (reason "not part of the
 source layout"), since an unknown file beside the task is as likely a key as an input. Inside a
-rollout, grader outputs (``score.json``, ``reward.txt``, ...) are left out. Rollout names are
+rollout, grader outputs (``score.json``, ``reward.txt``, ...) are left out. Every copied file
+goes through the one content check of office files (:mod:`.office_content`): an office file that
+points outside itself (an external workbook link, an external relationship other than a
+hyperlink, a formula into another workbook, a DTD) is left out and reported in one sentence,
+as a warning too. Rollout names are
 replaced by r01, r02, ... in a seeded shuffled order so a session cannot tell runs apart by
 name or listing order; the map back lives only in the archive file outside the task folder.
 One rollout is allowed (the challenger can still work) but reported as a warning.
@@ -42,6 +46,7 @@ from veriscale.data.reader import parse_json, read_text
 from veriscale.errors import UserError, setting
 from veriscale.harness.workspace import contract as ws
 from veriscale.harness.jsonfiles import write_json
+from veriscale.harness.workspace.office_content import refuse_office_files
 from veriscale.harness.workspace.safe_copy import DEFAULT_MAX_EXTRACT_BYTES, copy_tree, ensure_inside, extract_zip
 from veriscale.harness.workspace.view_worker import ViewWorker
 from veriscale.harness.workspace.views import SIDECAR_SUFFIX, is_sidecar, is_viewable, write_view
@@ -203,6 +208,15 @@ def _sort_top_level(source: Path, recognised: set[str], key_patterns: Sequence[s
     return score_files
 
 
+def _refuse_office_files(folder: Path, report_left_out: list[tuple[str, str]], warnings: list[str], limits: ZipLimits,
+                         shown) -> None:
+    """Leave out every office file below ``folder`` that points outside itself (its view says why
+    when it could not be checked, so such a file is kept)."""
+    for _rel, refusal in refuse_office_files(folder, limits, shown=shown, unchecked=False):
+        report_left_out.append((refusal.what, refusal.sentence))
+        warnings.append(refusal.sentence)
+
+
 def _write_views(folder: Path, task_dir: Path, report: MaterializeReport, worker: ViewWorker) -> None:
     for path in sorted(folder.rglob("*")):
         if path.is_file() and is_viewable(path):
@@ -280,6 +294,8 @@ def materialize(
                       rel_prefix=f"{ws.SPEC_DIR}/", skip=_key_rule(key_patterns))
         spec_dir.mkdir(exist_ok=True)
         shutil.copyfile(spec_source, spec_dir / ws.TASK_FILE)
+        _refuse_office_files(spec_dir, left_out, report.warnings, limits,
+                             lambda rel: ws.TASK_FILE if rel == ws.TASK_FILE else f"{ws.SPEC_DIR}/{rel}")
 
         inputs_dest = dest / ws.INPUTS_DIR
         inputs_dest.mkdir()
@@ -296,6 +312,8 @@ def materialize(
                         f"input '{rel}' exists in both {seen_inputs[rel]}/ and {name}/ of '{source}': keep one"
                     )
                 seen_inputs[rel] = name
+        _refuse_office_files(inputs_dest, left_out, report.warnings, limits,
+                             lambda rel: f"{seen_inputs.get(rel, ws.INPUTS_DIR)}/{rel}")
 
         with tempfile.TemporaryDirectory(prefix="veriscale-stage-") as staging_root:
             for label, original in label_map.items():
@@ -307,6 +325,7 @@ def materialize(
                 else:
                     ensure_inside(src, source)
                     extract_zip(src, staged, max_bytes=max_extract_bytes, limits=limits)
+                _refuse_office_files(staged, left_out, report.warnings, limits, lambda rel, p=prefix: p + rel)
                 _split_rollout(staged, dest / ws.ROLLOUTS_DIR / label, left_out, prefix, rollout_patterns)
 
         with ViewWorker(limits) as worker:
