@@ -62,7 +62,14 @@ from veriscale.models.logprobs import (
 from veriscale.models.read_probe import SENTINEL_TEXT, WIDE_LOGPROBS, probe_read_plan
 from veriscale.models.read_strategy import READ_MARK, ReadKind, ReadPlan
 from veriscale.models.reply_usage import reply_usage
-from veriscale.models.sampled_read import SAMPLE_MAX_TOKENS, SAMPLE_TEMPERATURE, check_sample_count, sampled_distribution
+from veriscale.models.sampled_read import (
+    FAITHFUL_SAMPLER,
+    FAITHFUL_SAMPLER_EXTRA,
+    SAMPLE_MAX_TOKENS,
+    SAMPLE_TEMPERATURE,
+    check_sample_count,
+    sampled_distribution,
+)
 from veriscale.models.server_info import ServerProbe
 
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
@@ -112,6 +119,8 @@ class OpenAICompatModel(HttpTransport):
             raise UserError(f"read={read} in model URI '{uri or base_url}' is not a read: use read=top-k (only the "
                             "top_logprobs the server shows), or leave it out for the most exact read the server gives")
         self.read = read
+        # a sampled read also sends llama.cpp's and vLLM's sampler fields, unless the server refuses them
+        self._sampler_extra = httpx.URL(self.base_url).host != "api.openai.com"
         self.uri = uri or f"{self.base_url}#{model or ''}"
         self.display_name = f"{model or 'model'} at {self.base_url}"
         key = api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
@@ -223,9 +232,9 @@ class OpenAICompatModel(HttpTransport):
     def retry_variant(self) -> "OpenAICompatModel | None":
         """The same model asked to show more of the slot's distribution (more top_logprobs), for one
         more try at a reply that put no probability on any label; None when it shows all it can (an
-        exact read already shows every label)."""
+        exact read already shows every label; a sampled read has no top_logprobs to widen)."""
         cap = 20 if "api.openai.com" in self.base_url else MAX_TOP_LOGPROBS
-        if self.top_logprobs >= cap or (self._plan is not None and self._plan.kind is ReadKind.EXACT):
+        if self.top_logprobs >= cap or (self._plan is not None and self._plan.kind is not ReadKind.TOP_K):
             return None
         wider = copy.copy(self)
         wider.top_logprobs = min(cap, max(2 * self.top_logprobs, 20))
@@ -387,8 +396,17 @@ class OpenAICompatModel(HttpTransport):
             body.pop(key, None)
         n = self.sample or 2
         seed = 0 if request.seed is None else request.seed
-        body.update(temperature=SAMPLE_TEMPERATURE, max_tokens=SAMPLE_MAX_TOKENS, n=n, seed=seed)
-        replies = [await post(self._slot_path(), body)]
+        body.update(temperature=SAMPLE_TEMPERATURE, max_tokens=SAMPLE_MAX_TOKENS, n=n, seed=seed, **FAITHFUL_SAMPLER)
+        if self._sampler_extra:
+            body.update(FAITHFUL_SAMPLER_EXTRA)
+        try:
+            replies = [await post(self._slot_path(), body)]
+        except ModelCallError as exc:
+            if exc.retryable or not self._sampler_extra:
+                raise
+            self._sampler_extra = False  # the server refuses llama.cpp's / vLLM's sampler fields: OpenAI's only
+            body = {k: v for k, v in body.items() if k not in FAITHFUL_SAMPLER_EXTRA}
+            replies = [await post(self._slot_path(), body)]
         draws = self._draws(replies[0])[:n]
         while len(draws) < n:  # the server gave fewer choices than asked: one request a draw
             one = await post(self._slot_path(), {**body, "n": 1, "seed": seed + len(draws) + 1})

@@ -21,6 +21,11 @@ from veriscale.errors import UserError, setting
 #: tokens a draw may spend: a leading space or newline, then the grade
 SAMPLE_MAX_TOKENS = 3
 SAMPLE_TEMPERATURE = 1.0
+#: sampler settings that leave the model's distribution as it is: servers' defaults cut or bend it
+#: (llama.cpp: top_k 40, top_p 0.95, min_p 0.05 and a repeat penalty of 1.1 that falls on every
+#: score label the prompt names). OpenAI's own fields first; the rest are llama.cpp's and vLLM's.
+FAITHFUL_SAMPLER = {"top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+FAITHFUL_SAMPLER_EXTRA = {"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "repetition_penalty": 1.0}
 
 
 def check_sample_count(n: int, where: str) -> int:
@@ -32,9 +37,11 @@ def check_sample_count(n: int, where: str) -> int:
 
 
 def drawn_label(text: str, labels: tuple[str, ...]) -> str | None:
-    """The label a draw wrote: its first word is the label, or starts with it and goes on with a sign
-    that is no letter or digit ("A.", "A+", "7/10"); None when it wrote none."""
+    """The label a draw wrote: its first word (Markdown emphasis and quotes aside) is the label, or starts
+    with it and goes on with a sign that is no letter or digit ("A.", "A+", "**B**", "7/10"); None when
+    it wrote none."""
     word = text.strip().split()[0] if text.strip() else ""
+    word = word.lstrip("*_`\"'([")  # Markdown emphasis or a quote around the grade: "**B**"
     for lab in sorted(labels, key=len, reverse=True):
         if word == lab or (word.startswith(lab) and not word[len(lab)].isalnum()):
             return lab

@@ -200,6 +200,8 @@ def call_view(store: Store, key: str) -> dict[str, Any]:
         "error": call["error"], "messages": request.get("messages"), "prefill": request.get("prefill"),
         "labels": request.get("labels"), "label_probs": response.get("label_probs"),
         "label_mass": response.get("label_mass"), "unseen_mass": response.get("unseen_mass"),
+        "strategy": response.get("strategy") or None, "prefilled": response.get("prefilled"),
+        "samples": response.get("samples") or None,
         "reasoning": response.get("reasoning") or None, "top_tokens": response.get("top_tokens"),
         "text": response.get("text"), "tool_calls": response.get("tool_calls"),
         "cost": {"prompt_tokens": call["prompt_tokens"], "cached_tokens": call["cached_tokens"],
