@@ -55,3 +55,26 @@ def test_bad_input_is_one_sentence_and_exit_code_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["harness", "materialize", str(tmp_path / "nope"), str(tmp_path / "t")])
     assert result.exit_code == 2
     assert "source folder" in result.output
+
+
+HOSTILE = "\x1b]0;owned\x07\x1b]52;c;aGVsbG8=\x07\x1b[2J[link=http://evil.example]click[/link]"
+
+
+def test_rollout_text_reaches_the_terminal_and_claims_md_only_escaped(tmp_path: Path, fixture_root: Path) -> None:
+    """Issue 30: a window title, an OSC 52 clipboard write, a screen clear and Rich link markup in a
+    rollout's CSV cell reached the user's terminal through `harness claims`, and claims.md kept the ESC bytes."""
+    task = tmp_path / "cleanup"
+    assert runner.invoke(app, ["harness", "materialize", str(fixture_root / "data_cleanup"), str(task)]).exit_code == 0
+    for n, csv in enumerate(sorted((task / "rollouts").glob("*/deliverables/*.csv"))):
+        lines = csv.read_text().splitlines()
+        cells = lines[1].split(",")
+        cells[1] = f"Name{n} {HOSTILE}"  # a different name in each rollout: a disputed claim, shown in the table
+        csv.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    result = runner.invoke(app, ["harness", "claims", str(task), "--top", "50"], color=True)
+    assert result.exit_code == 0, result.output
+    assert "\x1b]" not in result.stdout and "\x1b[2J" not in result.stdout  # no OSC (title, clipboard) and no clear
+    assert "[link=http://evil.example]" in result.stdout.replace("\n", "").replace(" ", "").replace("│", "") or \
+        "evil.example" not in result.stdout  # markup shown as text, never turned into a link
+    md = (task / "claims" / "claims.md").read_text()
+    assert "\x1b" not in md and "\x07" not in md
+    assert "\\x1b" in md  # the escape is there to read, as text

@@ -12,10 +12,12 @@ from typing import List, Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from veriscale.cli import harness_jail
 from veriscale.cli.common import console, emit_json, err_console, user_errors
 from veriscale.cli.flags import cli_text
+from veriscale.shown_text import for_terminal
 
 harness_app = typer.Typer(
     name="harness",
@@ -94,22 +96,22 @@ def claims_command(
     if as_json:
         emit_json({"claims": claim_map.to_dict(), "agenda": agenda, "files": {k: str(v) for k, v in paths.items()}})
         return
-    counts = claim_map.counts()
-    console.print(
-        f"[bold]{claim_map.task}[/]: {len(claim_map.rollouts)} rollouts; "
-        f"{counts['consensus']} consensus, {counts['disputed']} disputed, {counts['omitted']} omitted "
-        f"(files in {paths['claims'].parent})"
-    )
+    counts = claim_map.counts()  # rollout text is shown as text: never markup, never a terminal escape
+    console.print(Text.assemble(
+        for_terminal(claim_map.task, "bold"),
+        f": {len(claim_map.rollouts)} rollouts; {counts['consensus']} consensus, {counts['disputed']} disputed, "
+        f"{counts['omitted']} omitted (files in ", for_terminal(paths["claims"].parent), ")"), highlight=False)
     if agenda["items"]:
         table = Table(title="disputed claims, most informative check first")
         for column in ("#", "claim", "candidates (support)", "gain bits", "related"):
             table.add_column(column)
         for item in agenda["items"][:top]:
             candidates = ", ".join(f"{c['display']} ({c['support']})" for c in item["candidates"])
-            table.add_row(str(item["rank"]), item["key"], candidates, f"{item['gain_bits']:.3f}", str(item["related_claims"]))
+            table.add_row(str(item["rank"]), for_terminal(item["key"]), for_terminal(candidates),
+                          f"{item['gain_bits']:.3f}", str(item["related_claims"]))
         console.print(table)
     for warning in claim_map.warnings:
-        err_console.print(f"[yellow]warning:[/] {cli_text(warning)}", highlight=False)
+        err_console.print(Text.assemble(("warning: ", "yellow"), for_terminal(cli_text(warning))), highlight=False)
 
 
 # --- skills and scoring ----------------------------------------------------------------------

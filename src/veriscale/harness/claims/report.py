@@ -8,12 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from veriscale.harness.claims.claim_map import ClaimMap
+from veriscale.shown_text import for_code_span as _code
+from veriscale.shown_text import for_markdown as _cell
 
 TOP_N = 10
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(claim_map: ClaimMap, agenda: dict[str, Any], *, top: int = TOP_N) -> str:
@@ -21,9 +19,9 @@ def render_markdown(claim_map: ClaimMap, agenda: dict[str, Any], *, top: int = T
     counts = claim_map.counts()
     total = sum(counts.values())
     lines = [
-        f"# Claim map: {claim_map.task}",
+        f"# Claim map: {_cell(claim_map.task)}",
         "",
-        f"{len(claim_map.rollouts)} rollouts ({', '.join(claim_map.rollouts)}), {total} claim keys: "
+        f"{len(claim_map.rollouts)} rollouts ({_cell(', '.join(claim_map.rollouts))}), {total} claim keys: "
         f"**{counts['consensus']} consensus**, **{counts['disputed']} disputed**, "
         f"**{counts['omitted']} omitted**.",
         "",
@@ -48,7 +46,7 @@ def render_markdown(claim_map: ClaimMap, agenda: dict[str, Any], *, top: int = T
             if item["missing_from"]:
                 candidates += f"; missing: {', '.join(item['missing_from'])}"
             lines.append(
-                f"| {item['rank']} | `{_cell(item['key'])}` | {_cell(candidates)} | "
+                f"| {item['rank']} | `{_code(item['key'])}` | {_cell(candidates)} | "
                 f"{item['gain_bits']:.3f} | {item['related_claims']} | {_cell(item['check'])} |"
             )
         lines.append("")
@@ -58,10 +56,10 @@ def render_markdown(claim_map: ClaimMap, agenda: dict[str, Any], *, top: int = T
         for record in omitted[:top]:
             have = record.candidates[0].rollouts
             lines.append(
-                f"- `{_cell(record.key)}` = {_cell(record.candidates[0].display)}: "
-                f"in {', '.join(have)}; missing from {', '.join(record.missing_from)}"
+                f"- `{_code(record.key)}` = {_cell(record.candidates[0].display)}: "
+                f"in {_cell(', '.join(have))}; missing from {_cell(', '.join(record.missing_from))}"
             )
         lines.append("")
     if claim_map.warnings:
-        lines += ["## Warnings", ""] + [f"- {w}" for w in claim_map.warnings] + [""]
+        lines += ["## Warnings", ""] + [f"- {_cell(w)}" for w in claim_map.warnings] + [""]
     return "\n".join(lines)
