@@ -1,7 +1,7 @@
 """Host-side writes and removals below a trusted root that no planted link can redirect.
 
     write_beneath(out_dir, "notes/a.md", b"text")   # no link on the way, a short temp name
-    copy_plain_tree(src, dest)                     # regular files and folders only
+    copy_plain_tree(src, dest)                     # regular files and folders only, streamed
     remove_tree(run_dir / "scratch")               # links removed, never entered
 
 Writers refuse a link (or a file) anywhere below their root and create through a fixed-length
@@ -25,7 +25,7 @@ from veriscale.harness.safe_fs import (
     _kind,
     _parts,
     _up,
-    read_bytes_beneath,
+    open_regular_beneath,
     walk_entries,
 )
 from veriscale.harness.safe_names import shown_name
@@ -50,7 +50,8 @@ def copy_plain_tree(src: Path, dest: Path, *, skip=lambda rel: False, max_bytes:
             if stat.S_ISDIR(info.st_mode):
                 make_dirs_beneath(dest, rel)
             elif stat.S_ISREG(info.st_mode):
-                write_beneath(dest, rel, read_bytes_beneath(src, rel, max_bytes=max_bytes))
+                with os.fdopen(open_regular_beneath(src, rel, max_bytes=max_bytes), "rb", buffering=0) as source:
+                    write_stream_beneath(dest, rel, source, max_bytes=max_bytes)
             else:
                 left_out.append(f"{shown_name(rel.as_posix())} ({_kind(info.st_mode).removeprefix('a ')})")
         except UnsafePath as exc:
@@ -74,6 +75,49 @@ def write_beneath(root: Path, rel: str | os.PathLike[str], data: bytes, mode: in
     its target never touched. ``OSError`` (e.g. a name this file system cannot hold) leaves
     nothing behind.
     """
+    _write_new(root, rel, mode, lambda fd: _write_all(fd, data))
+
+
+#: Bytes a streaming writer holds at once.
+STREAM_CHUNK_BYTES = 1 << 20
+_ZEROS = bytes(STREAM_CHUNK_BYTES)
+
+
+def write_stream_beneath(root: Path, rel: str | os.PathLike[str], source, mode: int = 0o644, *,
+                         max_bytes: int | None = None, chunk_bytes: int = STREAM_CHUNK_BYTES) -> int:
+    """Like :func:`write_beneath`, from ``source.read(n)`` in chunks of at most ``chunk_bytes``.
+
+    The host never holds more than one chunk, and a chunk of zeros is not written but skipped
+    (``lseek``): a sparse file a session handed back stays sparse on the host, whatever its
+    apparent size (the file's length is set at the end with ``ftruncate``). Returns the bytes
+    read; more than ``max_bytes`` is ``UnsafePath`` and leaves nothing behind.
+    """
+    chunk_bytes = min(chunk_bytes, STREAM_CHUNK_BYTES)
+    total = 0
+
+    def fill(fd: int) -> None:
+        nonlocal total
+        while chunk := source.read(chunk_bytes):
+            total += len(chunk)
+            if max_bytes is not None and total > max_bytes:
+                raise UnsafePath(f"'{rel}' is over the {max_bytes}-byte limit for copying it")
+            if memoryview(_ZEROS)[:len(chunk)] == chunk:
+                os.lseek(fd, len(chunk), os.SEEK_CUR)  # a hole: nothing allocated
+            else:
+                _write_all(fd, chunk)
+        os.ftruncate(fd, total)
+
+    _write_new(root, rel, mode, fill)
+    return total
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _write_new(root: Path, rel: str | os.PathLike[str], mode: int, fill) -> None:
     parts = _parts(rel)
     if not parts:
         raise UnsafePath(f"'{rel}' names no file")
@@ -82,9 +126,11 @@ def write_beneath(root: Path, rel: str | os.PathLike[str], data: bytes, mode: in
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                os.fchmod(handle.fileno(), mode)
+            try:
+                fill(fd)
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
             os.rename(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)  # replaces a link itself
         except BaseException:
             try:

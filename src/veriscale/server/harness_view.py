@@ -29,7 +29,7 @@ from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.store import RunRecord, Store
 from veriscale.harness.claims.claim_map import STATUSES, validate
 from veriscale.harness.protocol.layout import DELIVERABLES_SUBDIR, RunLayout
-from veriscale.harness.protocol.records import BASE_NONE, schema_problems
+from veriscale.harness.protocol.records import BASE_NONE, schema_message, schema_problems
 from veriscale.harness.safe_fs import (
     UnsafePath,
     describe,
@@ -202,7 +202,7 @@ def _claims(doc: Any, problems: list[str]) -> dict[str, list[dict[str, Any]]]:
     try:
         validate(doc, "claims")
     except jsonschema.ValidationError as exc:
-        problems.append(f"claim map does not fit its schema ({exc.message}): its claims are not shown")
+        problems.append(f"claim map does not fit its schema ({schema_message(exc)}): its claims are not shown")
         return groups
     for claim in doc["claims"]:
         values = " | ".join(f"{c['display']} ({', '.join(c['rollouts'])})" for c in claim["candidates"])

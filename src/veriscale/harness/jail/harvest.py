@@ -19,6 +19,7 @@ links past the first name, symbolic links, FIFOs, names this file system cannot 
 
 from __future__ import annotations
 
+import io
 import os
 import tarfile
 import tempfile
@@ -32,7 +33,7 @@ from veriscale.harness.host_caps import CAPS
 from veriscale.harness.host_caps import current as current_caps
 from veriscale.harness.safe_fs import UnsafePath
 from veriscale.harness.safe_names import name_problem, shown_name
-from veriscale.harness.safe_write import make_dirs_beneath, make_plain_dir, remove_tree, write_beneath
+from veriscale.harness.safe_write import make_dirs_beneath, make_plain_dir, remove_tree, write_stream_beneath
 
 #: tar headers cost 512 bytes a member (+ PAX records): this much on top of the output cap.
 STREAM_SLACK_BYTES = 16 << 20
@@ -197,13 +198,13 @@ class HarvestReader:
             if member.isdir():
                 make_dirs_beneath(staging, rel)
                 return None
-            source = tar.extractfile(member)
-            data = source.read() if source is not None else b""
-            write_beneath(staging, rel, data, 0o755 if member.mode & 0o100 else 0o644)
+            source = tar.extractfile(member)  # streamed in chunks; runs of zeros stay holes
+            size = write_stream_beneath(staging, rel, source if source is not None else io.BytesIO(),
+                                        0o755 if member.mode & 0o100 else 0o644, max_bytes=member.size)
         except UnsafePath as exc:
             return f"not written: {exc}"
         except OSError as exc:  # e.g. a name longer than this file system holds
             return f"this host cannot take the name: {exc.strerror or exc}"
         report.files += 1
-        report.bytes += len(data)
+        report.bytes += size
         return None

@@ -52,15 +52,61 @@ def load_schema(kind: str) -> dict[str, Any]:
     return read_schema("veriscale.harness.protocol", kind)
 
 
-def schema_problems(doc: Any, kind: str) -> list[str]:
-    """Schema violations of ``doc``, one sentence each (with the JSON path of the bad part)."""
+#: Schema problems collected from one record at most: a ledger of a million empty entries is
+#: refused after these, not after millions of errors (issue 30).
+MAX_SCHEMA_PROBLEMS = 5
+#: Keywords that bound a record's size: the first of these stops the check at once.
+_SIZE_KEYWORDS = frozenset({"maxItems", "maxLength", "maxProperties"})
+
+
+@lru_cache(maxsize=None)
+def _validator(kind: str) -> Any:
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(load_schema(kind))
+    return jsonschema.Draft202012Validator(load_schema(kind))
+
+
+def first_schema_errors(errors: Any, limit: int = MAX_SCHEMA_PROBLEMS) -> list[Any]:
+    """At most ``limit`` errors taken lazily from ``errors`` (``iter_errors``); a size error ends it.
+
+    The schemas list ``maxItems`` before ``items``, so an oversized array is refused before a
+    single entry is looked at.
+    """
+    taken = []
+    for error in errors:
+        taken.append(error)
+        if len(taken) >= limit or error.validator in _SIZE_KEYWORDS:
+            break
+    return taken
+
+
+def schema_message(error: Any, max_chars: int = 300) -> str:
+    """One short sentence for a schema error: jsonschema's messages quote the whole bad value."""
+    instance = error.instance
+    if error.validator == "maxItems":
+        return f"holds {len(instance)} items, more than the {error.validator_value} allowed: write fewer"
+    if error.validator == "maxLength":
+        return f"is {len(instance)} characters long, more than the {error.validator_value} allowed: shorten it"
+    if error.validator == "maxProperties":
+        return f"has {len(instance)} keys, more than the {error.validator_value} allowed: write fewer"
+    message = error.message
+    return message if len(message) <= max_chars else message[: max_chars - 30] + f" ... [{len(message)} chars]"
+
+
+def schema_problems(doc: Any, kind: str, *, limit: int = MAX_SCHEMA_PROBLEMS) -> list[str]:
+    """Schema violations of ``doc``, one sentence each (with the JSON path of the bad part).
+
+    At most ``limit`` are collected (the first ones the validator finds, lazily), and a size
+    violation (``maxItems``, ``maxLength``, ``maxProperties``) ends the check: the cost of a
+    hostile record is bounded by the first few errors, not by its size.
+    """
+    errors = first_schema_errors(_validator(kind).iter_errors(doc), limit)
     problems = []
-    for error in sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path)):
+    for error in sorted(errors, key=lambda e: [(isinstance(p, str), p) for p in e.absolute_path]):
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        problems.append(f"{kind} record at {where}: {error.message}")
+        problems.append(f"{kind} record at {where}: {schema_message(error)}")
+    if len(errors) >= limit:
+        problems.append(f"{kind} record: the check stopped after its first {limit} problems; fix these first")
     return problems
 
 

@@ -15,17 +15,23 @@ resolve against the output folder. A bad call never raises: it returns a ``ToolR
 ``is_error`` set and a message the model can act on.
 
 Every tool runs in time linear in what it reads: ``grep`` patterns run on RE2 (PyPI
-``google-re2``; no backtracking, so no pattern can stall the host), and with ``deadline`` set no
-call outlives it: walks stop at the deadline with what they found, ``run`` gets only the time left
-(its hand-back included).
+``google-re2``; no backtracking), and with ``deadline`` set no call outlives it: walks stop at the
+deadline with what they found, ``run`` gets only the time left (its hand-back included), and
+``grep`` walks and matches in a child process (``grep_worker``) killed at the deadline (or after
+``GREP_TIMEOUT_S`` without one), since one RE2 search over one long line can run for a minute
+inside a single C call.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import stat
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +49,6 @@ from veriscale.harness.safe_fs import (
     lstat_beneath,
     open_dir_beneath,
     read_bytes_beneath,
-    read_text_beneath,
     split_under,
     walk_regular_files,
 )
@@ -58,6 +63,7 @@ DEFAULT_RUN_TIMEOUT_S = 120.0
 MAX_WRITE_CHARS = 2_000_000
 MAX_READ_BYTES = 64 << 20
 MAX_PATTERN_CHARS = 4_000
+GREP_TIMEOUT_S = 60.0  # a grep without a session deadline is killed after this long
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a bad pattern is the session's error, not a line on the host's stderr
 _NOT_IN_RE2 = re.compile(r"\\[1-9]|\(\?<?[=!]|\(\?P=|\\g<|\(\?>|[*+?}][+]")
@@ -127,6 +133,7 @@ class ToolBox:
     limits: JailLimits = field(default_factory=JailLimits)
     enabled: Sequence[str] = TOOL_NAMES
     _handlers: dict[str, Callable[[dict[str, Any]], str]] = field(init=False, repr=False)
+    last_grep: GrepRun | None = field(default=None, init=False, repr=False)  # the last grep's child, for checks
 
     def __post_init__(self) -> None:
         self.task_dir = Path(self.task_dir).resolve()
@@ -263,23 +270,15 @@ class ToolBox:
             raise ToolError("grep needs a non-empty 'pattern'")
         if len(pattern) > MAX_PATTERN_CHARS:
             raise ToolError(f"pattern is {len(pattern)} characters long, over {MAX_PATTERN_CHARS}: search for a shorter one")
-        regex = compile_pattern(pattern)
+        compile_pattern(pattern)  # a bad pattern is one sentence, before any child starts
         root, rel = self._visible(args.get("path"), default=self.task_dir)
-        hits: list[str] = []
-        for base, file in self._files_under(root, rel):
-            if self._time_up():
-                hits.append(_STOPPED)
-                break
-            try:
-                text = read_text_beneath(base, file, max_bytes=MAX_READ_BYTES)
-            except (UnicodeDecodeError, UnsafePath, OSError):
-                continue
-            shown = _shown(str(base.joinpath(*file.parts)))
-            for number, line in enumerate(text.splitlines(), start=1):
-                if regex.search(line):
-                    hits.append(f"{shown}:{number}:{line[:300]}")
-                    if len(hits) >= DEFAULT_MATCHES:
-                        return "\n".join(hits + [f"[stopped at {DEFAULT_MATCHES} matches]"])
+        cap = time.monotonic() + GREP_TIMEOUT_S
+        run = run_grep(pattern, root, rel, deadline=cap if self.deadline is None else min(cap, self.deadline))
+        self.last_grep = run
+        hits = list(run.hits)
+        if run.killed:
+            hits.append(_STOPPED if self._time_up() else
+                        f"[stopped: grep ran past its {GREP_TIMEOUT_S:.0f} s; search a narrower path or a simpler pattern]")
         return "\n".join(hits) if hits else "[no matches]"
 
     def _find(self, args: dict[str, Any]) -> str:
@@ -349,6 +348,65 @@ class ToolBox:
         except UnsafePath as exc:
             raise ToolError(f"'{raw}' goes through a link or a file: write only to plain folders ({exc})") from None
         return f"wrote {len(content)} characters to {resolved}"
+
+
+@dataclass
+class GrepRun:
+    """What one ``grep`` child did: the hits it sent, and whether the deadline killed it."""
+
+    hits: list[str]
+    killed: bool
+    returncode: int | None
+
+
+def run_grep(pattern: str, root: Path, rel: PurePosixPath, *, deadline: float,
+             max_matches: int = DEFAULT_MATCHES) -> GrepRun:
+    """Walk and match in a child process (``grep_worker``) that is killed when ``deadline`` passes.
+
+    RE2 never backtracks, but one search over one long line can still run for a minute inside a
+    single C call; only a process of its own can be stopped there. Hits already sent are kept.
+    A child that fails (not killed) is a ``ToolError`` with the last line of its stderr.
+    """
+    env = dict(os.environ)
+    package_parent = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen([sys.executable, "-m", "veriscale.harness.sessions.grep_worker"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    hits: list[str] = []
+    errors = bytearray()
+
+    def read_hits() -> None:
+        for raw in proc.stdout:
+            hits.append(json.loads(raw))
+
+    def read_errors() -> None:
+        for chunk in iter(lambda: proc.stderr.read(4096), b""):
+            errors[:] = (errors + chunk)[-4096:]
+
+    readers = [threading.Thread(target=read_hits, daemon=True), threading.Thread(target=read_errors, daemon=True)]
+    for reader in readers:
+        reader.start()
+    killed = False
+    try:
+        try:
+            proc.stdin.write(json.dumps({"pattern": pattern, "root": str(root), "rel": rel.as_posix(),
+                                         "max_matches": max_matches}).encode() + b"\n")
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        killed = True
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for reader in readers:
+            reader.join()
+    if proc.returncode != 0 and not killed:
+        last = errors.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        raise ToolError(f"grep failed: {last[0][:300]}")
+    return GrepRun(hits, killed, proc.returncode)
 
 
 def compile_pattern(pattern: str) -> Any:
