@@ -31,6 +31,7 @@ Later parts of veriscale (the server, the proxies) add their own tables to this 
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ else:  # pragma: no cover - Python 3.10
 
 CONFIG_ENV = "VERISCALE_CONFIG"
 ROUTINGS = ("affinity", "round_robin")
+MAX_CONFIG_DEPTH = 32  # tables and arrays inside each other; no setting needs more than a few
+UNKNOWN_SHOWN = 5  # unknown top-level keys a note names (then their count)
 
 
 def default_config_path() -> Path:
@@ -87,6 +90,17 @@ class Config:
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # tables later parts read
     tables: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # TABLES as the file set them, checked
     values: dict[str, Any] = field(default_factory=dict, repr=False)  # "gateway.rpm" -> what the file set
+    unknown: tuple[str, ...] = ()  # top-level keys no part of veriscale reads (likely typos)
+
+    def unknown_note(self) -> str | None:
+        """One sentence naming the first unknown top-level keys and their count (None when there are none)."""
+        if not self.unknown:
+            return None
+        shown = ", ".join(repr(k) for k in self.unknown[:UNKNOWN_SHOWN])
+        more = f" and {len(self.unknown) - UNKNOWN_SHOWN:,} more" if len(self.unknown) > UNKNOWN_SHOWN else ""
+        return (f"config file '{self.path}' has {len(self.unknown):,} key(s) veriscale does not read ({shown}{more}), "
+                f"ignored: the file knows {', '.join(KNOWN_TOP)} and the tables [{'], ['.join(TABLES)}]; "
+                "fix their spelling or remove them")
 
     def model_uris(self, names: list[str] | tuple[str, ...] | str) -> list[str]:
         """The endpoint URIs ``--model`` values stand for (a [models.NAME] table, or the URI itself)."""
@@ -129,6 +143,28 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
 }
 
 
+# What the top level of the file may hold besides TABLES: veriscale.server.settings reads [server].
+KNOWN_TOP = ("model", "store", "[models]", "[prices]", "[server]")
+
+
+def _walk(data: dict[str, Any], path: Path) -> None:
+    """Refuse, in one sentence naming the key, a file nested past MAX_CONFIG_DEPTH or a NaN or infinite
+    number (TOML has ``nan`` and ``inf``; no setting means them). Iterative: any depth is safe here."""
+    stack: list[tuple[str, Any, int]] = [(str(k), v, 1) for k, v in data.items()]
+    while stack:
+        where, value, depth = stack.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            raise UserError(f"config file '{path}' nests tables or arrays more than {MAX_CONFIG_DEPTH} deep (at "
+                            f"'{where[:80]}'): no setting needs that, fix the file")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"config file '{path}': {where} = {value} is not a finite number: give a number "
+                            "(0 means no limit where a setting allows it)")
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{k}", v, depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v, depth + 1) for i, v in enumerate(value))
+
+
 def _table(data: dict[str, Any], name: str, allowed: dict[str, type | tuple[type, ...]], path: Path) -> dict[str, Any]:
     """The ``[name]`` table of the file, each key known and of its type."""
     table = _expect(data.get(name, {}), dict, f"[{name}]", path)
@@ -164,10 +200,15 @@ def load_config(path: Path | str | None = None) -> Config:
         chosen = default_config_path()
         if not chosen.is_file():
             return Config()
+    text = _config_text(chosen)
     try:
-        data = tomllib.loads(_config_text(chosen))
+        data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"config file '{chosen}' is not valid TOML ({exc}): fix it") from None
+    except RecursionError:  # arrays or inline tables nested thousands deep: the parser recurses
+        raise UserError(f"config file '{chosen}' nests arrays or inline tables too deep to read (at most "
+                        f"{MAX_CONFIG_DEPTH} levels make sense): fix the file") from None
+    _walk(data, chosen)
     tables = {name: _table(data, name, keys, chosen) for name, keys in TABLES.items()}
     gateway_raw = tables["gateway"]
     if not all(isinstance(p, str) for p in tables["redact"].get("patterns", [])):
@@ -186,6 +227,7 @@ def load_config(path: Path | str | None = None) -> Config:
                   store=Path(_expect(store, str, "store", chosen)).expanduser() if store is not None else None,
                   gateway=GatewaySettings(**gateway_raw), models=models, tables=tables,
                   raw={k: v for k, v in data.items() if k not in {"model", "store", "models", *TABLES}},
+                  unknown=tuple(k for k in data if k not in {"model", "store", "models", "prices", "server", *TABLES}),
                   values={**({"model": model} if model is not None else {}),
                           **({"store": str(store)} if store is not None else {}),
                           **({"prices": data["prices"]} if "prices" in data else {}),  # veriscale.engine.prices

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 from typing import Any, Iterator
 
@@ -52,6 +53,18 @@ def user_errors() -> Iterator[None]:
         fail("interrupted; finished model calls are saved in the store and a rerun resumes", 130)
 
 
+def positive_seconds(value: float | None, flag: str, example: str) -> float | None:
+    """``value`` (None: not given) if it is a finite number of seconds above 0, else one sentence naming
+    ``flag``: NaN never compares past a deadline and infinity never arrives, so either would wait forever."""
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise UserError(f"{flag} {value} is not a finite number of seconds: give the seconds, e.g. {flag} {example}")
+    if value <= 0:
+        raise UserError(f"{flag} {value:g} is not positive: give the seconds, e.g. {flag} {example}")
+    return value
+
+
 def note(text: str) -> None:
     """Print one library note on stderr, its settings named as flags."""
     err_console.print(f"[yellow]note:[/] {escape(cli_text(text))}", highlight=False, soft_wrap=True)
@@ -68,15 +81,42 @@ def cli_data(payload: Any) -> Any:
     return payload
 
 
+def finite_data(payload: Any) -> tuple[Any, int]:
+    """``payload`` with every NaN or infinite number as None, and how many there were (JSON has no
+    NaN or Infinity: ``json.dumps`` would write ``NaN``, which no strict parser reads)."""
+    if isinstance(payload, float):
+        return (payload, 0) if math.isfinite(payload) else (None, 1)
+    if isinstance(payload, dict):
+        out, count = {}, 0
+        for key, value in payload.items():
+            out[key], n = finite_data(value)
+            count += n
+        return out, count
+    if isinstance(payload, (list, tuple)):
+        items = [finite_data(value) for value in payload]
+        return [v for v, _ in items], sum(n for _, n in items)
+    return payload, 0
+
+
+def json_text(payload: Any, **dumps: Any) -> str:
+    """``payload`` (settings named as flags) as strict JSON: a NaN or infinite number is written as null,
+    with one note saying so."""
+    data, replaced = finite_data(cli_data(payload))
+    if replaced:
+        note(f"{replaced} value(s) were not finite numbers (NaN or infinity) and are written as null in the JSON")
+    return json.dumps(data, ensure_ascii=False, default=str, allow_nan=False, **dumps)
+
+
 def emit_json(payload: Any) -> None:
-    """Write ``payload`` as JSON on stdout (for pipes), settings in its texts named as flags."""
-    sys.stdout.write(json.dumps(cli_data(payload), indent=2, ensure_ascii=False, default=str) + "\n")
+    """Write ``payload`` as JSON on stdout (for pipes), settings in its texts named as flags; always
+    valid JSON (see :func:`json_text`)."""
+    sys.stdout.write(json_text(payload, indent=2) + "\n")
 
 
 def write_json_file(path, payload: Any, what: str = "report") -> None:
     """Write ``payload`` (settings named as flags) as JSON at ``path``; one sentence if it cannot."""
     try:
-        path.write_text(json.dumps(cli_data(payload), indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+        path.write_text(json_text(payload, indent=2), encoding="utf-8")
     except OSError as exc:
         fail(f"cannot write the {what} to '{path}' ({exc.strerror}): pass a writable --output", 2)
 

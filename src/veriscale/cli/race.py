@@ -25,7 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from veriscale.cli import options as o
-from veriscale.cli.common import console, emit_json, err_console, fail, note, user_errors
+from veriscale.cli.common import console, emit_json, err_console, fail, note, positive_seconds, user_errors
 from veriscale.cli.select import (
     DEFAULT_MIN_CONFIDENCE, AdaptiveOpt, BudgetOpt, MethodOpt, PivotsOpt, SelectCriteriaOpt, SelectRepeatsOpt,
     SelectSeedOpt,
@@ -91,8 +91,7 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"-n {runs} runs is too few: race at least 1 run, e.g. -n 3")
             if not command:
                 raise UserError("no agent command given: put it after --, e.g. veriscale race -n 3 --task task.md -- sh -c './agent'")
-            if timeout <= 0:
-                raise UserError(f"--timeout {timeout:g} is not positive: give the seconds a run may take, e.g. 1800")
+            positive_seconds(timeout, "--timeout", "1800")  # the seconds a run may take; NaN or inf never end it
             if trajectory is not None:
                 _check_relative(trajectory)
             if str(task) == "-" or task.is_dir():

@@ -175,6 +175,13 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"--min-confidence {min_confidence} is out of range: give a number in (0, 1], e.g. 0.9")
             task_obj, candidates = resolve_inputs(paths, task, fmt)
             took = task_taken_from(task_obj, task)
+            if task is not None:
+                from veriscale.data.pool import task_key
+
+                carried = {task_key(c.task) for c in candidates} - {""}
+                if len(carried) > 1:  # documented: --task overrides the runs' own tasks; say it did
+                    note(f"{setting('task')} '{task}' overrides the {len(carried)} different tasks the runs carry: "
+                         "every candidate is judged as an answer to it")
             if took is not None:  # the TASK CANDIDATES... form: say so, a user may have meant a candidate
                 note(f"took '{took}' as the task (the first path: one plain answer with no task of its own) and "
                      f"{len(candidates)} candidate(s) after it; name the task with {setting('task')} FILE to be explicit")

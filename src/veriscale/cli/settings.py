@@ -103,6 +103,23 @@ class _BudgetSpec(Spec):
         return None if value is None else str(parse_budget(str(value), where=where))
 
 
+@dataclass(frozen=True)
+class _PricesSpec(Spec):
+    """The price table: text or the file's ``[prices]`` table, kept as given but read once here, so a
+    malformed one is one sentence naming where it came from, whichever command runs."""
+
+    def check(self, value: Any, where: str) -> Any:
+        from veriscale.engine.prices import parse_prices, table_from_mapping
+
+        if value is None or value == "" or value == {}:
+            return value
+        if isinstance(value, Mapping):
+            table_from_mapping(value, where.removesuffix(f": {self.file}"))
+        elif not (isinstance(value, tuple) and all(isinstance(e, tuple) for e in value)):
+            parse_prices(str(value), where)
+        return value
+
+
 SPECS: tuple[Spec, ...] = (
     Spec("model", "--model", "VERISCALE_MODEL", "model", _model_list, ("embedded",), "a model URI or [models.NAME]",
          help="the model URIs (or config model names) every verdict uses"),
@@ -151,7 +168,7 @@ SPECS: tuple[Spec, ...] = (
          help="serve-reward answers every request within this many seconds (0: no limit); set it below "
               "the trainer client's timeout (OpenRLHF: 180)"),
     # honest cost: money only where a price table is set (veriscale.engine.prices)
-    Spec("prices", "--prices", "VERISCALE_PRICES", "prices", str.strip, "",
+    _PricesSpec("prices", "--prices", "VERISCALE_PRICES", "prices", str.strip, "",
          "MODEL=PROMPT/CACHED/COMPLETION entries",
          help="US$ per million prompt/cached/completion tokens per model ([prices] table); unset: no money column"),
     _BudgetSpec("budget", "--budget", "VERISCALE_BUDGET", "budget.per_decision", str.strip, None,
@@ -350,7 +367,13 @@ _current: Settings | None = None
 def configure(path: Path | None, flags: Mapping[str, Any] | None = None) -> Settings:
     """Read the config file and resolve the global flags; the result is :func:`current`."""
     global _current
-    _current = resolve(load_config(path), flags)
+    config = load_config(path)
+    _current = resolve(config, flags)
+    unknown = config.unknown_note()
+    if unknown:
+        from veriscale.cli.common import note
+
+        note(unknown)
     return _current
 
 

@@ -15,7 +15,8 @@ import typer
 from rich.table import Table
 
 from veriscale.cli import options as o
-from veriscale.cli.common import confirm_cost, console, emit_json, fail, finish_with, note, user_errors
+from veriscale.cli.common import (confirm_cost, console, emit_json, fail, finish_with, note, positive_seconds,
+                                  user_errors)
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError, setting
@@ -117,6 +118,7 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             watch_args = dict(stall_window=stall_window, regression_drop=regression_drop, done_threshold=done_threshold)
             EventWatch(**watch_args)  # bad thresholds stop here, before any model loads
+            positive_seconds(idle_timeout, "--idle-timeout", "600")  # NaN or inf would follow forever
             if (not trajectory) == (follow is None):
                 raise UserError("give a TRAJECTORY file to track, or --follow FILE for a running agent (not both)")
             judge_args = (model, store, scale, repeats, reasoning, discrete, seed, refresh, max_calls, concurrency,

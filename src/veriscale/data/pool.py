@@ -20,7 +20,7 @@ from typing import Iterable, NamedTuple
 
 from veriscale.data.importers import load_candidates
 from veriscale.data.model import Candidate, Task
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 
 
 class TaskGroup(NamedTuple):
@@ -78,9 +78,14 @@ def load_pool(paths: Iterable[str | Path], format: str | None = None) -> dict[st
 
 
 def require_single_task(candidates: list[Candidate], task: Task | None = None) -> TaskGroup:
-    """The one task all ``candidates`` answer (``task`` overrides); a ``UserError`` otherwise."""
+    """The one task all ``candidates`` answer; ``task`` (``--task``) overrides the tasks they carry, even
+    when they differ; without it, candidates of different tasks are a ``UserError``."""
     if not candidates:
         raise UserError("no candidates to choose from: give at least one candidate file")
+    if task is not None:
+        candidates = list(candidates)
+        _make_ids_unique(candidates)  # ids are unique within one task; these now answer one
+        return TaskGroup(task, candidates)
     groups = group_by_task(candidates)
     known = {key: group for key, group in groups.items() if key}
     if len(known) > 1:
@@ -88,7 +93,7 @@ def require_single_task(candidates: list[Candidate], task: Task | None = None) -
         more = f" and {len(known) - 5} more" if len(known) > 5 else ""
         raise UserError(
             f"the candidates answer {len(known)} different tasks ({names}{more}): select among "
-            "runs of one task, or use a pool command that splits by task"
+            f"runs of one task, give the one task with {setting('task')} FILE, or use a pool command that splits by task"
         )
     if task is None and known:
         task = next(iter(known.values())).task

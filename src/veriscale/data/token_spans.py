@@ -122,6 +122,16 @@ class TokenSpans:
                 self._counts[text] = found
             return found
 
+    def known_ids(self, text: str) -> tuple[bool, list[int] | None]:
+        """``(True, ids)`` when ``text`` was tokenised already (ids None: the source gave none), else ``(False, None)``."""
+        with self._lock:
+            return (text in self._ids, self._ids.get(text))
+
+    def remember_ids(self, text: str, ids: list[int] | None) -> None:
+        """Keep ids another caller of the same tokenizer got for ``text`` (so it is not asked again)."""
+        with self._lock:
+            self._ids.setdefault(text, ids)
+
     def cuts_by_offsets(self) -> bool:
         """True when the source gives token ids and spells them back (then texts are cut at token
         offsets); asked once, on a newline."""

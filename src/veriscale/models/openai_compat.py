@@ -131,7 +131,6 @@ class OpenAICompatModel(HttpTransport):
         self._label_checks: dict[tuple[str, ...], list[str]] = {}
         self._plan: ReadPlan | None = None  # how a slot is read, probed on first use (read_probe)
         self._slot_ids: dict[tuple[str, ...], list[int] | None] = {}  # logprob_token_ids per label set
-        self._tokenized: dict[str, list[int] | None] = {}  # short texts (labels) the server tokenized
 
     # -- identity --------------------------------------------------------------------------
     def model_id(self) -> str:
@@ -215,6 +214,13 @@ class OpenAICompatModel(HttpTransport):
             probe = self._sync_probe if post == self._sync_post else self._aprobe
             self._slot_ids[labels] = await self._token_ids(labels, probe)
         return self._slot_ids[labels]
+
+    async def sentinel_token_id(self, post: Post) -> int | None:
+        """The id of the read probe's sentinel token (one tokenizer request), or None without a tokenizer."""
+        probe = self._sync_probe if post == self._sync_post else self._aprobe
+        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+        got = await self._tokenize(root, SENTINEL_TEXT, probe)
+        return got[0] if got and len(got) == 1 else None
 
     async def _token_ids(self, labels: tuple[str, ...], probe: Any) -> list[int] | None:
         root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
@@ -300,9 +306,12 @@ class OpenAICompatModel(HttpTransport):
     async def _tokenize(self, root: str, text: str, probe: Any) -> list[int] | None:
         """The server's token ids of ``text`` (no special tokens), or None when it cannot tokenize; asked
         once per text (the label check and the logprob_token_ids read share the labels' tokens)."""
-        if text not in self._tokenized:
-            self._tokenized[text] = await self._tokenize_once(root, text, probe)
-        return self._tokenized[text]
+        spans = self.token_spans()  # one memo of ids per server tokenizer, shared with rendering
+        known, ids = spans.known_ids(text)
+        if not known:
+            ids = await self._tokenize_once(root, text, probe)
+            spans.remember_ids(text, ids)
+        return ids
 
     async def _tokenize_once(self, root: str, text: str, probe: Any) -> list[int] | None:
         for path, body, field in (("/extras/tokenize", {"input": text}, "tokens"),

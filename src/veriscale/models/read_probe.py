@@ -10,8 +10,10 @@ detected by behaviour, never by the server's name:
    Where it does not, and the server reports its chat template (llama-server's ``/props``) and
    the URI chose no endpoint, slots are read through ``/v1/completions`` with that template.
 2. **logprob_token_ids** (vLLM): the logprobs of listed token ids (every label, with and
-   without its leading space, and the bare whitespace tokens). Kept only when the reply shows
-   exactly those tokens and their distribution over the labels matches the plain top-k read.
+   without its leading space, and the bare whitespace tokens). First a read of one improbable
+   sentinel id (one tokenizer request): a server that ignores the field does not show it, and the
+   labels are not tokenised. Kept only when the reply shows every label and the sentinel, and
+   their distribution over the labels matches the plain top-k read.
 3. **wide logprobs**: a logprobs count of :data:`WIDE_LOGPROBS` (llama_cpp.server's completions
    endpoint allows it); kept when the server shows more than the configured top-k and every
    label of the probe is among them.
@@ -201,20 +203,31 @@ async def probe_read_plan(m: "OpenAICompatModel", post: Post) -> ReadPlan:
     base_probs, _, _ = label_distribution(baseline, PROBE_LABELS)
     seen = [lab for lab in PROBE_LABELS if any(t.strip() == lab for t, _ in baseline)]
 
-    ids = await m.slot_token_ids(PROBE_LABELS, post)
+    sentinel = await m.sentinel_token_id(post)  # first a one-id read: does the server honour the list at all?
+    ids = None
+    if sentinel is not None:
+        path, body = asker.body(PROBE_MESSAGES, prefill, width=None if endpoint == "chat" else 1, fields=fields,
+                                ids=[sentinel])
+        got = await asker.top(path, body)
+        if got is None:
+            notes.append("the server does not take logprob_token_ids")
+        elif not any(t == SENTINEL_TEXT for t, _ in got):
+            notes.append("the server ignores logprob_token_ids")
+        else:
+            ids = await m.slot_token_ids(PROBE_LABELS, post)
     if ids:
         path, body = asker.body(PROBE_MESSAGES, prefill, width=None if endpoint == "chat" else len(ids),
                                 fields=fields, ids=ids)
         got = await asker.top(path, body)
         if got is None:
-            notes.append("the server does not take logprob_token_ids")
+            notes.append("the server does not take logprob_token_ids for the labels")
         elif any(t == SENTINEL_TEXT for t, _ in got) and all(any(t.strip() == lab for t, _ in got) for lab in PROBE_LABELS):
             probs, _, _ = label_distribution(got, PROBE_LABELS)
             if _tv(probs, base_probs, seen) <= SELF_CHECK_TV:
                 return done(ReadKind.EXACT, "logprob_token_ids", None)
             notes.append("logprob_token_ids gave another label distribution than the top-k read: not used")
         else:
-            notes.append("the server ignores logprob_token_ids")
+            notes.append("logprob_token_ids did not show every label: not used")
 
     path, body = asker.body(PROBE_MESSAGES, prefill, width=WIDE_LOGPROBS, fields=fields)
     wide = await asker.top(path, body)

@@ -22,6 +22,7 @@ importers are tried after the built-in ones, plugin file importers before them::
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable
@@ -200,5 +201,26 @@ def load_candidates(paths: Iterable[str | Path], format: str | None = None) -> l
                 f"'{path}' is {name} but '{paths[0]}' is {first_format}: give candidates of one "
                 "format per call"
             )
+        for candidate in loaded:
+            _check_labels(candidate, path)
         candidates.extend(loaded)
     return candidates
+
+
+def _not_finite(value: Any) -> bool:
+    """Whether ``value`` is (or holds, in a list or table) a NaN or infinite number."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_not_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_not_finite(v) for v in value)
+    return False
+
+
+def _check_labels(candidate: Any, path: str | Path) -> None:
+    """Refuse a label (reward, score...) that is NaN or infinite (``NaN``, ``Infinity``, ``1e999`` in JSON)."""
+    for key, value in candidate.labels.items():
+        if _not_finite(value):
+            raise UserError(f"'{path}': candidate '{candidate.id}' has label {key} = {value!r}, not a finite number: "
+                            "fix that value (or drop it) in the file")
