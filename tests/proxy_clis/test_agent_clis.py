@@ -324,7 +324,10 @@ def test_claude_code_print_runs_one_turn_through_the_proxy_messages_api(tmp_path
 
     result = json.loads(out.stdout)
     assert result["is_error"] is False and result["terminal_reason"] == "completed", result
-    assert len(runs) == 1, runs
-    (run,) = runs
+    # one turn; Claude Code may add a side request of its own (seen once in a full-suite run: two
+    # /v1/messages requests, both proxied, picked and checked above), so the turn's run is the one whose
+    # winner Claude Code printed
+    assert 1 <= len(runs) <= 2, runs
+    (run,) = [r for r in runs if _winner_text(r).strip() == result["result"].strip()] or [None]
+    assert run is not None, (result["result"], [r.result for r in runs])
     assert run.args["api"] == "anthropic" and run.args["stream"] is True and run.args["tools"] == []
-    assert result["result"].strip() == _winner_text(run).strip(), (result["result"], run.result)

@@ -129,7 +129,7 @@ def test_reasoning_and_backends_without_joint_support_score_separately_and_say_s
     _, plain = make(tmp_path, name="p")
     plain.model.supports_joint = False
     res = plain.score(TASK, "GOOD")
-    assert res.usage.model_calls == 3 and any("does not read joint replies" in n for n in res.notes)
+    assert res.usage.model_calls == 3 and any("cannot hold a joint reply to its format" in n for n in res.notes)
 
 
 def test_joint_default_reads_the_environment(monkeypatch):
