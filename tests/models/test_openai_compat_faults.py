@@ -104,3 +104,29 @@ def test_two_stage_reasoner_then_scorer(server):
     assert "analysis" in server.requests[0]["body"]["messages"][-1]["content"].lower()
     assert "Analysis by a reviewer" in server.requests[1]["body"]["messages"][-1]["content"]
     assert resp.label_mass > 0
+
+
+def test_a_failure_sentence_always_carries_its_reason():
+    """Issue 30: a connection reset's sentence ended 'failed after 5 tries: ' with no reason."""
+    import httpx
+
+    from veriscale.models.http_transport import HttpTransport
+    from tenacity import RetryError
+
+    transport = HttpTransport("http://127.0.0.1:9/v1", api_key=None, timeout_s=1, max_retries=4, backoff_s=0,
+                              max_connections=1)
+    try:
+        class Attempt:
+            def __init__(self, exc):
+                self._exc = exc
+
+            def exception(self):
+                return self._exc
+
+        for exc, words in ((httpx.ReadError(""), "closed the connection without a reply"),
+                           (httpx.RemoteProtocolError("Server disconnected"), "Server disconnected")):
+            err = transport._failure("http://127.0.0.1:9/v1/completions", RetryError(Attempt(exc)))
+            assert str(err).rstrip().endswith(words) or words in str(err), str(err)
+            assert not str(err).rstrip().endswith(":")
+    finally:
+        transport.close()

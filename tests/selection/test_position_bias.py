@@ -124,3 +124,19 @@ def test_an_honest_judge_is_not_marked(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     orders = json.loads(result.stdout)["slot_orders"]
     assert orders["a_first"] > 0.5 and orders["b_first"] > 0.5 and orders["position_bias"] is False
+
+
+def test_a_task_given_second_gets_a_note(tmp_path: Path) -> None:
+    """Issue 30: `compare a.md task.md b.md` judged a.md as the task with no word."""
+    with registered_scheme("steady", lambda uri: ScriptedScoreModel(), ("steady",)):
+        for name, text in {"task": "Name a prime number.", "a": "7 GOOD", "b": "9"}.items():
+            (tmp_path / f"{name}.md").write_text(text + "\n")
+        args = ["--model", "steady", "--criteria", "general", "--store", str(tmp_path / "s.sqlite3")]
+        swapped = CliRunner().invoke(app, ["compare", str(tmp_path / "a.md"), str(tmp_path / "task.md"),
+                                           str(tmp_path / "b.md"), *args])
+        right = CliRunner().invoke(app, ["compare", str(tmp_path / "task.md"), str(tmp_path / "a.md"),
+                                         str(tmp_path / "b.md"), *args])
+    assert swapped.exit_code == 0, swapped.output
+    said = " ".join(swapped.stderr.split())
+    assert "a.md' was taken as the task" in said and "task.md' reads like the task" in said
+    assert "reads like the task" not in right.stderr

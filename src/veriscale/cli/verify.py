@@ -9,6 +9,7 @@ from rich.table import Table
 
 from veriscale.cli.common import console, emit_json, err_console, fail, note, prompt_tokens_text, user_errors
 from veriscale.cli import options as o
+from veriscale.data.task_order import task_order_note
 from veriscale.data.text_input import read_text_input
 from veriscale.engine.executor import Estimate
 from veriscale.engine.run_scope import recorded_run
@@ -135,6 +136,8 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             task_text = read_text_input(task, "task")
             cand_text = read_text_input(candidate, "candidate")
+            if (said := task_order_note({task: task_text, candidate: cand_text}, task, "score")) is not None:
+                note(said)
             v = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
                           refresh, max_calls, concurrency, dry_run=dry_run)
             calls, _ = v.plan_score(task_text, cand_text)
@@ -161,6 +164,8 @@ def register(app: typer.Typer) -> None:
             task_text = read_text_input(task, "task")
             a_text = read_text_input(a, "candidate A")
             b_text = read_text_input(b, "candidate B")
+            if (said := task_order_note({task: task_text, a: a_text, b: b_text}, task, "compare")) is not None:
+                note(said)
             v = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
                           refresh, max_calls, concurrency, dry_run=dry_run)
             calls, _ = v.plan_compare(task_text, a_text, b_text)

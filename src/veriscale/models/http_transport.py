@@ -70,6 +70,15 @@ class RequestCount:
                 self.value += 1
 
 
+def _nameless(exc: BaseException | None) -> str:
+    """The reason of a failure whose exception carries no message (a reset connection's ReadError)."""
+    if isinstance(exc, (httpx.ReadError, httpx.RemoteProtocolError)):
+        return f"the server closed the connection without a reply ({type(exc).__name__})"
+    if isinstance(exc, httpx.TransportError):
+        return f"the connection failed ({type(exc).__name__})"
+    return type(exc).__name__ if exc is not None else "no reason given"
+
+
 def _on_event_loop() -> bool:
     try:
         asyncio.get_running_loop()
@@ -129,7 +138,7 @@ class HttpTransport:
         last = exc.last_attempt.exception()
         if isinstance(last, httpx.ConnectError):
             return ModelCallError(f"cannot reach {url} after {self.max_retries + 1} tries: is the server running?", retryable=True)
-        what = "timed out" if isinstance(last, httpx.TimeoutException) else str(last)
+        what = "timed out" if isinstance(last, httpx.TimeoutException) else (str(last).strip() or _nameless(last))
         return ModelCallError(f"model call failed after {self.max_retries + 1} tries: {what}", retryable=True)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
