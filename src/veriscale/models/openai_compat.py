@@ -61,7 +61,7 @@ from veriscale.models.logprobs import (
 )
 from veriscale.models.read_probe import SENTINEL_TEXT, WIDE_LOGPROBS, probe_read_plan
 from veriscale.models.read_strategy import READ_MARK, ReadKind, ReadPlan
-from veriscale.models.reply_usage import reply_usage
+from veriscale.models.reply_usage import reply_usage, summed_usage
 from veriscale.models.sampled_read import (
     FAITHFUL_SAMPLER,
     FAITHFUL_SAMPLER_EXTRA,
@@ -382,14 +382,10 @@ class OpenAICompatModel(HttpTransport):
             unseen = 0.0  # every label's probability was asked for by id: nothing of theirs is unseen
         elif plan.method == "wide-logprobs" and not all(any(t.strip() == lab for t, _ in top) for lab in request.labels):
             strategy = "top-k"  # a label fell outside even the wide read: this reading is cut like top-k
-        usages = [reply_usage(d) for d in replies]
-        sent = sum(u.prompt_tokens for u in usages)
-        processed = sum(u.prompt_tokens if u.processed is None else u.processed for u in usages)
-        cached = None if any(u.cached_prompt_tokens is None for u in usages) else sum(u.cached_prompt_tokens or 0 for u in usages)
+        cost = summed_usage(replies)
         return ScoreResponse(
             label_probs=probs, label_mass=mass, unseen_mass=unseen, reasoning=reasoning,
-            prompt_tokens=processed, prompt_tokens_total=sent, cached_prompt_tokens=cached,
-            completion_tokens=completion + sum(u.completion_tokens for u in usages),
+            **{**cost, "completion_tokens": completion + cost["completion_tokens"]},
             latency_s=time.perf_counter() - start, top_tokens=sorted(top, key=lambda t: -t[1])[:5],
             system_fingerprint=str(replies[0].get("system_fingerprint") or ""),
             strategy=strategy, prefilled=plan.prefilled,
@@ -422,12 +418,9 @@ class OpenAICompatModel(HttpTransport):
             replies.append(one)
             draws += self._draws(one)[:1] or [""]
         probs, mass = sampled_distribution(draws, request.labels)
-        usages = [reply_usage(d) for d in replies]
         return ScoreResponse(
-            label_probs=probs, label_mass=mass, unseen_mass=0.0,
-            prompt_tokens=sum(u.prompt_tokens if u.processed is None else u.processed for u in usages),
-            prompt_tokens_total=sum(u.prompt_tokens for u in usages),
-            completion_tokens=sum(u.completion_tokens for u in usages), latency_s=time.perf_counter() - start,
+            label_probs=probs, label_mass=mass, unseen_mass=0.0, **summed_usage(replies),
+            latency_s=time.perf_counter() - start,
             system_fingerprint=str(replies[0].get("system_fingerprint") or ""),
             strategy="sampled", prefilled=plan.prefilled, samples=n)
 

@@ -33,10 +33,6 @@ class ReadKind(str, Enum):
     SAMPLED = "sampled"
 
 
-#: The strategy names a reading carries (``first-token``: not prefilled, whatever the width).
-STRATEGIES = ("exact", "top-k", "first-token", "sampled")
-
-
 @dataclass(frozen=True)
 class ReadPlan:
     """How one backend reads a slot: ``kind``, ``prefilled``, the ``endpoint`` and ``method`` used,

@@ -69,3 +69,17 @@ def reply_usage(data: Any) -> ReplyUsage:
     if cached is not None:
         cached = min(cached, prompt)
     return ReplyUsage(prompt_tokens=prompt, cached_prompt_tokens=cached, completion_tokens=completion)
+
+
+def summed_usage(replies: list[dict[str, Any]]) -> dict[str, Any]:
+    """What several replies of one reading cost together, as ``ScoreResponse`` fields: prompt tokens
+    processed (sent where a reply did not say) and sent, cached (None when any reply did not say) and
+    completion tokens."""
+    usages = [reply_usage(d) for d in replies]
+    return {
+        "prompt_tokens": sum(u.prompt_tokens if u.processed is None else u.processed for u in usages),
+        "prompt_tokens_total": sum(u.prompt_tokens for u in usages),
+        "cached_prompt_tokens": None if any(u.cached_prompt_tokens is None for u in usages)
+        else sum(u.cached_prompt_tokens or 0 for u in usages),
+        "completion_tokens": sum(u.completion_tokens for u in usages),
+    }
