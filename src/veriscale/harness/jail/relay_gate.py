@@ -7,16 +7,27 @@ needs (:class:`RelayPolicy`: method, origin-form path, the configured model in t
 and forwards an allowed request re-serialised: the session's own auth, Host and framing headers
 are dropped, ``Host`` names the upstream, the host's headers (the API key) are added, and the
 body goes out with a ``Content-Length`` of its own. A refused request gets an HTTP 403 whose body
-is one sentence, and its connection is closed; nothing of it reaches the upstream::
+is one sentence, and its connection is closed; nothing of it reaches the upstream.
+
+The body is judged as JSON strictly, so that what the relay checked is what the upstream reads:
+a key repeated in any object (two ``"model"`` keys, of which an upstream might take the other),
+``NaN``/``Infinity``, a number that overflows to infinity (``1e400``) and a lone surrogate
+(``"\\ud800"``) are refused; the phase's caps bound what a call may cost under the host's key
+(``n`` and ``best_of`` at most ``max_n``; ``max_tokens`` and ``max_completion_tokens`` positive
+integers at most ``max_tokens``, which sits above the 32,000 tokens pi ever asks for). What goes
+upstream is the parsed document written again (:meth:`RelayPolicy.check_body` returns those
+bytes), never the session's raw bytes::
 
     policy = RelayPolicy.for_api("/v1", model="qwen3")      # POST /v1/chat/completions, model qwen3
     gate = RelayGate(("127.0.0.1", 8000), policy, headers={"Authorization": "Bearer sk-..."})
     gate.handle(client_socket)                              # serves that connection until it ends
+    RelayPolicy.for_api("/v1", "qwen3", max_n=1, max_tokens=4096).check_body(raw)  # the bytes to forward, or Refused
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import time
@@ -42,6 +53,11 @@ _PASSED_PREFIX = b"x-stainless-"  # the OpenAI SDKs' client description
 #: Response headers that describe the hop, not the message (h11 frames the reply to the session).
 _HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade", b"proxy-connection"}
 _BAD_ENDING = re.compile(rb"(?<!\r)\n|\r(?!\n)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Completions one call may ask for, unless the phase's policy says otherwise.
+DEFAULT_MAX_N = 1
+#: Tokens one reply may ask for, unless the phase's policy says otherwise (pi asks for at most 32,000).
+DEFAULT_MAX_TOKENS = 32768
 
 
 class Refused(Exception):
@@ -51,25 +67,36 @@ class Refused(Exception):
 @dataclass(frozen=True)
 class RelayPolicy:
     """The model calls a session may make: ``methods`` x ``paths`` (exact origin-form targets),
-    each with ``"model": model`` in its JSON body."""
+    each with ``"model": model`` in its JSON body, asking for at most ``max_n`` completions
+    (``n``, ``best_of``) of at most ``max_tokens`` tokens (``max_tokens``, ``max_completion_tokens``)."""
 
     model: str
     paths: tuple[str, ...] = ("/v1/chat/completions",)
     methods: tuple[str, ...] = ("POST",)
+    max_n: int = DEFAULT_MAX_N
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    def __post_init__(self) -> None:
+        for name in ("max_n", "max_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"relay policy {name}={value!r} is not a positive integer: give 1 or more")
 
     @classmethod
-    def for_api(cls, base_path: str, model: str) -> "RelayPolicy":
+    def for_api(cls, base_path: str, model: str, *, max_n: int = DEFAULT_MAX_N,
+                max_tokens: int = DEFAULT_MAX_TOKENS) -> "RelayPolicy":
         """Chat completions under an OpenAI-compatible ``base_path`` (``/v1``), for ``model``."""
-        return cls(model=model, paths=(base_path.rstrip("/") + "/chat/completions",))
+        return cls(model=model, paths=(base_path.rstrip("/") + "/chat/completions",), max_n=max_n,
+                   max_tokens=max_tokens)
 
     def allowed(self) -> str:
         """What passes, in words: ``POST /v1/chat/completions for model 'm'``."""
         return f"{' or '.join(self.methods)} {' or '.join(self.paths)} for model '{self.model}'"
 
-    def check(self, method: str, target: str, body: bytes) -> None:
-        """Raise :class:`Refused` unless the call is one this policy allows."""
+    def check(self, method: str, target: str, body: bytes) -> bytes:
+        """Raise :class:`Refused` unless the call is one this policy allows; the body to forward."""
         self.check_call(method, target)
-        self.check_body(body)
+        return self.check_body(body)
 
     def check_call(self, method: str, target: str) -> None:
         """Raise :class:`Refused` unless ``method`` and ``target`` (origin-form) are allowed."""
@@ -78,16 +105,73 @@ class RelayPolicy:
         if method not in self.methods or target not in self.paths:
             raise Refused("that method and path are not a model call this session needs")
 
-    def check_body(self, body: bytes) -> None:
-        """Raise :class:`Refused` unless ``body`` is a JSON object naming the configured model."""
-        try:
-            document = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            raise Refused("its body is not a JSON object") from None
-        if not isinstance(document, dict):
-            raise Refused("its body is not a JSON object")
+    def check_body(self, body: bytes) -> bytes:
+        """Raise :class:`Refused` unless ``body`` is a strict JSON object naming the configured model
+        within the caps; the body to forward: the parsed document written again (UTF-8, no NaN)."""
+        document = parse_body(body)
         if document.get("model") != self.model:
             raise Refused("its body does not name the configured model")
+        for name, cap, what in (("n", self.max_n, "completions"), ("best_of", self.max_n, "completions"),
+                                ("max_tokens", self.max_tokens, "tokens"),
+                                ("max_completion_tokens", self.max_tokens, "tokens")):
+            if name not in document:
+                continue
+            value = document[name]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise Refused(f"its body's {name} is not a positive integer")
+            if value > cap:
+                raise Refused(f"its body's {name} asks for more than this phase's cap of {cap} {what}")
+        # json's default separators, so a body Python wrote goes out byte for byte as it came
+        forwarded = json.dumps(document, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        if len(forwarded) > MAX_BODY_BYTES:  # numbers like 1e15 grow when written again
+            raise Refused(f"its body written again is larger than {MAX_BODY_BYTES >> 20} MiB")
+        return forwarded
+
+
+def _no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """An object hook for :func:`json.loads` that refuses a key given twice in one object."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise Refused(f"its body repeats the key '{_shown(key.encode('utf-8', 'replace'), 40)}' in one object")
+            seen.add(key)
+    return document
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise Refused("its body holds a number too large to be finite")
+    return value
+
+
+def _no_constant(name: str) -> object:
+    raise Refused(f"its body holds {name}, which is not JSON")
+
+
+def parse_body(body: bytes) -> dict:
+    """``body`` as a JSON object, parsed strictly: :class:`Refused` for anything but UTF-8 JSON
+    whose objects repeat no key, whose numbers are finite and whose strings hold no lone surrogate."""
+    try:
+        document = json.loads(body.decode("utf-8"), object_pairs_hook=_no_repeats, parse_float=_finite,
+                              parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise Refused("its body is not a JSON object") from None
+    if not isinstance(document, dict):
+        raise Refused("its body is not a JSON object")
+    stack: list[object] = [document]
+    while stack:  # iterative: a document json parsed may be deeper than this frame's recursion budget
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and _SURROGATE.search(item):
+            raise Refused("its body holds a lone surrogate (a \\ud800-\\udfff escape), which is not text")
+    return document
 
 
 def _shown(raw: bytes, limit: int = 80) -> str:
@@ -182,8 +266,7 @@ class RelayGate:
             declared = dict(request.headers).get(b"content-length")
             if declared is not None and int(declared) > MAX_BODY_BYTES:  # h11 checked it is digits
                 raise Refused(f"its body is larger than {MAX_BODY_BYTES >> 20} MiB")
-            body = self._read_body(client, conn)
-            self.policy.check_body(body)
+            body = self.policy.check_body(self._read_body(client, conn))  # forwarded as re-written here
         except Refused as exc:
             self._refuse(client, method, target, str(exc))
             return None

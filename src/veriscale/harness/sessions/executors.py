@@ -293,7 +293,8 @@ class PiExecutor:
                         model_endpoint=None if session.no_jail else (endpoint.host, endpoint.port),
                         env={"PI_OFFLINE": "1", "PI_TELEMETRY": "0", "PI_SKIP_VERSION_CHECK": "1"},
                         no_jail=session.no_jail, limits=session.jail_limits, model_headers=_auth_headers(),
-                        model_tap=self._recorder(session), model_policy=RelayPolicy.for_api(endpoint.path, endpoint.model))
+                        model_tap=self._recorder(session), model_policy=RelayPolicy.for_api(endpoint.path, endpoint.model,
+                                                                           max_tokens=session.limits.max_tokens_per_call))
         pi_args = [str(self.cli_js), "--provider", "veriscale", "--model", endpoint.model, "--mode", "json", "-p",
                    "--session-dir", str(session.output_dir / PI_SESSION_DIR), "--no-extensions", "--no-skills",
                    "--no-context-files", "--no-prompt-templates", "--no-themes", "--offline",
