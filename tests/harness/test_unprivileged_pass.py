@@ -24,7 +24,8 @@ SUITES = ["tests/harness/test_jail.py", "tests/harness/test_jail_findings.py",
           "tests/harness/test_jail_limits.py", "tests/harness/test_jail_hostile.py",
           "tests/harness/test_jail_cpu.py", "tests/harness/test_relay_gate.py",
           "tests/harness/test_jail_host_io.py", "tests/harness/test_host_io.py",
-          "tests/harness/test_zip_bombs.py"]
+          "tests/harness/test_zip_bombs.py", "tests/harness/test_jail_proc_view.py",
+          "tests/harness/test_relay_body_policy.py"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="this run is itself the unprivileged pass")

@@ -1,16 +1,20 @@
 """The jail's first process: drop to the session's identity, set limits, run the command, hand back.
 
 Standard library only: bubblewrap runs it with the host's interpreter (``python3 -I``) and
-veriscale is not importable inside. It gets one JSON argument::
+veriscale is not importable inside; it is a copy (``--ro-bind-data``), not a bind of the host's
+file. Its one argument is the descriptor it reads its JSON configuration from (so the
+configuration is on no command line the session can read in ``/proc``)::
 
-    python3 -I /.veriscale/inside.py '{"drop": [1900000004, 1900000004], "rlimits": {...},
-        "seed": ["/.veriscale/seed", "/abs/out"], "relay": ["/.veriscale/model.sock", 8000, 16],
-        "harvest_fd": 5, "handback": [20000, 64], "deadline_s": 120, "cwd": "/abs/out",
-        "command": ["sh", "-c", "..."]}'
+    python3 -I /.veriscale/inside.py 9    # fd 9 holds:
+        {"drop": [1900000004, 1900000004], "rlimits": {...},
+         "seed": [8, "/session/task/sessions/s1"], "relay": [7, 8000, 16],
+         "harvest_fd": 5, "handback": [20000, 64], "deadline_s": 120, "cwd": "/session/task/sessions/s1",
+         "command": ["sh", "-c", "..."]}
 
 and in order: drops every capability and switches to ``drop`` (host root callers only), sets
-the rlimits, copies the host's copy of the output folder (``seed``, read-only) into the
-session's size-capped tmpfs, starts the model relay, runs ``command`` until it ends or
+the rlimits, unpacks the host's copy of the output folder (``seed`` = [descriptor of a tar
+stream the host writes, the folder]) into the session's size-capped tmpfs, starts the model relay (``relay`` = [broker fd, port, most
+connections]: each client gets a fresh connection from the host's broker), runs ``command`` until it ends or
 ``deadline_s`` passes, kills every other process of the session, then writes the output folder
 as a tar stream to ``harvest_fd`` (regular files and folders; at most ``handback`` = [entries,
 depth]). The host trusts none of this: it extracts the stream with its own checks and caps.
@@ -65,27 +69,43 @@ def set_rlimits(limits: dict) -> None:
         resource.setrlimit(RLIMITS[name], (value, value))
 
 
-def seed(source: str, dest: str) -> None:
-    """Copy the host's copy of the output folder into the (empty) session tmpfs."""
-    for entry in os.scandir(source):
-        target = os.path.join(dest, entry.name)
-        if entry.is_dir(follow_symlinks=False):
-            shutil.copytree(entry.path, target, symlinks=True)
-        elif entry.is_file(follow_symlinks=False):
-            shutil.copyfile(entry.path, target)
+def seed(source_fd: int, dest: str) -> None:
+    """Unpack the host's copy of the output folder (a tar stream on ``source_fd``) into the (empty)
+    session tmpfs; a stream cut short leaves what arrived (the host copy is never bound inside)."""
+    options = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    try:
+        with os.fdopen(source_fd, "rb") as pipe, tarfile.open(fileobj=pipe, mode="r|") as tar:
+            tar.extractall(dest, **options)
+    except (OSError, tarfile.TarError) as exc:
+        print(f"jail: the output folder was not fully seeded ({exc})", file=sys.stderr)
 
 
-def start_relay(unix_path: str, port: int, max_connections: int) -> None:
+def broker_connect(broker, lock):
+    """A fresh connection to the host's model forward: one byte out, one descriptor back."""
+    import socket
+
+    with lock:
+        broker.sendall(b"c")
+        _, fds, _, _ = socket.recv_fds(broker, 1, 1)
+    if not fds:
+        raise OSError("jail: the host's model forward is gone")
+    return socket.socket(fileno=fds[0])
+
+
+def start_relay(broker_fd: int, port: int, max_connections: int) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import socket
 
-    from jail_relay import connect_unix, serve_forever  # noqa: E402 - beside this file inside
+    from jail_relay import serve_forever  # noqa: E402 - beside this file inside
 
+    broker = socket.socket(fileno=broker_fd)
+    os.set_inheritable(broker_fd, False)
+    lock = threading.Lock()
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(64)
-    threading.Thread(target=serve_forever, args=(listener, lambda: connect_unix(unix_path)),
+    threading.Thread(target=serve_forever, args=(listener, lambda: broker_connect(broker, lock)),
                      kwargs={"max_connections": max_connections}, daemon=True).start()
 
 
@@ -184,16 +204,29 @@ def harvest(folder: str, fd: int, max_entries: int = 20_000, max_depth: int = 64
                 os.close(dir_fd)
 
 
+def read_config(arg: str) -> dict:
+    """The configuration: JSON text read from descriptor ``arg`` (then closed)."""
+    fd = int(arg)
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return json.loads(b"".join(chunks))
+
+
 def main(argv: list) -> int:
-    config = json.loads(argv[0])
+    config = read_config(argv[0])
     if config.get("drop"):
         drop_identity(*config["drop"])
     set_rlimits(config.get("rlimits", {}))
     os.umask(0o022)
     if config.get("seed"):
-        seed(*config["seed"])
+        seed(int(config["seed"][0]), config["seed"][1])
     if config.get("relay"):
-        start_relay(config["relay"][0], int(config["relay"][1]), int(config["relay"][2]))
+        start_relay(int(config["relay"][0]), int(config["relay"][1]), int(config["relay"][2]))
     code = run(config["command"], config["cwd"], float(config["deadline_s"]))
     if config.get("harvest_fd") is not None and config.get("seed"):
         try:

@@ -1,10 +1,15 @@
 """The bubblewrap command line of a jail: namespaces, identity and the mount layout.
 
-:func:`bwrap_command` turns a :class:`~veriscale.harness.jail.sandbox.JailSpec` and a command into the
-full argv (see :mod:`veriscale.harness.jail.sandbox` for what the session sees)::
+:func:`bwrap_command` turns a :class:`~veriscale.harness.jail.sandbox.JailSpec` and a command into
+bubblewrap's arguments and the launcher's configuration (see :mod:`veriscale.harness.jail.sandbox`
+for what the session sees). Neither goes on a command line: the caller writes the arguments to
+a descriptor read by ``bwrap --args FD`` and the configuration to one the launcher reads::
 
-    argv = bwrap_command(spec, ["python3", "run.py"], Plan(forward_socket=sock, seccomp_fd=4,
-                         harvest_fd=5, drop_to=1900000003, rlimits={"CPU": 900}, deadline_s=120))
+    views = Views.for_spec(spec)              # host folder -> neutral path inside (/session/...)
+    built = bwrap_command(spec, ["python3", "run.py"], Plan(relay_fd=7, seccomp_fd=4, harvest_fd=5,
+                          launcher_fd=8, relay_code_fd=9, config_fd=10, drop_to=1900000003,
+                          rlimits={"CPU": 900}, deadline_s=120), env_path, views)
+    built.args, built.config                  # NUL-joined for --args; JSON for the launcher
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +30,7 @@ from typing import TYPE_CHECKING
 from veriscale.harness.safe_fs import is_within
 from veriscale.errors import UserError, setting
 from veriscale.harness.jail import jail_inside, jail_relay
-from veriscale.harness.jail.netjail import INSIDE_SOCKET_PATH, inside_port
+from veriscale.harness.jail.netjail import inside_port
 
 if TYPE_CHECKING:
     from veriscale.harness.jail.sandbox import JailSpec
@@ -34,7 +40,12 @@ INSIDE_UID = 1000
 INSIDE_GID = 1000
 INSIDE_DIR = "/.veriscale"
 INSIDE_LAUNCHER = f"{INSIDE_DIR}/inside.py"
-INSIDE_SEED = f"{INSIDE_DIR}/seed"
+INSIDE_RELAY_CODE = f"{INSIDE_DIR}/jail_relay.py"
+#: Neutral places of the session's folders inside: no host path is a mount point in the jail.
+INSIDE_ROOT = "/session"
+INSIDE_OUT = f"{INSIDE_ROOT}/.out"
+INSIDE_EXTRA = f"{INSIDE_ROOT}/.extra"
+INSIDE_HOME = "/home/session"
 #: Bound read-only when present; symlinks (merged-/usr systems) are recreated as symlinks.
 SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 #: Folders replaced by fresh, size-capped tmpfs inside.
@@ -62,9 +73,13 @@ class Plan:
     seccomp_fd: int
     harvest_fd: int
     deadline_s: float
+    launcher_fd: int = -1                 # jail_inside.py, copied into the jail (--ro-bind-data)
+    relay_code_fd: int = -1               # jail_relay.py, likewise
+    config_fd: int = -1                   # the launcher reads its JSON configuration from here
+    seed_fd: int = -1                     # a tar of the host's copy of the output folder
     drop_to: int | None = None            # host uid (root callers); None: user namespace
     rlimits: Mapping[str, int] = field(default_factory=dict)
-    forward_socket: Path | None = None
+    relay_fd: int | None = None           # the model forward's broker socket (netjail.ModelForward)
     tmpfs_bytes: int = 256 << 20
     output_bytes: int = 512 << 20
     handback: tuple[int, int] = (20_000, 64)  # most entries, deepest folder the hand-back carries
@@ -120,8 +135,91 @@ def unreadable_by_others(root: str) -> tuple[list[str], list[str]]:
 
 
 def inside_home() -> str:
-    home = os.path.realpath(os.path.expanduser("~"))
-    return "/home/session" if home == "/" else home
+    """``$HOME`` inside: a fixed, empty tmpfs (the host user's home path is not shown)."""
+    return INSIDE_HOME
+
+
+_NAME_CHAR = r"[\w.~+@%-]"
+
+
+class Views:
+    """Where the session's host folders appear inside: the task's parent folder is ``/session``
+    (only the task and what else is mounted show there), so the task is ``/session/<its name>``;
+    the output folder below the task (or at ``/session/.out``); each other read-only folder below
+    one of those or at ``/session/.extra/<name>``. Translates paths and strings that name them,
+    both ways.
+
+    A path inside a string is recognised whole: ``/a/task/x`` is translated, ``/a/task2`` and
+    ``/b/a/task`` are not.
+    """
+
+    def __init__(self, pairs: Sequence[tuple[Path, str]]) -> None:
+        self.pairs = sorted(((Path(h), i) for h, i in pairs), key=lambda p: len(str(p[0])), reverse=True)
+        self._to_inside = self._pattern([str(h) for h, _ in self.pairs])
+        self._to_host = self._pattern(sorted({i for _, i in self.pairs}, key=len, reverse=True))
+
+    @staticmethod
+    def _pattern(roots: list[str]) -> re.Pattern[str] | None:
+        roots = [r for r in roots if r != "/"]
+        if not roots:
+            return None
+        alternatives = "|".join(re.escape(r) for r in roots)
+        return re.compile(rf"(?<![\w.~+@%/-])({alternatives})(?!{_NAME_CHAR})")
+
+    @classmethod
+    def for_spec(cls, spec: "JailSpec") -> "Views":
+        task = spec.task_dir
+        pairs: list[tuple[Path, str]] = [(task, f"{INSIDE_ROOT}/{task.name}")]
+        if task.parent != task and task.parent != Path("/"):
+            pairs.append((task.parent, INSIDE_ROOT))
+        views = cls(pairs)
+        if views.inside_path(spec.writable_dir) is None:
+            pairs.append((spec.writable_dir, INSIDE_OUT))
+        views = cls(pairs)
+        taken: set[str] = set()
+        for path in sorted(spec.readonly_extra, key=lambda p: len(p.parts)):
+            if views.inside_path(path) is not None:
+                continue
+            name = re.sub(r"[^\w.-]", "_", path.name) or "root"
+            candidate, n = name, 1
+            while candidate in taken:
+                n += 1
+                candidate = f"{name}-{n}"
+            taken.add(candidate)
+            pairs.append((path, f"{INSIDE_EXTRA}/{candidate}"))
+            views = cls(pairs)
+        return views
+
+    def inside_path(self, path: Path) -> str | None:
+        """Where the host ``path`` appears inside, or None when it is below none of the folders."""
+        for host, inside in self.pairs:
+            if is_within(path, host):
+                rel = path.relative_to(host)
+                return inside if rel == Path(".") else f"{inside}/{rel.as_posix()}"
+        return None
+
+    def host_path(self, inside: str) -> Path | None:
+        """The host path behind the inside path ``inside``, or None when no folder holds it."""
+        for host, root in sorted(self.pairs, key=lambda p: len(p[1]), reverse=True):
+            if inside == root or inside.startswith(root + "/"):
+                return host / inside[len(root):].lstrip("/")
+        return None
+
+    def to_inside(self, text: str) -> str:
+        """``text`` with each host folder's path replaced by its place inside."""
+        if self._to_inside is None:
+            return text
+        table = {str(h): i for h, i in self.pairs}
+        return self._to_inside.sub(lambda m: table[m.group(1)], text)
+
+    def to_host(self, text: str) -> str:
+        """``text`` with each inside place replaced by its host folder's path (for output read back)."""
+        if self._to_host is None:
+            return text
+        table: dict[str, str] = {}
+        for host, inside in self.pairs:
+            table.setdefault(inside, str(host))
+        return self._to_host.sub(lambda m: table[m.group(1)], text)
 
 
 def interpreter_prefixes() -> list[str]:
@@ -131,23 +229,40 @@ def interpreter_prefixes() -> list[str]:
     return sorted(p for p in prefixes if not any(is_within(Path(p), s) for s in system))
 
 
-def _blank(path: str) -> list[str]:
-    """Flags that cover ``path`` inside with an empty folder or an empty read-only file."""
+def _blank(path: str, inside: str | None = None) -> list[str]:
+    """Flags that cover ``path`` (at ``inside``) with an empty folder or an empty read-only file."""
+    inside = path if inside is None else inside
     if os.path.isdir(path) and not os.path.islink(path):
-        return ["--tmpfs", path]
-    return ["--ro-bind", "/dev/null", path]
+        return ["--tmpfs", inside]
+    return ["--ro-bind", "/dev/null", inside]
 
 
-def _container_masks(path_var: str) -> list[str]:
+def _container_masks(path_var: str, views: "Views | None" = None) -> list[str]:
+    """Mask container sockets and binaries where the session would find them.
+
+    ``path_var`` is the session's PATH (inside names); a path below a session folder is masked at
+    its place inside, any other only where it is visible at its own path (system folders, the
+    Python prefix, the scratch tmpfs), so no mask makes a host path a mount point.
+    """
+    own = [Path(p) for p in (*SYSTEM_PATHS, *interpreter_prefixes(), *SCRATCH_DIRS, "/var/run")]
     masks: set[str] = set()
+
+    def add(host: str) -> None:
+        inside = views.inside_path(Path(host)) if views is not None else None
+        if inside is not None:
+            masks.add(inside)
+        elif views is None or any(is_within(Path(host), root) for root in own):
+            masks.add(host)
+
     for sock in CONTAINER_SOCKETS:
         if os.path.lexists(sock):
-            masks.add(os.path.realpath(sock))
+            add(os.path.realpath(sock))
     for folder in path_var.split(":"):
+        host_folder = str(views.host_path(folder) or folder) if views is not None else folder
         for name in CONTAINER_BINARIES:
-            candidate = os.path.join(folder, name)
+            candidate = os.path.join(host_folder, name)
             if folder and os.path.lexists(candidate):
-                masks.add(os.path.realpath(candidate))
+                add(os.path.realpath(candidate))
     flags: list[str] = []
     for path in sorted(masks):
         flags += ["--ro-bind", "/dev/null", path]
@@ -188,19 +303,22 @@ class _Layout:
     """Collects mounts in order, first making each mount point's missing parents world-traversable.
 
     bubblewrap makes missing parents 0700 when it runs as root, which would lock the session's
-    own uid out of e.g. a task folder below ``/root``.
+    own uid out of e.g. a folder below a root-only one. ``host_of`` names the host folder behind an
+    inside path (None: none), so a parent that a bound folder already holds is not made again.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, host_of: "Callable[[str], Path | None]" = lambda p: None) -> None:
         self.cmd: list[str] = []
-        self.mounted: list[Path] = []   # host folders bound at their own path, and tmpfs roots
+        self.mounted: list[Path] = []   # mount points inside, tmpfs roots included
         self.made: set[Path] = set()
         self.tmpfs: set[Path] = set()
+        self.host_of = host_of
 
     def _covered(self, path: Path) -> bool:
         if path in self.made or path in self.mounted:
             return True
-        return any(is_within(path, m) and path.is_dir() for m in self.mounted if m not in self.tmpfs)
+        host = self.host_of(str(path)) or path
+        return any(is_within(path, m) and host.is_dir() for m in self.mounted if m not in self.tmpfs)
 
     def parents(self, dest: str) -> None:
         for parent in reversed(Path(dest).parents):
@@ -213,15 +331,47 @@ class _Layout:
         self.parents(dest)
         self.cmd += flags
         self.mounted.append(Path(dest))
-        if "--tmpfs" in flags or (flags and flags[0] == "--ro-bind" and flags[1] != dest):
+        if "--tmpfs" in flags or (flags and flags[0] == "--ro-bind" and flags[1] != dest and self.host_of(dest) is None) \
+                or "--ro-bind-data" in flags:
             self.tmpfs.add(Path(dest))  # its contents are not the host's folder of that name
 
 
-def bwrap_command(spec: "JailSpec", argv: Sequence[str], plan: Plan, env_path: str) -> list[str]:
-    """The full bubblewrap command line that runs ``argv`` in the jail ``spec`` describes."""
+def code_files() -> tuple[str, str]:
+    """The host files copied into the jail as its launcher and relay (never bound: a bind's source
+    shows in the jail's ``/proc/self/mountinfo``)."""
+    return jail_inside.__file__, jail_relay.__file__
+
+
+@dataclass(frozen=True)
+class Built:
+    """bubblewrap's options (for ``--args FD``), the command line after them (``--``, the launcher and
+    its descriptor: bubblewrap takes the command only from its own command line) and the launcher's
+    configuration (JSON text)."""
+
+    args: list[str]
+    command: list[str]
+    config: str
+
+    def args_bytes(self) -> bytes:
+        return b"".join(a.encode() + b"\0" for a in self.args)
+
+
+def _hidden_visible(path: Path) -> bool:
+    """A hidden path outside the session's folders needs covering only where it is visible at all."""
+    return any(is_within(path, Path(root)) for root in (*SYSTEM_PATHS, *interpreter_prefixes()))
+
+
+def bwrap_command(spec: "JailSpec", argv: Sequence[str], plan: Plan, env_path: str,
+                  views: Views | None = None) -> Built:
+    """bubblewrap's arguments (no program name) and the launcher's configuration for ``argv``.
+
+    Host paths in ``argv`` and ``spec.cwd`` are translated to their places inside (:class:`Views`);
+    ``env_path`` is the session's PATH, already translated.
+    """
+    views = views or Views.for_spec(spec)
     bwrap = bwrap_path()
-    layout = _Layout()
-    layout.cmd += [bwrap, *namespace_flags(bwrap, plan.drop_to is not None), "--hostname", "jail"]
+    layout = _Layout(views.host_path)
+    layout.cmd += [*namespace_flags(bwrap, plan.drop_to is not None), "--hostname", "jail"]
     layout.cmd += _system_mounts() + _proc_and_dev(plan.tmpfs_bytes)
     layout.mounted += [Path(p) for p in (*SYSTEM_PATHS, "/proc", "/dev")]
     for path in SCRATCH_DIRS:
@@ -230,27 +380,37 @@ def bwrap_command(spec: "JailSpec", argv: Sequence[str], plan: Plan, env_path: s
     layout.add(_tmpfs(inside_home(), plan.tmpfs_bytes), inside_home())
     for prefix in interpreter_prefixes():
         layout.add(["--ro-bind", prefix, prefix], prefix)
-    layout.add(["--ro-bind", str(spec.task_dir), str(spec.task_dir)], str(spec.task_dir))
+    task = views.inside_path(spec.task_dir)
+    assert task is not None
+    layout.add(["--ro-bind", str(spec.task_dir), task], task)
     for path in spec.hidden:
-        if os.path.lexists(path):
-            layout.add(_blank(str(path)), str(path))
+        if not os.path.lexists(path):
+            continue
+        inside = views.inside_path(path)
+        if inside is not None:
+            layout.add(_blank(str(path), inside), inside)
+        elif _hidden_visible(path):
+            layout.add(_blank(str(path), str(path)), str(path))
     for path in spec.readonly_extra:
-        layout.add(["--ro-bind", str(path), str(path)], str(path))
-    layout.add(_tmpfs(str(spec.writable_dir), plan.output_bytes, "0777"), str(spec.writable_dir))
-    layout.add(["--ro-bind", str(spec.writable_dir), INSIDE_SEED], INSIDE_SEED)
-    layout.add(["--ro-bind", jail_inside.__file__, INSIDE_LAUNCHER], INSIDE_LAUNCHER)
-    layout.add(["--ro-bind", jail_relay.__file__, f"{INSIDE_DIR}/jail_relay.py"], f"{INSIDE_DIR}/jail_relay.py")
+        inside = views.inside_path(path)
+        assert inside is not None  # every extra has a place (Views.for_spec)
+        layout.add(["--ro-bind", str(path), inside], inside)
+    out = views.inside_path(spec.writable_dir)
+    assert out is not None
+    layout.add(_tmpfs(out, plan.output_bytes, "0777"), out)
+    layout.add(["--perms", "0444", "--ro-bind-data", str(plan.launcher_fd), INSIDE_LAUNCHER], INSIDE_LAUNCHER)
+    layout.add(["--perms", "0444", "--ro-bind-data", str(plan.relay_code_fd), INSIDE_RELAY_CODE], INSIDE_RELAY_CODE)
     relay = None
-    if plan.forward_socket is not None and spec.model_endpoint is not None:
-        layout.add(["--ro-bind", str(plan.forward_socket), INSIDE_SOCKET_PATH], INSIDE_SOCKET_PATH)
-        relay = [INSIDE_SOCKET_PATH, inside_port(spec.model_endpoint), spec.limits.relay_connections]
-    cmd = layout.cmd + _container_masks(env_path)
+    if plan.relay_fd is not None and spec.model_endpoint is not None:
+        relay = [plan.relay_fd, inside_port(spec.model_endpoint), spec.limits.relay_connections]
+    cwd = views.inside_path(Path(spec.cwd)) if spec.cwd is not None else out
+    cmd = layout.cmd + _container_masks(env_path, views)
     cmd += ["--remount-ro", "/", "--remount-ro", "/dev", "--seccomp", str(plan.seccomp_fd),
-            "--chdir", str(spec.cwd), "--"]
+            "--chdir", str(cwd)]
     config = {
         "drop": [plan.drop_to, plan.drop_to] if plan.drop_to is not None else None,
-        "rlimits": dict(plan.rlimits), "seed": [INSIDE_SEED, str(spec.writable_dir)], "relay": relay,
-        "harvest_fd": plan.harvest_fd, "handback": list(plan.handback), "deadline_s": plan.deadline_s, "cwd": str(spec.cwd),
-        "command": list(argv),
+        "rlimits": dict(plan.rlimits), "seed": [plan.seed_fd, out], "relay": relay,
+        "harvest_fd": plan.harvest_fd, "handback": list(plan.handback), "deadline_s": plan.deadline_s,
+        "cwd": str(cwd), "command": [views.to_inside(a) for a in argv],
     }
-    return cmd + [sys.executable, "-I", INSIDE_LAUNCHER, json.dumps(config)]
+    return Built(cmd, ["--", sys.executable, "-I", INSIDE_LAUNCHER, str(plan.config_fd)], json.dumps(config))

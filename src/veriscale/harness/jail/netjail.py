@@ -1,12 +1,15 @@
 """The jail's only way out: a host-side forward from a unix socket to the model endpoint.
 
 A jailed session has its own network namespace with loopback only. The runner opens a
-:class:`ModelForward` on the host; its unix socket is bind-mounted into the jail, where
-``jail_relay.py`` listens on ``127.0.0.1:<port>`` and relays to it. Nothing else on the host
-network, loopback included, is reachable from inside::
+:class:`ModelForward` on the host and hands the jail's launcher one end of a socket pair, the
+broker (nothing is bind-mounted, so no host path shows inside); ``jail_relay.py`` listens on
+``127.0.0.1:<port>`` inside and, per client, asks the broker for a fresh connection (one byte
+out, one descriptor back by ``SCM_RIGHTS``) that the host relays like an accepted one. Nothing
+else on the host network, loopback included, is reachable from inside::
 
     with ModelForward(("127.0.0.1", 8000)) as forward:
-        forward.socket_path        # bind this into the jail
+        fd = forward.broker_fd()   # pass to the jail, close here once it started
+        forward.socket_path        # the same forward on a host unix socket (host-side clients)
     inside_model_url(("127.0.0.1", 8000))   # 'http://127.0.0.1:8000' as seen from the jail
 
 The forward is plain TCP: an HTTPS endpoint whose certificate names a host other than
@@ -41,8 +44,6 @@ Endpoint = tuple[str, int]
 
 #: Port the in-jail relay uses when the endpoint's own port is privileged (< 1024).
 FALLBACK_INSIDE_PORT = 8080
-#: Where the forward's socket appears inside the jail.
-INSIDE_SOCKET_PATH = "/.veriscale/model.sock"
 DEFAULT_MAX_CONNECTIONS = 16
 
 
@@ -90,6 +91,7 @@ class ModelForward:
         self.max_connections = max_connections
         self._folder: Path | None = None
         self._listener: socket.socket | None = None
+        self._brokers: list[socket.socket] = []
 
     @property
     def socket_path(self) -> Path:
@@ -122,6 +124,21 @@ class ModelForward:
         ).start()
         return self
 
+    def broker_fd(self) -> int:
+        """A descriptor for the jail: each byte written to it is answered with one fresh connection
+        to this forward (an ``SCM_RIGHTS`` message); the caller closes its copy after passing it on."""
+        if self._listener is None:
+            raise RuntimeError("ModelForward.broker_fd called before the forward was opened")
+        host, jail = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._brokers.append(host)
+        prepare = self._prepare if self.tap_factory else None
+        handle = self.gate.handle if self.gate is not None else None
+        threading.Thread(
+            target=serve_forever, args=(_Broker(host), self._connect_endpoint),
+            kwargs={"max_connections": self.max_connections, "prepare": prepare, "handle": handle}, daemon=True,
+        ).start()
+        return jail.detach()
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -135,6 +152,34 @@ class ModelForward:
                 pass
             self._listener.close()
             self._listener = None
+        for broker in self._brokers:
+            try:
+                broker.shutdown(socket.SHUT_RDWR)  # wakes the broker's blocked recv()
+            except OSError:
+                pass
+            broker.close()
+        self._brokers = []
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
+
+
+class _Broker:
+    """A listener lookalike for ``serve_forever``: each byte the jail sends on ``control`` is
+    answered with one end of a fresh socket pair; the other end is "accepted" here."""
+
+    def __init__(self, control: socket.socket) -> None:
+        self.control = control
+
+    def accept(self) -> tuple[socket.socket, None]:
+        if not self.control.recv(1):
+            raise OSError("the jail closed its broker")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            socket.send_fds(self.control, [b"c"], [theirs.fileno()])
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return ours, None

@@ -8,7 +8,7 @@ The session never holds a host privilege: a root caller's session runs as a host
 to that uid for good), any other caller's as that caller through a user namespace (uid 1000
 inside, no further user namespaces). Inside it sees:
 
-* the task folder, read-only (``spec/``, ``workspace/``, ``rollouts/``: evidence stays intact);
+* the task folder, read-only at ``/session/<task name>`` (``spec/``, ``workspace/``, ``rollouts/``: evidence stays intact);
 * ``writable_dir``, the session's output folder, as a size-capped tmpfs seeded with the host's
   copy; when the command ends it is streamed back and the host rebuilds its copy from regular
   files and folders only (:mod:`~veriscale.harness.jail.harvest`): nothing a session writes
@@ -33,6 +33,22 @@ Usage::
     result = run_jailed(spec, ["agent", "--base-url", spec.model_url()], timeout_s=600)
     result.returncode, result.stdout, result.timed_out, result.limit, result.harvest
 
+What ``/proc`` inside shows of the host (issue 30): bubblewrap gets its options through
+``--args FD`` and the launcher its JSON configuration through a drained pipe, so ``/proc/1/cmdline``
+is ``bwrap --args N -- <python> -I /.veriscale/inside.py M``; the launcher and relay are copies
+(``--ro-bind-data``), the output folder is seeded from a tar stream, and the model relay reaches
+the host through an inherited socket (a broker handing out connections by ``SCM_RIGHTS``), so
+neither the veriscale source folder nor the relay socket is mounted. The session's folders appear
+at neutral places (:class:`~veriscale.harness.jail.mounts.Views`): the task's parent is
+``/session``, the task ``/session/<task name>``, other folders ``/session/.extra/<name>``,
+``$HOME`` ``/home/session``; host paths in the command, its environment and working folder are
+translated on the way in, and inside paths in its stdout/stderr back to host paths on the way out.
+What stays visible, and why: in ``/proc/self/mountinfo`` each bind mount's 4th field (its source's
+path within the host filesystem: the task folder, the read-only extras, the Python prefix) - the
+kernel always shows it and only copying would hide it; the Python prefix at its own path (the
+host interpreter runs inside) and so in every command line and in ``PATH``; the system folders
+and the names of blanked ``/etc`` files; and host paths the caller itself writes into files.
+
 ``JailSpec(..., no_jail=True)`` runs the command unconfined; the caller must log
 :data:`JAIL_OFF_MESSAGE` when it does.
 
@@ -48,6 +64,8 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,8 +81,10 @@ from veriscale.harness.jail.mounts import (
     INSIDE_GID,
     INSIDE_UID,
     Plan,
+    Views,
     bwrap_command,
     bwrap_path,
+    code_files,
     inside_home,
     namespace_flags,
 )
@@ -249,7 +269,7 @@ def check_jail_available() -> None:
 # --- running ------------------------------------------------------------------------------
 
 
-def _inside_env(spec: JailSpec) -> dict[str, str]:
+def _inside_env(spec: JailSpec, views: Views | None = None) -> dict[str, str]:
     interpreter_bin = os.path.dirname(os.path.realpath(sys.executable))
     env = {
         "PATH": f"{interpreter_bin}:/usr/local/bin:/usr/bin:/bin",
@@ -261,7 +281,45 @@ def _inside_env(spec: JailSpec) -> dict[str, str]:
     if spec.model_endpoint is not None:
         env["VERISCALE_MODEL_URL"] = inside_model_url(spec.model_endpoint)
     env.update(spec.env)
+    if views is not None:
+        env = {key: views.to_inside(value) for key, value in env.items()}
     return env
+
+
+def _feed(data: bytes) -> int:
+    """The read end of a pipe that a thread fills with ``data`` and closes: once read, the bytes are
+    gone (nothing in the jail can read them again through ``/proc/<pid>/fd``)."""
+    read_end, write_end = os.pipe()
+
+    def write() -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view):]
+        except OSError:  # bubblewrap or the launcher ended before reading it all
+            pass
+        finally:
+            os.close(write_end)
+
+    threading.Thread(target=write, daemon=True).start()
+    return read_end
+
+
+def _seed_fd(folder: Path) -> int:
+    """The read end of a pipe a thread fills with a tar of ``folder`` (the host's copy of the output
+    folder: regular files and folders, as the hand-back left it); the launcher unpacks it inside."""
+    read_end, write_end = os.pipe()
+
+    def write() -> None:
+        try:
+            with os.fdopen(write_end, "wb") as pipe, tarfile.open(fileobj=pipe, mode="w|") as tar:
+                for name in sorted(os.listdir(folder)):
+                    tar.add(folder / name, arcname=name)  # links stay links (and are refused inside)
+        except (OSError, tarfile.TarError):  # the jail ended before reading it all
+            pass
+
+    threading.Thread(target=write, daemon=True).start()
+    return read_end
 
 
 def _check_command(argv: Sequence[str], timeout_s: float) -> None:
@@ -337,6 +395,7 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
         box = stack.enter_context(ResourceBox(spec.limits))
         drop_to = stack.enter_context(UidSlot()).uid if as_root else None
         forward = stack.enter_context(_model_forward(spec))
+        views = Views.for_spec(spec)
         seccomp = filter_fd()
         harvest_r, harvest_w = os.pipe()
         reader = HarvestReader(harvest_r, spec.limits.output_bytes)
@@ -345,17 +404,31 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
         if box.kind == "rlimits":
             rlimits["AS"] = spec.limits.memory_bytes
         inside_deadline = timeout_s - handback_reserve_s(timeout_s)
+        launcher_path, relay_path = code_files()
+        launcher_fd = _feed(Path(launcher_path).read_bytes())
+        relay_code_fd = _feed(Path(relay_path).read_bytes())
+        seed_fd = _seed_fd(spec.writable_dir)
+        config_fd = os.open(os.devnull, os.O_RDONLY)  # its number goes into the arguments; replaced below
+        relay_fd = forward.broker_fd() if forward is not None else None
         plan = Plan(seccomp_fd=seccomp, harvest_fd=harvest_w, deadline_s=inside_deadline, drop_to=drop_to,
-                    rlimits=rlimits, forward_socket=forward, tmpfs_bytes=spec.limits.tmpfs_bytes,
-                    output_bytes=spec.limits.output_bytes, handback=(reader.max_entries, reader.max_depth))
-        env = _inside_env(spec)
-        cmd = bwrap_command(spec, argv, plan, env["PATH"])
+                    rlimits=rlimits, relay_fd=relay_fd, tmpfs_bytes=spec.limits.tmpfs_bytes,
+                    output_bytes=spec.limits.output_bytes, handback=(reader.max_entries, reader.max_depth),
+                    launcher_fd=launcher_fd, relay_code_fd=relay_code_fd, config_fd=config_fd, seed_fd=seed_fd)
+        env = _inside_env(spec, views)
+        built = bwrap_command(spec, argv, plan, env["PATH"], views)
+        fed = _feed(built.config.encode())  # the launcher reads it (a drained pipe) and closes it
+        os.dup2(fed, config_fd)
+        os.close(fed)
+        args_fd = _feed(built.args_bytes())
+        cmd = [bwrap_path(), "--args", str(args_fd), *built.command]
         if box.enter_files:  # join the session's cgroup before bubblewrap starts anything
             join = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
             cmd = ["/bin/sh", "-c", join, "sh", *box.enter_files, "--", *cmd]
+        fds = (seccomp, harvest_w, launcher_fd, relay_code_fd, config_fd, seed_fd, args_fd,
+               *((relay_fd,) if relay_fd is not None else ()))
         started = time.monotonic()
         ended = _run_process_group(cmd, env, Path("/"), timeout_s + HARVEST_GRACE_S, cap,
-                                   pass_fds=(seccomp, harvest_w), box=box, after_start=(seccomp, harvest_w))
+                                   pass_fds=fds, box=box, after_start=fds)
         if (stop := current_stop()) is not None and stop.is_set():  # killed by a stopped run: nothing is handed back
             reader.discard()
             raise Stopped()
@@ -364,7 +437,7 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
         cpu = box.cpu_usage()
         timed_out = ended.killed_by_host or (ended.returncode == 124 and ended.duration_s >= inside_deadline - 0.5)
         limit = "memory" if memory else ("time" if timed_out else None)
-        result = _result(ended, timed_out=timed_out, limit=limit, harvest=harvest,
+        result = _result(ended, timed_out=timed_out, limit=limit, harvest=harvest, views=views,
                          host_uid=drop_to if as_root else os.geteuid(), limits_via=box.kind,
                          limits_line=box.describe())
         return dataclasses.replace(result, cpu_quota_via=box.cpu_via, cpu_usage_s=cpu.seconds if cpu else None,
@@ -373,8 +446,10 @@ def run_jailed(spec: JailSpec, argv: Sequence[str], timeout_s: float) -> JailRes
 
 
 def _result(ended: _Ended, *, timed_out: bool, limit: str | None = None, harvest: HarvestReport | None = None,
-            host_uid: int | None = None, limits_via: str = "none", limits_line: str = "") -> JailResult:
-    stderr = ended.stderr.text()
+            host_uid: int | None = None, limits_via: str = "none", limits_line: str = "",
+            views: Views | None = None) -> JailResult:
+    back = views.to_host if views is not None else (lambda text: text)
+    stdout, stderr = back(ended.stdout.text()), back(ended.stderr.text())
     if harvest is not None and not harvest.ok:
         stderr += f"\n[jail: output folder not kept: {harvest.error}]"
     elif harvest is not None and harvest.left_out:
@@ -382,17 +457,17 @@ def _result(ended: _Ended, *, timed_out: bool, limit: str | None = None, harvest
         stderr += (f"\n[jail: {len(harvest.left_out)} entr{'y' if len(harvest.left_out) == 1 else 'ies'} of the "
                    f"output folder not handed back: {'; '.join(harvest.left_out[:LEFT_OUT_SHOWN])}"
                    + (f"; and {more} more]" if more > 0 else "]"))
-    return JailResult(returncode=ended.returncode, stdout=ended.stdout.text(), stderr=stderr,
+    return JailResult(returncode=ended.returncode, stdout=stdout, stderr=stderr,
                       timed_out=timed_out, duration_s=ended.duration_s, limit=limit, harvest=harvest,
                       stdout_cut_bytes=ended.stdout.cut_bytes, stderr_cut_bytes=ended.stderr.cut_bytes,
                       host_uid=host_uid, limits_via=limits_via, limits_line=limits_line)
 
 
 @contextlib.contextmanager
-def _model_forward(spec: JailSpec) -> Iterator[Path | None]:
+def _model_forward(spec: JailSpec) -> Iterator[ModelForward | None]:
     if spec.model_endpoint is None:
         yield None
         return
     with ModelForward(spec.model_endpoint, headers=spec.model_headers, tap_factory=spec.model_tap,
                       max_connections=spec.limits.relay_connections, policy=spec.model_policy) as forward:
-        yield forward.socket_path
+        yield forward
