@@ -30,7 +30,10 @@ one (0, with a "note" saying why): an external workbook link (`xl/externalLinks/
 that names another workbook (`[1]Summary!B1`, `'../keys/[golden.xlsx]Summary'!B1`, also inside
 a string, as `formulas` reads `INDIRECT("...")`), a DDE link, or a DTD. When formulas are
 recomputed, `formulas` may open the delivered workbook only: any other file it asks for is
-refused (the reference becomes #REF!).
+refused (the reference becomes #REF!). A workbook that must be recomputed is refused (0, with a
+"note") when one of its formulas or defined names spans more than `MAX_RANGE_CELLS` cells
+(`=SUM(A2:CV20000)`, `A:A`), or all of them more than `MAX_FORMULA_CELLS`: `formulas` builds
+every cell of a range, and one such sum took 276 s and 3.4 GB.
 """
 
 import argparse
@@ -159,13 +162,78 @@ def refused(path, deliverables):
 # --- workbooks ---------------------------------------------------------------------------------
 
 
+# --- ranges too large to recompute -------------------------------------------------------------
+
+MAX_RANGE_CELLS = 100_000  # cells one range of a recomputed workbook may span
+MAX_FORMULA_CELLS = 1_000_000  # cells all ranges of a recomputed workbook may span together
+MAX_ROWS, MAX_COLUMNS = 1_048_576, 16_384  # an Excel sheet
+_EDGE = r"(?<![\w.$])"
+CELL_RANGE = re.compile(_EDGE + r"\$?([A-Za-z]{1,3})\$?(\d+)\s*:\s*\$?([A-Za-z]{1,3})\$?(\d+)(?![\w(])")
+COLUMN_RANGE = re.compile(_EDGE + r"\$?([A-Za-z]{1,3})\s*:\s*\$?([A-Za-z]{1,3})(?![\w(!])")
+ROW_RANGE = re.compile(_EDGE + r"\$?(\d+)\s*:\s*\$?(\d+)(?![\w.(])")
+
+
+class TooLarge(Exception):
+    """A workbook whose ranges are too large to recompute (the message says where)."""
+
+
+def column_number(letters):
+    number = 0
+    for letter in letters.upper():
+        number = number * 26 + ord(letter) - 64
+    return number
+
+
+def range_cells(formula):
+    """[(range text, cells)] for every cell, column and row range in `formula` (outside strings)."""
+    text = STRING.sub('""', formula)
+    found = []
+    for match in CELL_RANGE.finditer(text):
+        c1, r1, c2, r2 = match.groups()
+        cells = (abs(column_number(c2) - column_number(c1)) + 1) * (abs(int(r2) - int(r1)) + 1)
+        found.append((match.group(0), cells))
+    text = CELL_RANGE.sub("", text)
+    for match in COLUMN_RANGE.finditer(text):
+        found.append((match.group(0), (abs(column_number(match.group(2)) - column_number(match.group(1))) + 1) * MAX_ROWS))
+    for match in ROW_RANGE.finditer(text):
+        found.append((match.group(0), (abs(int(match.group(2)) - int(match.group(1))) + 1) * MAX_COLUMNS))
+    return found
+
+
+def check_ranges(formulas):
+    """Raise `TooLarge` when a range of [(where, formula)] spans too many cells to recompute."""
+    total = 0
+    for where, formula in formulas:
+        for shown, cells in range_cells(formula):
+            if cells > MAX_RANGE_CELLS:
+                raise TooLarge(f"its formula in {where} spans {cells:,} cells ({shown}), more than the "
+                               f"{MAX_RANGE_CELLS:,} this grader recomputes in one range")
+            total += cells
+            if total > MAX_FORMULA_CELLS:
+                raise TooLarge(f"its formulas span more than {MAX_FORMULA_CELLS:,} cells in all (up to {where}), "
+                               "more than this grader recomputes")
+
+
+def defined_name_formulas(book):
+    """[(name, formula)] of the workbook's defined names (and sheet-scoped ones), whatever openpyxl's version."""
+    found = []
+    scopes = [book.defined_names] + [getattr(sheet, "defined_names", {}) for sheet in book.worksheets]
+    for scope in scopes:
+        items = scope.items() if hasattr(scope, "items") else [(d.name, d) for d in getattr(scope, "definedName", [])]
+        for name, definition in items:
+            value = getattr(definition, "attr_text", None) or getattr(definition, "value", None)
+            if isinstance(value, str):
+                found.append((f"the defined name {name!r}", value))
+    return found
+
+
 def numeric_cells(path):
     """{(sheet, A1): number} using saved values, recomputing when formula results are missing."""
     import openpyxl
 
     values = openpyxl.load_workbook(path, data_only=True)
     formulas_book = openpyxl.load_workbook(path, data_only=False)
-    cells, missing = {}, False
+    cells, missing, formulas = {}, False, []
     for sheet in formulas_book.worksheets:
         for row in sheet.iter_rows():
             for cell in row:
@@ -173,11 +241,14 @@ def numeric_cells(path):
                     continue
                 is_formula = isinstance(cell.value, str) and cell.value.startswith("=")
                 value = values[sheet.title][cell.coordinate].value if is_formula else cell.value
+                if is_formula:
+                    formulas.append((f"{sheet.title}!{cell.coordinate}", cell.value))
                 if is_formula and value is None:
                     missing = True
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     cells[(sheet.title, cell.coordinate)] = float(value)
     if missing:
+        check_ranges(formulas + defined_name_formulas(formulas_book))  # before `formulas` builds every cell
         cells.update(recomputed_cells(path, formulas_book.sheetnames))
     return cells
 
@@ -228,7 +299,12 @@ def grade_workbook(golden, deliverables):
     note = refused(books[0], deliverables)
     if note:
         return {"score": 0.0, "kind": "workbook", "checks": len(expected), "passed": 0, "note": note}
-    got = numeric_cells(books[0])
+    try:
+        got = numeric_cells(books[0])
+    except TooLarge as exc:
+        note = f"{books[0].relative_to(deliverables).as_posix()} refused: {exc}"
+        print(f"grade.py: {note}", file=sys.stderr)
+        return {"score": 0.0, "kind": "workbook", "checks": len(expected), "passed": 0, "note": note}
     passed = sum(1 for ref, value in expected.items() if ref in got and close(value, got[ref]))
     return {"score": passed / len(expected), "kind": "workbook", "checks": len(expected), "passed": passed}
 

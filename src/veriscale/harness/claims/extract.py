@@ -23,6 +23,15 @@ scale words multiply ("$4.2 million" == "4,200,000"). A number with no label is 
 A repeated key in one file gets "#2", "#3" in order.
 
     claims, warnings = extract_claims({"r01": {"model.xlsx": Path(...)}, "r02": {...}})
+
+Bounds (issue 30): every file is read in a child process (:mod:`.extract_worker`) under the text
+view's caps: ``view_timeout_s`` seconds per file (and :data:`ROLLOUT_TIMEOUT_FILES` times that
+for all of one rollout's files) and ``view_memory_mb`` of address space. A rollout yields at
+most :data:`MAX_FILE_CLAIMS` claims from one file, :data:`MAX_ROLLOUT_CLAIMS` in all and
+:data:`MAX_ROLLOUT_CLAIM_BYTES` of claim text; a file that hits a budget or a cap keeps what was
+read before it and adds one warning naming the file and the cap. An office file is checked by
+:func:`veriscale.harness.workspace.office_content.office_refusal` before a library opens it, so a
+DTD (an entity expansion) or a link to another file is refused unread.
 """
 
 from __future__ import annotations
@@ -37,10 +46,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Union
 
+from veriscale.harness.workspace.office_content import check_office_file
 from veriscale.harness.workspace.views import docx_lines, pdf_lines, xlsx_cells, xlsx_sheetnames
-from veriscale.harness.workspace.zip_limits import ArchiveRefused
+from veriscale.harness.workspace.zip_limits import ArchiveRefused, ZipLimits
 
 Value = Union[float, str, bool, None]
+
+#: claims taken from one file of one rollout; the file's rest is not read
+MAX_FILE_CLAIMS = 20_000
+#: claims taken from all files of one rollout
+MAX_ROLLOUT_CLAIMS = 100_000
+#: bytes of claim text (each claim's JSON: key, locator, group, value, formula) from one rollout
+MAX_ROLLOUT_CLAIM_BYTES = 16 << 20
+#: one rollout's files may take this many per-file time caps (``view_timeout_s``) in all
+ROLLOUT_TIMEOUT_FILES = 10
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst"})
 KEY_NAME_HINTS = ("id", "key", "code", "sku", "name")
@@ -143,36 +162,31 @@ def text_number_claims(lines: Iterable[str]) -> Iterator[tuple[str, float]]:
                 words.append(token)
 
 
-def _text_lines(path: Path) -> list[str]:
+def _text_lines(path: Path, limits: ZipLimits | None = None) -> Iterator[str]:
     suffix = path.suffix.lower()
     if suffix == ".docx":
-        return list(docx_lines(path))
+        return docx_lines(path, limits)
     if suffix == ".pdf":
-        return list(pdf_lines(path))
-    return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return pdf_lines(path, limits)
+    return iter(path.read_text(encoding="utf-8", errors="replace").splitlines())
 
 
 # --- per format ----------------------------------------------------------------------------
 
 
-def _xlsx_claims(rel: str, path: Path) -> list[Claim]:
-    claims: list[Claim] = []
-    sheets_seen: list[str] = []
-    for sheet, ref, value, formula in xlsx_cells(path):
-        if sheet not in sheets_seen:
-            sheets_seen.append(sheet)
+def _xlsx_claims(rel: str, path: Path, limits: ZipLimits | None = None) -> Iterator[Claim]:
+    for sheet in xlsx_sheetnames(path, limits):  # first: a budget spent on cells still leaves the sheets
+        locator = f"{sheet} (sheet)"
+        yield Claim(f"{rel}:{locator}", "sheet", rel, locator, f"{rel}:{sheet}", "present")
+    for sheet, ref, value, formula in xlsx_cells(path, limits):
         shown = normalise_value(value)
         if formula and value is None:
             shown = formula  # no cached value saved: compare the formula text instead
         locator = f"{sheet}!{ref}"
-        claims.append(Claim(f"{rel}:{locator}", "xlsx_cell", rel, locator, f"{rel}:{sheet}", shown, formula))
-    for sheet in xlsx_sheetnames(path):
-        locator = f"{sheet} (sheet)"
-        claims.append(Claim(f"{rel}:{locator}", "sheet", rel, locator, f"{rel}:{sheet}", "present"))
-    return claims
+        yield Claim(f"{rel}:{locator}", "xlsx_cell", rel, locator, f"{rel}:{sheet}", shown, formula)
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     text = path.read_text(encoding="utf-8-sig", errors="replace")
     rows = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
     if not rows:
@@ -180,25 +194,49 @@ def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     return [h.strip() for h in rows[0]], rows[1:]
 
 
-def choose_key_column(versions: list[tuple[list[str], list[list[str]]]]) -> str | None:
-    """The column to key csv rows by, chosen jointly over every rollout's version of a file.
+CsvProfile = tuple[list[str], set[str]]
 
-    Candidates are columns every version has; the best is unique (and non-empty) in the most
-    versions, then has an id-like name, then sits furthest left. ``None`` when no column is
-    unique in any version.
+
+def csv_profile(header: list[str], rows: list[list[str]], max_columns: int | None = None) -> CsvProfile:
+    """(header, the columns whose values are all non-empty and distinct) of one csv version.
+
+    A repeated column name counts at its first position; with ``max_columns`` only the first
+    that many columns are candidates (and the header is cut there). Linear in the cells: every
+    column is looked at once (a 2 MiB csv of 220,000 columns took over 600 s when each column
+    name was looked up in the header list, issue 30).
     """
-    if not versions:
+    if max_columns is not None:
+        header = header[:max_columns]
+    first: dict[str, int] = {}
+    for index, name in enumerate(header):
+        first.setdefault(name, index)
+    unique: set[str] = set()
+    if not rows:
+        return header, unique
+    for name, index in first.items():
+        if not name:
+            continue
+        seen: set[str] = set()
+        for row in rows:
+            value = row[index].strip() if index < len(row) else ""
+            if not value or value in seen:
+                break
+            seen.add(value)
+        else:
+            unique.add(name)
+    return header, unique
+
+
+def key_column_of(profiles: list[CsvProfile]) -> str | None:
+    """The key column chosen from every version's :func:`csv_profile` (see :func:`choose_key_column`)."""
+    if not profiles:
         return None
-    common = [h for h in versions[0][0] if h and all(h in header for header, _ in versions[1:])]
+    others = [set(header) for header, _unique in profiles[1:]]
+    common = [h for h in dict.fromkeys(profiles[0][0]) if h and all(h in header for header in others)]
     best: tuple[int, int, int] | None = None
     chosen = None
     for position, column in enumerate(common):
-        unique_in = 0
-        for header, rows in versions:
-            index = header.index(column)
-            values = [row[index].strip() if index < len(row) else "" for row in rows]
-            if values and all(values) and len(set(values)) == len(values):
-                unique_in += 1
+        unique_in = sum(1 for _header, unique in profiles if column in unique)
         hint = int(any(h == column.lower() or column.lower().endswith("_" + h) for h in KEY_NAME_HINTS))
         score = (unique_in, hint, -position)
         if unique_in and (best is None or score > best):
@@ -206,8 +244,18 @@ def choose_key_column(versions: list[tuple[list[str], list[list[str]]]]) -> str 
     return chosen
 
 
-def _csv_claims(rel: str, header: list[str], rows: list[list[str]], key_column: str | None) -> list[Claim]:
-    claims = [Claim(f"{rel}:row_count", "csv_rows", rel, "row_count", rel, float(len(rows)))]
+def choose_key_column(versions: list[tuple[list[str], list[list[str]]]]) -> str | None:
+    """The column to key csv rows by, chosen jointly over every rollout's version of a file.
+
+    Candidates are columns every version has; the best is unique (and non-empty) in the most
+    versions, then has an id-like name, then sits furthest left. ``None`` when no column is
+    unique in any version. Linear in the cells of all versions.
+    """
+    return key_column_of([csv_profile(header, rows) for header, rows in versions])
+
+
+def csv_claims(rel: str, header: list[str], rows: list[list[str]], key_column: str | None) -> Iterator[Claim]:
+    yield Claim(f"{rel}:row_count", "csv_rows", rel, "row_count", rel, float(len(rows)))
     key_index = header.index(key_column) if key_column in header else None
     seen: Counter[str] = Counter()
     for number, row in enumerate(rows, start=1):
@@ -218,12 +266,13 @@ def _csv_claims(rel: str, header: list[str], rows: list[list[str]], key_column: 
         else:
             row_id = f"row {number}"
         for index, column in enumerate(header):
-            if index == key_index or index >= len(row) or not row[index].strip():
+            if index >= len(row):
+                break
+            if index == key_index or not row[index].strip():
                 continue
             locator = f"[{row_id}].{column or f'col{index + 1}'}"
-            claims.append(Claim(f"{rel}:{locator}", "csv_cell", rel, locator, f"{rel}:[{row_id}]",
-                                _parse_csv_number(row[index])))
-    return claims
+            yield Claim(f"{rel}:{locator}", "csv_cell", rel, locator, f"{rel}:[{row_id}]",
+                        _parse_csv_number(row[index]))
 
 
 def _json_path(parent: str, key: str) -> str:
@@ -250,53 +299,51 @@ def flatten_json(data: object, path: str = "$") -> Iterator[tuple[str, str, Valu
         yield path, path, normalise_value(data if not isinstance(data, (dict, list)) else json.dumps(data))
 
 
-def _json_claims(rel: str, path: Path) -> list[Claim]:
+def _json_claims(rel: str, path: Path) -> Iterator[Claim]:
     data = json.loads(path.read_text(encoding="utf-8"))
-    return [
-        Claim(f"{rel}:{leaf}", "json_field", rel, leaf, f"{rel}:{parent}", value)
-        for leaf, parent, value in flatten_json(data)
-    ]
+    for leaf, parent, value in flatten_json(data):
+        yield Claim(f"{rel}:{leaf}", "json_field", rel, leaf, f"{rel}:{parent}", value)
 
 
-def _text_claims(rel: str, path: Path) -> list[Claim]:
-    claims: list[Claim] = []
+def _text_claims(rel: str, path: Path, limits: ZipLimits | None = None) -> Iterator[Claim]:
     seen: Counter[str] = Counter()
-    for label, value in text_number_claims(_text_lines(path)):
+    for label, value in text_number_claims(_text_lines(path, limits)):
         seen[label] += 1
         locator = label + (f"#{seen[label]}" if seen[label] > 1 else "")
-        claims.append(Claim(f"{rel}:{locator}", "text_number", rel, locator, rel, value))
-    return claims
+        yield Claim(f"{rel}:{locator}", "text_number", rel, locator, rel, value)
+
+
+OFFICE_SUFFIXES = frozenset({".xlsx", ".xlsm", ".docx"})
+
+
+def file_claims(rel: str, path: Path, limits: ZipLimits | None = None) -> Iterator[Claim]:
+    """The claims of one non-csv file, lazily (csv: :func:`read_csv` and :func:`csv_claims`).
+
+    An office file is checked first (:func:`office_refusal`): one that declares a DTD or links to
+    another file raises ``ArchiveRefused`` before any library opens it.
+    """
+    suffix = path.suffix.lower()
+    if suffix in OFFICE_SUFFIXES:
+        refusal = check_office_file(path.parent, path.name, rel, limits or ZipLimits.from_env())
+        if refusal is not None:
+            raise ArchiveRefused(rel, refusal.found)
+    if suffix in (".xlsx", ".xlsm"):
+        yield from _xlsx_claims(rel, path, limits)
+    elif suffix == ".json":
+        yield from _json_claims(rel, path)
+    elif suffix in TEXT_SUFFIXES or suffix in (".docx", ".pdf"):
+        yield from _text_claims(rel, path, limits)
 
 
 def extract_claims(
-    files_by_rollout: dict[str, dict[str, Path]],
+    files_by_rollout: dict[str, dict[str, Path]], limits: ZipLimits | None = None,
 ) -> tuple[dict[str, list[Claim]], list[str]]:
     """Claims of every rollout, from ``{label: {relative path: file}}``; plus warnings.
 
-    A file that cannot be parsed still yields its ``(file)`` claim and a warning.
+    A file that cannot be parsed still yields its ``(file)`` claim and a warning. Every file is
+    read in a child process under the caps and budgets of the module docstring; a file cut short
+    by one keeps the claims read before it and adds a warning that names it and the cap.
     """
-    warnings: list[str] = []
-    csv_versions: dict[str, dict[str, tuple[list[str], list[list[str]]]]] = {}
-    claims: dict[str, list[Claim]] = {label: [] for label in files_by_rollout}
-    for label, files in sorted(files_by_rollout.items()):
-        for rel, path in sorted(files.items()):
-            claims[label].append(Claim(f"{rel}:(file)", "file", rel, "(file)", rel, "present"))
-            suffix = path.suffix.lower()
-            try:
-                if suffix in (".xlsx", ".xlsm"):
-                    claims[label].extend(_xlsx_claims(rel, path))
-                elif suffix == ".csv":
-                    csv_versions.setdefault(rel, {})[label] = _read_csv(path)
-                elif suffix == ".json":
-                    claims[label].extend(_json_claims(rel, path))
-                elif suffix in TEXT_SUFFIXES or suffix in (".docx", ".pdf"):
-                    claims[label].extend(_text_claims(rel, path))
-            except ArchiveRefused as exc:  # over an inflation cap: never opened
-                warnings.append(f"{label}/{rel} was not opened ({exc.reason}); only its presence is compared")
-            except Exception as exc:  # noqa: BLE001 - a broken deliverable is a finding, not a crash
-                warnings.append(f"{label}/{rel} could not be read ({type(exc).__name__}: {exc}); only its presence is compared")
-    for rel, versions in sorted(csv_versions.items()):
-        key_column = choose_key_column(list(versions.values()))
-        for label, (header, rows) in versions.items():
-            claims[label].extend(_csv_claims(rel, header, rows, key_column))
-    return claims, warnings
+    from veriscale.harness.claims.extract_worker import extract_bounded
+
+    return extract_bounded(files_by_rollout, limits or ZipLimits.from_env())

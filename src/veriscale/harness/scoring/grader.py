@@ -9,7 +9,10 @@ sidecars and symlinks left out, so a grader cannot change the originals and a de
 point the grader at files outside it: an office file in the copy that refers to another file (an
 external workbook link, an external relationship other than a hyperlink, a formula into another
 workbook) or holds a DTD is left out too, with a note, since a grader's library may open what it
-names (:mod:`veriscale.harness.workspace.office_content`).
+names (:mod:`veriscale.harness.workspace.office_content`). The grader runs under its timeout and
+a cap on its address space (``RLIMIT_AS``, :data:`DEFAULT_GRADER_MEMORY_MB`; thread pools of
+numeric libraries kept to one thread unless the environment says otherwise): a grader over
+either fails with one sentence that names the cap.
 
 Usage::
 
@@ -36,7 +39,15 @@ from veriscale.harness.safe_write import copy_plain_tree
 from veriscale.harness.workspace.office_content import refuse_office_files
 from veriscale.harness.workspace.views import is_sidecar
 
+try:
+    import resource
+except ImportError:  # not POSIX
+    resource = None  # type: ignore[assignment]
+
 DEFAULT_GRADER_TIMEOUT_S = 600.0
+#: MiB of address space one grader call may use (issue 30: one huge range took a grader to 3.4 GB)
+DEFAULT_GRADER_MEMORY_MB = 4096.0
+_ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 GRADER_ENV_TASK_DIR = "VERISCALE_TASK_DIR"
 GRADER_ENV_TASK_NAME = "VERISCALE_TASK_NAME"
 GRADER_ENV_DELIVERABLES = "VERISCALE_DELIVERABLES"
@@ -79,9 +90,11 @@ class GraderCommand:
 
     argv: tuple[str, ...]
     timeout_s: float = DEFAULT_GRADER_TIMEOUT_S
+    memory_mb: float = DEFAULT_GRADER_MEMORY_MB
 
     @classmethod
-    def parse(cls, command: str, *, timeout_s: float = DEFAULT_GRADER_TIMEOUT_S) -> "GraderCommand":
+    def parse(cls, command: str, *, timeout_s: float = DEFAULT_GRADER_TIMEOUT_S,
+              memory_mb: float = DEFAULT_GRADER_MEMORY_MB) -> "GraderCommand":
         """Split ``command`` like a shell; ``UserError`` when its program is missing or not executable."""
         try:
             argv = tuple(shlex.split(command))
@@ -102,7 +115,10 @@ class GraderCommand:
         if timeout_s <= 0:
             raise UserError(f"grader timeout must be positive, got {timeout_s}: set {setting('grader_timeout_s')} "
                             "to the seconds one grader call may take, e.g. 600")
-        return cls(argv=argv, timeout_s=timeout_s)
+        if not memory_mb > 0:
+            raise UserError(f"grader memory cap must be positive, got {memory_mb}: "
+                            "give the MiB one grader call may use")
+        return cls(argv=argv, timeout_s=timeout_s, memory_mb=memory_mb)
 
     def grade(self, task_dir: Path, deliverables: Path) -> Grade:
         """Grade a staged deliverables folder; ``GraderFailure`` on any contract breach."""
@@ -110,18 +126,35 @@ class GraderCommand:
         env[GRADER_ENV_TASK_DIR] = str(task_dir)
         env[GRADER_ENV_TASK_NAME] = task_dir.name
         env[GRADER_ENV_DELIVERABLES] = str(deliverables)
+        for name in _ONE_THREAD:
+            env.setdefault(name, "1")  # a thread pool reserves address space per thread
         argv = [*self.argv, "--task", str(task_dir), "--deliverables", str(deliverables)]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=self.timeout_s,
-                                  stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL, preexec_fn=self._cap_memory)
         except subprocess.TimeoutExpired:
-            raise GraderFailure(f"timed out after {self.timeout_s:g}s") from None
+            raise GraderFailure(f"timed out after {self.timeout_s:g}s (its time cap)") from None
         except OSError as exc:
             raise GraderFailure(f"could not start: {exc}") from None
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+            if "MemoryError" in (done.stderr or "")[-4096:] or "std::bad_alloc" in (done.stderr or "")[-4096:]:
+                raise GraderFailure(f"ran out of its {self.memory_mb:g} MiB memory cap (exit status "
+                                    f"{done.returncode}: {tail[0][:200]})")
+            if done.returncode < 0:
+                raise GraderFailure(f"was killed by signal {-done.returncode}, likely at its {self.memory_mb:g} MiB "
+                                    f"memory cap: {tail[0][:200]}")
             raise GraderFailure(f"exited with status {done.returncode}: {tail[0][:200]}")
         return parse_grader_output(done.stdout)
+
+    def _cap_memory(self) -> None:
+        """In the grader's process, before it runs: cap its address space at ``memory_mb``."""
+        if resource is None:  # not on this platform: the timeout still holds
+            return
+        limit = int(self.memory_mb * (1 << 20))
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard == resource.RLIM_INFINITY or limit < hard:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
     def __str__(self) -> str:
         return shlex.join(self.argv)
