@@ -30,3 +30,22 @@ def test_each_joint_slot_equals_the_one_slot_request_at_its_position(embedded_mo
             prefill += f" {slot['written']}{req.joint[i]}"
     # every further slot costs a few tokens: far fewer than the prompt once per slot
     assert joint.prompt_tokens < joint.prompt_tokens_total + 6 * 20
+
+
+def test_a_reading_does_not_depend_on_what_the_kv_cache_held_before(embedded_model):
+    """A prompt read right after a longer one that extends it (a KV-prefix hit leaving one token to
+    evaluate) gives the distribution the same prompt gives read cold: llama.cpp's one-token batch
+    kernel differs in the last digits, so no slot is ever read from a one-token batch."""
+    crits = load_criteria("agent")
+    req = joint_pairwise_request(TASK, A, B, crits.items, crits.note, parse_scale("letters:5"))
+    alone = dataclasses.replace(req, joint=())
+    longer = dataclasses.replace(alone, prefill=req.prefill + " A" + req.joint[0])
+    embedded_model.reuse_prefix = False
+    try:
+        cold = embedded_model.score(alone)
+    finally:
+        embedded_model.reuse_prefix = True
+    embedded_model.score(longer)
+    warm = embedded_model.score(alone)
+    assert warm.prompt_tokens < 10  # the prefix came from the cache
+    assert warm.label_probs == pytest.approx(cold.label_probs, abs=1e-12)

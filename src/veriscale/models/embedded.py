@@ -45,6 +45,21 @@ EMBEDDED_NOTICE = worded(
 )
 DEFAULT_N_CTX = 8192
 N_BATCH = 512  # prompt tokens evaluated per step (a cancelled call stops between steps)
+#: Tokens in the batch whose last logits are read. llama.cpp evaluates a one-token batch by
+#: another kernel than a longer one, and their logits differ in the last digits (a label's
+#: probability moved by up to 0.03 on SmolLM2): a slot read after a KV-prefix hit that left one
+#: token to evaluate then differed from the same prompt read cold. Every read's last batch holds
+#: at least two tokens, so a prompt's distribution does not depend on what the cache held before.
+MIN_LAST_BATCH = 2
+
+
+def _batches(start: int, end: int) -> list[slice]:
+    """``[start, end)`` in steps of at most N_BATCH, the last one at least MIN_LAST_BATCH long
+    (where the span allows)."""
+    cuts = list(range(start, end, N_BATCH)) + [end]
+    if len(cuts) > 2 and cuts[-1] - cuts[-2] < MIN_LAST_BATCH:
+        cuts[-2] = cuts[-1] - MIN_LAST_BATCH
+    return [slice(a, b) for a, b in zip(cuts, cuts[1:])]
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[str, "EmbeddedModel"] = {}
 
@@ -200,14 +215,14 @@ class EmbeddedModel:
         common = 0
         if self.reuse_prefix:
             cached = llm.input_ids[: llm.n_tokens]
-            limit = min(len(cached), len(tokens) - 1)  # always evaluate >= 1 token for logits
+            limit = min(len(cached), len(tokens) - MIN_LAST_BATCH)  # the slot's logits come from a batch
             if limit > 0:
                 neq = np.nonzero(np.asarray(cached[:limit]) != np.asarray(tokens[:limit]))[0]
                 common = int(neq[0]) if len(neq) else limit
         llm.n_tokens = common
-        for at in range(common, len(tokens), N_BATCH):
+        for batch in _batches(common, len(tokens)):
             stopped(stop)
-            llm.eval(tokens[at:at + N_BATCH])
+            llm.eval(tokens[batch])
         evaluated = len(tokens) - common
         self.tokens_processed += evaluated
         return evaluated
@@ -284,9 +299,9 @@ class EmbeddedModel:
             if p_ws < WHITESPACE_MIN_PROB:
                 continue
             stopped(stop)
-            self._llm.n_tokens = len(tokens)
-            self._llm.eval([ws])
-            evaluated += 1
+            self._llm.n_tokens = len(tokens) - 1  # the last prompt token again: a batch, as every read
+            self._llm.eval([tokens[-1], ws])
+            evaluated += 2
             after = self._label_probs(self._softmax(self._last_logits()), labels)
             for lab in labels:
                 raw[lab] += p_ws * after[lab]
