@@ -1,8 +1,12 @@
 """Joint judge prompts: one call asks for every criterion's grade, each read at its own slot.
 
-The layout keeps ``verify.prompts``' order (instructions, fenced task and candidates) and its
-data-block rule; the criteria are listed once, then the reply is a run of ``Name: <grade>`` lines
-in the listed order. The prefill ends at the first slot's header and ``ScoreRequest.joint``
+The layout is instructions, the criteria (listed once), the fenced task and candidates (the
+data-block rule of ``verify.prompts``), then the reply format: a run of ``Name: <grade>`` lines
+in the listed order. Everything before the first response is the same in every joint request of
+a selection, and a pivot is shown first in its meetings, so a server's prefix cache processes the
+instructions, criteria and task once and a pivot's text once per round
+(``benchmarks/bench_joint_tokens.py``: joint processes 0.69–0.72 of separate scoring's prompt
+tokens on held-out Terminal-Bench pools, against 0.89 with the criteria after the data). The prefill ends at the first slot's header and ``ScoreRequest.joint``
 holds every further header, so a backend reads each slot's distribution where it stands::
 
     req = joint_pointwise_request(task, cand, crits.items, crits.note, scale)
@@ -83,9 +87,9 @@ def joint_pointwise_request(task: str, candidate: str, criteria: Sequence[Criter
     user = "\n\n".join([
         _intro("Below are a task and one response to it. Grade the response on each criterion.",
                scale, note, mitigation),
+        _criteria_block(criteria),
         f"## Task\n{fence('TASK', task)}",
         f"## Response\n{fence('RESPONSE', candidate_text(candidate, mitigation))}",
-        _criteria_block(criteria),
         _answer_format(criteria, [""]) + f"\n(each grade: {scale.hint()})",
     ])
     prefill, joint = _headers(criteria, [""])
@@ -100,10 +104,10 @@ def joint_pairwise_request(task: str, first: str, second: str, criteria: Sequenc
         _intro("Below are a task and two independent responses to it, the first and the second. "
                "Grade each response on its own merits; they may both be good or both be bad.",
                scale, note, mitigation),
+        _criteria_block(criteria),
         f"## Task\n{fence('TASK', task)}",
         f"## First response\n{fence('FIRST_RESPONSE', candidate_text(first, mitigation))}",
         f"## Second response\n{fence('SECOND_RESPONSE', candidate_text(second, mitigation))}",
-        _criteria_block(criteria),
         _answer_format(criteria, [RESPONSE_HEADERS["A"], RESPONSE_HEADERS["B"]])
         + f"\n(each grade: {scale.hint()})",
     ])
