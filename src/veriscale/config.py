@@ -130,13 +130,14 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "rewards": {"model": str, "criteria": str, "scale": str, "mode": str, "group_scheme": str,
                 "joint": bool, "length_control": str, "answer_within": (int, float)},
     "runs": {"stale_s": (int, float)},
+    "storage": {"wait_s": (int, float)},
     "redact": {"patterns": list, "enabled": bool},
     "injection": {"detect": str, "policy": str, "mitigation": str},
     "budget": {"per_decision": str},
     "zip": {"member_mb": (int, float), "file_mb": (int, float), "members": int},  # veriscale.harness.host_caps
     "view": {"timeout_s": (int, float), "memory_mb": (int, float)},
     "handback": {"max_files": int, "max_depth": int},
-    "scoring": {"joint": bool},
+    "scoring": {"joint": bool, "model_mismatch": str},
     "proxy": {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
               "progress": bool, "candidates": list, "max_tokens": int, "schedule": str, "margin": (int, float),
               "aliases": dict, "budget": str},  # veriscale.proxy.settings

@@ -62,15 +62,25 @@ def test_a_reused_pid_does_not_keep_a_dead_run_alive(store, other_process):
     assert store.run(same).status == "running", "that very process still runs: its heartbeat alone proves nothing"
 
 
-def test_a_dead_pid_with_a_fresh_heartbeat_waits_for_the_heartbeat_to_go_stale(store, other_process):
+def test_a_dead_pid_of_this_host_is_interrupted_at_once_whatever_its_heartbeat(store, other_process):
     here = ProcessIdentity.current()
     owner = ProcessIdentity(here.host, here.boot_id, other_process.pid, process_start(other_process.pid))
     other_process.kill()
     other_process.wait(30)
     fresh = _row(store, owner, 0.0)
     stale = _row(store, owner, 10 * STALE_S)
-    assert settle_dead_runs(store) == [stale]
-    assert store.run(fresh).status == "running"
+    assert sorted(settle_dead_runs(store)) == sorted([fresh, stale])
+
+
+def test_a_run_of_another_pid_namespace_waits_for_its_heartbeat(store):
+    """Same host name and kernel, another pid namespace (a container sharing the store): its pid
+    means nothing here, so a fresh heartbeat keeps the run open even though no such pid is seen."""
+    here = ProcessIdentity.current()
+    boot = here.boot_id.split("/")[0]
+    elsewhere = ProcessIdentity(here.host, f"{boot}/pidns1", 2 ** 22 - 1, 1)
+    fresh = _row(store, elsewhere, 0.0)
+    stale = _row(store, elsewhere, 2 * STALE_S)
+    assert settle_dead_runs(store) == [stale] and store.run(fresh).status == "running"
 
 
 def test_a_run_of_another_host_is_judged_by_its_heartbeat_alone_with_a_longer_threshold(store):

@@ -26,6 +26,7 @@ def main(
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads of the embedded model (config embedded.threads; 0: one per core; a model URI's ?threads=N wins)."),
     max_input_mb: Optional[float] = typer.Option(None, "--max-input-mb", help="Largest input file or stdin read, in MiB, also after gunzip (config inputs.max_mb; default 128)."),
     run_stale_s: Optional[float] = typer.Option(None, "--run-stale-s", help="Heartbeat age in seconds after which a run with no live process is interrupted (config runs.stale_s; default 30)."),
+    store_wait: Optional[float] = typer.Option(None, "--store-wait", help="Seconds a store write waits for another process's lock before it fails (config storage.wait_s; default 30)."),
     injection_detect: Optional[str] = typer.Option(None, "--injection-detect", help="on or off: flag candidates whose text reads as an injection (injection_suspected with its span; config injection.detect)."),
     injection_policy: Optional[str] = typer.Option(None, "--injection-policy", help="What select does with a suspected candidate: none (default), lose_ties or exclude (config injection.policy)."),
     injection_mitigation: Optional[str] = typer.Option(None, "--injection-mitigation", help="How judge prompts resist injected text: none, neutralise, warn or both (config injection.mitigation)."),
@@ -36,6 +37,7 @@ def main(
     view_memory_mb: Optional[float] = typer.Option(None, "--view-memory-mb", help="MiB of address space the text-view worker may add (config view.memory_mb; default 2048)."),
     handback_max_files: Optional[int] = typer.Option(None, "--handback-max-files", help="Files and folders a session's hand-back may carry (config handback.max_files; default 20000)."),
     handback_max_depth: Optional[int] = typer.Option(None, "--handback-max-depth", help="Folder depth a session's hand-back keeps (config handback.max_depth; default 64)."),
+    model_mismatch: Optional[str] = typer.Option(None, "--model-mismatch", help="fail (default) or note: what a reply naming another model than the one asked is, a failed call or a scored one with a note (config scoring.model_mismatch; $VERISCALE_MODEL_MISMATCH)."),
     joint: Optional[bool] = typer.Option(None, "--joint/--no-joint", help="Joint scoring: one model call reads every criterion's grade (and both responses of a pair), each at its own slot (config scoring.joint; $VERISCALE_JOINT)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
@@ -52,10 +54,11 @@ def main(
     with user_errors():
         resolved = settings.configure(config, {"rpm": rpm, "tpm": tpm, "deadline_s": deadline, "routing": routing,
                                                "threads": threads, "max_input_mb": max_input_mb,
-                                               "run_stale_s": run_stale_s, "injection_detect": injection_detect,
+                                               "run_stale_s": run_stale_s, "store_wait_s": store_wait,
+                                               "injection_detect": injection_detect,
                                                "injection_policy": injection_policy,
                                                "injection_mitigation": injection_mitigation,
-                                               "joint": joint, **caps})
+                                               "joint": joint, "model_mismatch": model_mismatch, **caps})
         # what the library reads while it works (the input cap, liveness, host caps, joint, threads):
         # a flag's or the file's choice; the library reads the environment itself
         runtime.choose({spec.name: resolved.chosen(spec.name) for spec in settings.SPECS if spec.library})

@@ -20,6 +20,7 @@ FLAG_FOR: dict[str, str] = {
     "threads": "--threads",
     "max_input_mb": "--max-input-mb",
     "run_stale_s": "--run-stale-s",
+    "store_wait_s": "--store-wait",
     "concurrency": "--concurrency",
     "redact": "--redact",
     "redact_secrets": "--no-redact",
@@ -86,6 +87,7 @@ FLAG_FOR: dict[str, str] = {
     "handback_max_files": "--handback-max-files",
     "handback_max_depth": "--handback-max-depth",
     "joint": "--joint",
+    "model_mismatch": "--model-mismatch",
     "proxy_schedule": "--proxy-schedule",  # the proxy's pick (veriscale.proxy.pick)
     "reward_length_control": "--length-control",  # serve-reward (veriscale.rewards.length)
     "reward_answer_within": "--answer-within",  # serve-reward (veriscale.rewards.batching)

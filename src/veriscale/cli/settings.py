@@ -143,6 +143,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("run_stale_s", "--run-stale-s", "VERISCALE_RUN_STALE_S", "runs.stale_s", _number, 30.0,
          "a number of seconds", above=0,
          help="heartbeat age after which a run with no live process is marked interrupted", library=True),
+    Spec("store_wait_s", "--store-wait", "VERISCALE_STORE_WAIT", "storage.wait_s", _number, 30.0,
+         "a number of seconds", above=0,
+         help="seconds a store write waits for another process's lock before it fails", library=True),
     Spec("redact", "--redact", None, "redact.patterns", _no_env, (), "regular expressions",
          help="your own secret shapes (regexes) redacted, over the built-in ones, in what leaves the store"),
     Spec("redact_secrets", "--no-redact", None, "redact.enabled", _no_env, True, "true or false",
@@ -182,6 +185,11 @@ SPECS: tuple[Spec, ...] = (
     Spec("joint", "--joint", "VERISCALE_JOINT", "scoring.joint", _switch, "off", "on or off", choices=("on", "off"),
          help="one model call reads every criterion's grade (and both responses of a pair), each at its own slot",
          library=True),
+    # what a reply naming another model than the one asked is (veriscale.models.openai_compat.same_model)
+    Spec("model_mismatch", "--model-mismatch", "VERISCALE_MODEL_MISMATCH", "scoring.model_mismatch", str.strip,
+         "fail", "fail or note", choices=("fail", "note"),
+         help="a reply naming another model than the one asked: fail (a failed call) or note (scored, with a note)",
+         library=True),
     # the proxy's pick (veriscale.proxy.pick): the file key is read from the [proxy] table
     Spec("proxy_schedule", "--proxy-schedule", "VERISCALE_PROXY_SCHEDULE", "proxy.schedule", str.strip, "auto",
          "a schedule name", choices=("auto", "early", "round_robin"),
@@ -216,6 +224,7 @@ class Settings:
     threads: int = 0
     max_input_mb: float = 128.0
     run_stale_s: float = 30.0
+    store_wait_s: float = 30.0
     redact: tuple[str, ...] = ()
     redact_secrets: bool = True
     injection_detect: str = "on" if DETECT_BY_DEFAULT else "off"
@@ -234,6 +243,7 @@ class Settings:
     handback_max_files: int = _CAP_DEFAULTS.handback_max_files
     handback_max_depth: int = _CAP_DEFAULTS.handback_max_depth
     joint: str = "off"
+    model_mismatch: str = "fail"
     proxy_schedule: str = "auto"
     proxy_aliases: Any = ""  # text, or the file's [proxy.aliases] table (veriscale.proxy.settings.parse_aliases)
     proxy_budget: str | None = None  # per proxied request: "calls=6" or "tokens=20000"

@@ -168,6 +168,31 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
+#: The tables a store of each schema version has (the base ones, then those migrations added).
+TABLES_SINCE: dict[int, tuple[str, ...]] = {1: ("calls", "runs", "meta"), 2: ("run_calls",),
+                                            3: ("run_events", "run_steps", "jobs"), 5: ("call_leases",)}
+
+
+def has_meta(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is not None
+
+
+def check_tables(conn: sqlite3.Connection, where: str = "the store") -> None:
+    """Refuse, in one sentence, a store whose recorded version promises a table it lacks (one
+    dropped or lost): recreating it empty would hide the loss behind errors about its columns."""
+    from veriscale.engine.store_faults import StoreFault
+
+    if not has_meta(conn):
+        return  # a new file, or one from before migrations: the base schema is (re)made
+    version = current_version(conn)
+    have = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+    missing = [t for since, names in TABLES_SINCE.items() if since <= version for t in names if t not in have]
+    if missing:
+        raise StoreFault(f"{where} is damaged: it lacks its {', '.join(missing)} table{'s' * (len(missing) > 1)} "
+                         f"(schema version {version}): move it aside and rerun (a new store is made), or set "
+                         f"{setting('store')} to another file; its other tables stay readable with sqlite3", "damaged")
+
+
 def current_version(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return int(row[0]) if row else 1
@@ -175,6 +200,7 @@ def current_version(conn: sqlite3.Connection) -> int:
 
 def migrate(conn: sqlite3.Connection, where: str = "the store") -> int:
     """Bring ``conn``'s schema up to :data:`SCHEMA_VERSION`; returns the version it ends at."""
+    check_tables(conn, where)
     conn.executescript(BASE_SCHEMA)
     version = current_version(conn)
     if version > SCHEMA_VERSION:

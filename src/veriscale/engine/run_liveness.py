@@ -3,16 +3,18 @@
 Every run records who runs it (host, boot id, pid and the pid's start time, so a reused pid is
 told apart) and a heartbeat its process refreshes while the run is open
 (:mod:`veriscale.engine.run_scope` beats it). A run still marked ``running`` is *dead*, and is
-rewritten as ``interrupted``, only when its heartbeat is stale **and** no live process matches
-it; a run owned by another host (or by a store older than heartbeats) is judged by its
-heartbeat alone, with a ten times longer threshold, since its process cannot be seen from here::
+rewritten as ``interrupted``, as soon as its process is gone when that process is of this host
+and boot (killed with SIGKILL: no need to wait for its heartbeat); a run of this host before its
+last reboot is dead once its heartbeat is stale; a run owned by another host (or by a store older
+than heartbeats) is judged by its heartbeat alone, with a ten times longer threshold, since its
+process cannot be seen from here::
 
     owner = ProcessIdentity.current()       # host, boot_id, pid, start (clock ticks after boot)
     owner.alive()                           # this exact process still runs (pid reuse told apart)
     settle_dead_runs(store)                 # every dead `running` run -> interrupted; their ids
     settle_dead_runs(store, [run_id])       # only these
 
-``VERISCALE_RUN_STALE_S`` (seconds, default 30) is the threshold on this host; a run's heartbeat
+``VERISCALE_RUN_STALE_S`` (seconds, default 30) is the heartbeat threshold; a run's heartbeat
 beats every quarter of it, at most every 5 s.
 """
 
@@ -68,8 +70,16 @@ def _read(path: str) -> str | None:
 
 
 def _boot_id() -> str | None:
-    text = _read("/proc/sys/kernel/random/boot_id")
-    return (text or "").strip() or None
+    """The kernel's boot id and this process's pid namespace: a pid is only meaningful within
+    one (two containers with one host name and kernel, sharing a store, see different pids), so
+    only a run of the same boot *and* pid namespace is judged by its process."""
+    boot = (_read("/proc/sys/kernel/random/boot_id") or "").strip()
+    if not boot:
+        return None
+    try:
+        return f"{boot}/pidns{os.stat('/proc/self/ns/pid').st_ino}"  # no ':' (lease owners split on it)
+    except OSError:
+        return boot
 
 
 def process_start(pid: int) -> int | None:
@@ -134,13 +144,13 @@ class ProcessIdentity:
 def is_dead(owner: ProcessIdentity, heartbeat_at: float | None, created_at: float, *, now: float | None = None,
             stale_s: float | None = None) -> bool:
     """The verdict for one ``running`` run (see the module docstring)."""
+    if owner.host is not None and owner.pid is not None and owner.same_machine():
+        return not owner.alive()  # its process is seen from here: gone (or its pid reused) is dead at once
     now = time.time() if now is None else now
     stale_s = stale_after_s() if stale_s is None else stale_s
     age = now - (heartbeat_at if heartbeat_at is not None else created_at)
     if age <= stale_s:
         return False
-    if owner.host is not None and owner.same_machine():
-        return not owner.alive()
     if owner.host is not None and owner.host == ProcessIdentity.current().host:
         return True  # this host rebooted since (another boot id): nothing of it lives on
     return age > stale_s * OTHER_HOST_FACTOR
@@ -152,14 +162,18 @@ def settle_dead_runs(store: "Store", run_ids: Iterable[int] | None = None) -> li
     The rewrite only lands if the run is still ``running`` with the heartbeat that was judged,
     so a run that just beat or ended is left alone."""
     stale_s, now, settled = stale_after_s(), time.time(), []
+    if getattr(store, "read_only", False):
+        return settled  # a read-only store shows its runs as they were written
     for row in store.running_runs(run_ids):
         owner = ProcessIdentity(row["host"], row["boot_id"], row["pid"], row["pid_start"])
         if not is_dead(owner, row["heartbeat_at"], row["created_at"], now=now, stale_s=stale_s):
             continue
         where = f"pid {owner.pid} on {owner.host}" if owner.host else "its process"
         beat = row["heartbeat_at"] if row["heartbeat_at"] is not None else row["created_at"]
-        error = (f"the run's process ({where}) stopped without ending it: no heartbeat for "
-                 f"{max(0.0, now - beat):.0f} s; a rerun resumes from the calls it saved")
+        gone = ("is gone" if owner.host is not None and owner.pid is not None and owner.same_machine()
+                else f"sent no heartbeat for {max(0.0, now - beat):.0f} s")
+        error = (f"the run's process ({where}) stopped without ending it: it {gone}; "
+                 "a rerun resumes from the calls it saved")
         if store.interrupt_run(row["id"], heartbeat_at=row["heartbeat_at"], error=error):
             settled.append(row["id"])
     return settled

@@ -40,12 +40,11 @@ import platformdirs
 from veriscale.engine.call_leases import CallLeases, lease_owner
 from veriscale.engine.migrations import migrate
 from veriscale.engine.run_records import RunRecord, RunRecords
+from veriscale.engine.store_faults import GuardedConnection, open_connection
 from veriscale.engine.store_writer import StoreWriter
 from veriscale.errors import UserError, setting
 
 __all__ = ["RunRecord", "Store", "call_key", "default_store_path", "lease_owner"]
-
-
 
 
 def default_store_path() -> Path:
@@ -89,8 +88,8 @@ atexit.register(_flush_open_stores)
 class Store(CallLeases, RunRecords):
     """Thread-safe access to one SQLite file (WAL mode, one commit per write)."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self._conn = conn
+    def __init__(self, conn: GuardedConnection | sqlite3.Connection, path: Path) -> None:
+        self._conn = conn if isinstance(conn, GuardedConnection) else GuardedConnection(conn, path)
         self._lock = threading.Lock()
         self.path = path
         self._writer: StoreWriter | None = None
@@ -119,20 +118,17 @@ class Store(CallLeases, RunRecords):
 
     @classmethod
     def open(cls, path: str | Path | None = None) -> "Store":
+        """The store at ``path``: writable, or read-only when SQLite cannot write it (:attr:`read_only`);
+        a damaged, locked or full store is one sentence (:mod:`veriscale.engine.store_faults`)."""
         p = Path(path) if path is not None else default_store_path()
         if p.exists() and p.is_dir():
             raise UserError(f"store path '{p}' is a folder: set {setting('store')} to a file path such as {p / 'store.sqlite3'}")
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(p), check_same_thread=False, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            migrate(conn, f"store file '{p}'")
-        except sqlite3.DatabaseError as exc:
-            raise UserError(f"store file '{p}' is not a readable veriscale store ({exc}): set {setting('store')} to another path") from None
-        except OSError as exc:
-            raise UserError(f"cannot create the store at '{p}' ({exc.strerror}): set {setting('store')} to a writable path") from None
-        return cls(conn, p)
+        return cls(open_connection(p, migrate), p)
+
+    @property
+    def read_only(self) -> bool:
+        """Opened for reading only (a read-only mount or file): every write is refused in one sentence."""
+        return self._conn.read_only
 
     def close(self) -> None:
         self.flush()
@@ -149,10 +145,19 @@ class Store(CallLeases, RunRecords):
         """The stored response of a successful call, or None."""
         self._settle()
         with self._lock:
-            row = self._conn.execute(
-                "SELECT response FROM calls WHERE key = ? AND status = 'ok'", (key,)
-            ).fetchone()
-        return json.loads(row[0]) if row else None
+            row = self._conn.execute("SELECT response FROM calls WHERE key = ? AND status = 'ok'", (key,)).fetchone()
+            return self._response(key, row[0]) if row else None
+
+    def _response(self, key: str, text: str | None) -> dict[str, Any] | None:
+        """A stored response decoded; one cut short (not JSON) is a cache miss, and its row is marked
+        failed so the call is made again (the caller holds the store's lock)."""
+        try:
+            return json.loads(text) if text is not None else None
+        except (TypeError, ValueError, RecursionError):
+            if not self.read_only:
+                self._conn.execute("UPDATE calls SET status = 'failed', error = ? WHERE key = ? AND status = 'ok'",
+                                   ("its stored response was cut short (not JSON): the call is made again", key))
+            return None
 
     def get_calls(self, keys: list[str]) -> dict[str, dict[str, Any]]:
         """The stored responses of those ``keys`` whose calls succeeded."""
@@ -165,7 +170,7 @@ class Store(CallLeases, RunRecords):
                 rows = self._conn.execute(
                     f"SELECT key, response FROM calls WHERE status = 'ok' AND key IN ({','.join('?' * len(chunk))})",
                     chunk).fetchall()
-                found.update((k, json.loads(r)) for k, r in rows)
+                found.update((k, hit) for k, r in rows if (hit := self._response(k, r)) is not None)
         return found
 
     def put_call(self, key: str, *, model: str, fingerprint: str, prompt_version: str,
@@ -249,8 +254,15 @@ class Store(CallLeases, RunRecords):
         names = ("key", "model", "kind", "status", "request", "response", "error", "latency_s", "created_at",
                  "prompt_tokens", "cached_tokens", "completion_tokens", "processed_tokens")
         record = dict(zip(names, row))
-        record["request"] = json.loads(record["request"])
-        record["response"] = json.loads(record["response"]) if record["response"] else None
+        try:
+            record["request"] = json.loads(record["request"])
+        except (TypeError, ValueError, RecursionError):
+            record["request"], record["damaged"] = None, ["request"]
+        if record["response"]:
+            with self._lock:
+                record["response"] = self._response(key, record["response"])
+            if record["response"] is None:
+                record["damaged"] = [*record.get("damaged", []), "response"]
         return record
 
     def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> tuple[list[tuple[Any, ...]], int | None]:
