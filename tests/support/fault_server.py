@@ -26,7 +26,9 @@ the server can SIGKILL a client process when a given request arrives (a crash at
 
 Fault kinds: 429 (with ``Retry-After: 0``), 500, reset (the connection closes unanswered),
 timeout (slow past a deadline), garbage, malformed, nologprobs, nolabel (top_logprobs hold no
-score label: 'x' 0.7, 'y' 0.3), cut (the body ends half-way), context. A chat upstream double answers with a
+score label: 'x' 0.7, 'y' 0.3), cut (the body ends half-way), context, othermodel (the reply names
+model 'other', not the one asked). Replies name the model the request asked for, as vLLM and
+llama_cpp.server do (``srv.reply_model = "NAME"``: every reply names NAME instead). A chat upstream double answers with a
 scripted message instead::
 
     FaultServer(chat_reply="done")                                   # this text, finish_reason "stop"
@@ -86,6 +88,7 @@ class FaultServer:
         self.system_fingerprint = ""  # set: every reply names these weights (as OpenAI's replies do)
         self.model_fields: dict[str, Any] = {}  # more fields of each listed model (vLLM: max_model_len, root)
         self.props: dict[str, Any] | None = None  # set: GET /props answers it (as the C++ llama-server does)
+        self.reply_model: str | None = None  # set: every reply names this model (else the one asked)
         self.top = top or DEFAULT_TOP
         self.varied = varied
         self.fault_rate = fault_rate
@@ -207,6 +210,8 @@ class FaultServer:
                         lp["top_logprobs"] = ["not-a-dict"]
                 if fault == "nologprobs":
                     payload["choices"][0].pop("logprobs")
+                if fault == "othermodel":
+                    payload["model"] = "other"
                 if fault == "cut":
                     whole = json.dumps(payload).encode()
                     return self._send(200, None, raw=whole[: len(whole) // 2], length=len(whole))
@@ -235,15 +240,19 @@ class FaultServer:
         first = next(iter(dist))
         if path.endswith("/chat/completions"):
             top = [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in dist.items()]
-            return {"id": "c1", "object": "chat.completion", "model": "fault-model", "usage": usage,
+            return {"id": "c1", "object": "chat.completion", "model": self.answered_model(body), "usage": usage,
                     "choices": [{"index": 0, "finish_reason": "length",
                                  "message": {"role": "assistant", "content": first.strip()},
                                  "logprobs": {"content": [{"token": first, "logprob": math.log(dist[first]), "top_logprobs": top}]}}]}
-        return {"id": "t1", "object": "text_completion", "model": "fault-model", "usage": usage,
+        return {"id": "t1", "object": "text_completion", "model": self.answered_model(body), "usage": usage,
                 "choices": [{"index": 0, "text": first, "finish_reason": "length",
                              "logprobs": {"tokens": [first], "token_logprobs": [math.log(dist[first])],
                                           "top_logprobs": [{t: math.log(p) for t, p in dist.items()}],
                                           "text_offset": [0]}}]}
+
+    def answered_model(self, body: dict[str, Any] | None) -> str:
+        """The model a reply names: ``reply_model`` when set, else the one the request asked for."""
+        return self.reply_model or str((body or {}).get("model") or "fault-model")
 
     def kill_at(self, pid: int, request_number: int) -> None:
         """SIGKILL ``pid`` when the ``request_number``-th completions request (counting from 1) arrives."""
@@ -264,7 +273,7 @@ class FaultServer:
         if "stop_reason" in message:  # vLLM's word for the stop string it stopped on
             choice["stop_reason"] = message.pop("stop_reason")
         prompt = message.pop("prompt_tokens", usage["prompt_tokens"])
-        return {"id": "c1", "object": "chat.completion", "model": "fault-model",
+        return {"id": "c1", "object": "chat.completion", "model": self.answered_model(body),
                 "usage": {**usage, "prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5},
                 "choices": [choice]}
 

@@ -4,6 +4,11 @@ recorded in the store as it completes, counted in the usage, and linked to the r
 
     reply, problem = await self._claimed_call(key, request, kind="chat", owner=lease, make=make, ...)
     # every path (a reply, a failure, a cancellation, an error raised) leaves exactly one record
+
+A call answered by another request (``replies.Answered``: an off-format reply asked again another
+way, that retry recorded under its own key) leaves no record under its own key, never an ok one
+with another request's answer: the store keeps a pointer to the retry's key instead (its meta
+``replies.retried_key(key)``), which a rerun follows to the stored answer.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
 
+from veriscale.engine.replies import Answered, retried_key
 from veriscale.engine.run_scope import current_run_id
 from veriscale.engine.store import CHAT_KEY_VERSION
 from veriscale.engine.usage import CallTokens
@@ -107,6 +113,8 @@ class OutcomeRecording:
             raise
         finally:
             renewer.cancel()
+        if isinstance(reply, Answered):
+            return await self._answered_elsewhere(key, owner, reply, model=model, counted=counted)
         latency = getattr(reply, "latency_s", 0.0) or time.perf_counter() - started
         written = self._record(key, request, response=asdict(reply), error=problem, latency_s=latency,
                                tokens=CallTokens.of(reply, embedded=bool(
@@ -115,3 +123,18 @@ class OutcomeRecording:
         self._link(key, cache_hit=False, label=label, run_id=run_id) if link else None
         await self._committed(written)
         return (None if problem else reply), problem
+
+    async def _answered_elsewhere(self, key: str, owner: str | None, answered: Answered, *,
+                                  model: ModelBackend | None, counted: bool) -> tuple[Any, str | None]:
+        """The planned call ``key`` was answered by its retry, recorded under the retry's own key: its
+        own (off-format) reply is counted, its claim dropped, and the store points ``key`` to the retry's."""
+        if counted:
+            embedded = bool(getattr(model, "is_embedded", False) if model is not None else self.pool.is_embedded)
+            self.usage.add_call(CallTokens.of(answered.first, embedded=embedded), answered.first.latency_s or 0.0)
+        written = None
+        if self.store is not None:
+            self.store.submit(self.store.set_meta, retried_key(key), answered.key)
+            written = self.store.submit(self.store.release_lease, key, owner) if owner is not None else \
+                self.store.submit(lambda: None)
+        await self._committed(written)
+        return (None if answered.problem else answered.reply), answered.problem

@@ -20,7 +20,9 @@ slot: these are that call's failure, never a set-up error); or ``cancelled`` whe
 before an answer came. A rerun asks again for every call that is not ``ok``. A
 deterministic call (temperature 0) whose reply is off-format is asked once more in the same run,
 with the backend's ``retry_variant()`` when it has one, before it is reported as "the judge
-cannot grade this".
+cannot grade this". That retry is another request: it is keyed by what it sends (the variant's
+fingerprint) and recorded under that key, and the planned call's key points to it
+(:class:`veriscale.engine.replies.Answered`), so a rerun serves the same answer from the store.
 
 Structure. The calls of one :meth:`Gateway.run` run in a task group: a set-up error (a
 ``UserError`` such as a prompt past the context, a budget refusal) cancels the siblings, and each
@@ -51,7 +53,15 @@ from veriscale.engine.claims import LEASE_S, CallClaims
 from veriscale.engine.call_outcomes import OutcomeRecording
 from veriscale.engine.composite_steps import CompositeSteps
 from veriscale.engine.planned import CallOutcome, PlannedCall, Progress
-from veriscale.engine.replies import usable_reply
+from veriscale.engine.replies import (
+    Answered,
+    cannot_grade,
+    deterministic,
+    retried_key,
+    retry_of,
+    score_reply_problem,
+    with_cost_of,
+)
 from veriscale.engine.routing import Endpoint, EndpointPool
 from veriscale.engine.store import CHAT_KEY_VERSION, Store, call_key
 from veriscale.engine.usage import Estimate, Usage
@@ -259,10 +269,7 @@ class Gateway(OutcomeRecording, CompositeSteps):
                     if composite is not None:
                         make = lambda: self._composite(backend, composite, call.request)  # noqa: E731
                     else:
-                        make = lambda: usable_reply(  # noqa: E731
-                            backend, call.request,
-                            lambda which: self._bounded(which, call_backend(which, "score", call.request)),
-                            another_call=self._another_call)
+                        make = lambda: self._usable(backend, call.request)  # noqa: E731
                     resp, error = await self._claimed_call(
                         call.key, call.request.to_dict(), kind="score", owner=owner, make=make, model=None,
                         fingerprint=None, label=None, run_id=None, counted=composite is None,
@@ -272,6 +279,57 @@ class Gateway(OutcomeRecording, CompositeSteps):
             if state == "held":
                 await self.claims.wait_unclaimed(call.key)
 
+    async def _usable(self, backend: ModelBackend, request: ScoreRequest) -> tuple[Any, str | None]:
+        """A planned score call's reply and, when it cannot grade, why. A deterministic off-format reply
+        is asked once more another way (``retry_of``) when the budget allows: that retry is a call of its
+        own, cached and recorded under the key of what it sends, and the answer comes back as
+        :class:`Answered` (the planned call's key then points to it, never holds it)."""
+        def send(which: ModelBackend) -> Awaitable[ScoreResponse]:
+            return self._bounded(which, call_backend(which, "score", request))
+
+        resp = await send(backend)
+        problem = score_reply_problem(resp)
+        if problem is None or not deterministic(request):
+            return resp, problem
+        retry = retry_of(backend)
+        if retry is None or (self.max_calls is not None and self._spent >= self.max_calls):
+            return resp, cannot_grade(problem)
+        wider, how = retry
+        fingerprint = await afingerprint(wider)
+        key = call_key(fingerprint, self.prompt_version, request.to_dict())
+        off_format: list[str] = []
+
+        async def make() -> tuple[ScoreResponse, str | None]:
+            again = await send(wider)
+            later = score_reply_problem(again)
+            if later:
+                off_format.append(later)
+            return again, (cannot_grade(later, how) if later else None)
+
+        try:
+            again = await self._once(key, request.to_dict(), kind="score", make=make, owner=wider,
+                                     fingerprint=fingerprint)
+        except BudgetExceeded:  # another call spent the last of the budget meanwhile
+            return resp, cannot_grade(problem)
+        except ModelCallError as exc:
+            why = str(exc) if off_format else cannot_grade(problem, f"{how} (that call failed: {exc})")
+            return Answered(None, why, key, resp), None
+        return Answered(with_cost_of(again, resp), None, key, resp), None
+
+    async def _retried_answers(self, keys: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Of ``keys`` (not answered in the store), those whose off-format reply was asked again and whose
+        retry's answer is stored: key -> (the retry's key, its answer). On the writer thread's turn."""
+        if self.store is None or self.refresh or not keys:
+            return {}
+
+        def read() -> dict[str, tuple[str, dict[str, Any]]]:
+            pointers = {k: self.store.get_meta(retried_key(k)) for k in keys}
+            pointers = {k: r for k, r in pointers.items() if r}
+            found = self._servable_calls(list(set(pointers.values()))) if pointers else {}
+            return {k: (r, found[r]) for k, r in pointers.items() if r in found}
+
+        return await self._io(read)
+
     async def run(self, calls: Sequence[PlannedCall], progress: Progress | None = None) -> list[CallOutcome]:
         """Answer every call (cache first), in order; raises BudgetExceeded before spending, and the
         first set-up error (after cancelling and recording the calls still running)."""
@@ -280,6 +338,9 @@ class Gateway(OutcomeRecording, CompositeSteps):
         keys = list(dict.fromkeys(c.key for c in calls))
         found = {} if self.refresh or self.store is None else await self._io(self._servable_calls, keys)
         cached = {k: ScoreResponse.from_dict(v) for k, v in found.items()}
+        # a call asked again another way: its retry's stored answer, under the retry's own key
+        retried = await self._retried_answers([k for k in keys if k not in cached])
+        cached.update({k: ScoreResponse.from_dict(answer) for k, (_, answer) in retried.items()})
         pending = [k for k in keys if k not in cached]
         self._check_budget(len(pending) * int(getattr(self.model, "calls_per_score", 1)))
         first = {c.key: c for c in reversed(calls) if c.key in pending}
@@ -310,7 +371,7 @@ class Gateway(OutcomeRecording, CompositeSteps):
             if c.key in cached or results[c.key][2]:
                 resp = cached.get(c.key) or results[c.key][0]
                 self.usage.cache_hits += 1
-                self._link(c.key, cache_hit=True)
+                self._link(retried[c.key][0] if c.key in retried else c.key, cache_hit=True)
                 outcome = CallOutcome(c, resp, True)
                 if progress is not None:
                     progress(outcome)

@@ -6,7 +6,11 @@
 
 A reply that fails this is a failed call, never an ok one: a rerun asks again. At temperature
 0 the gateway asks once more in the same run (the backend's ``retry_variant()``, e.g. more
-top_logprobs) before it reports :func:`cannot_grade`.
+top_logprobs) before it reports :func:`cannot_grade`. That second try is another request, so the
+gateway keys and records it as its own call (:func:`retry_of`); the first call's key then holds no
+record of its own but :class:`Answered`'s pointer to the retry's key (``retried_key``)::
+
+    wider, how = retry_of(backend)          # the variant and how it asks ("with top_logprobs=40"), or None
 
 A joint reply (``resp.slots``) is usable as long as it is one: a slot it could not read (even every slot) is
 re-asked alone by the Verifier (``veriscale.verify.joint``), so only probabilities that are not
@@ -17,13 +21,40 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from veriscale.errors import ModelCallError
 from veriscale.models.base import ScoreRequest, ScoreResponse
 
 NO_LABEL_MASS = "no probability on any score label (the model answered off-format)"
+#: the store's meta key that points a call whose off-format reply was asked again to the retry's own key
+RETRIED_META = "call:retried:"
+
+
+def retried_key(key: str) -> str:
+    """The meta key under which ``key``'s retry key is kept."""
+    return RETRIED_META + key
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A planned call answered by another request (its retry asked another way), recorded under that
+    request's own key ``key``: ``reply`` (None when it failed too) and ``problem`` (why it cannot grade)."""
+
+    reply: ScoreResponse | None
+    problem: str | None
+    key: str
+    first: ScoreResponse  # the planned call's own reply (off-format): counted, never recorded as ok
+
+
+def retry_of(backend: Any) -> tuple[Any, str] | None:
+    """The backend's ``retry_variant()`` and how it asks again, or None when it has no other way."""
+    variant = getattr(backend, "retry_variant", None)
+    wider = variant() if callable(variant) else None
+    if wider is None:
+        return None
+    return wider, (f"with top_logprobs={wider.top_logprobs}" if hasattr(wider, "top_logprobs") else "another way")
 
 
 def score_reply_problem(resp: ScoreResponse) -> str | None:
@@ -61,23 +92,27 @@ async def usable_reply(backend: Any, request: ScoreRequest, send: Callable[[Any]
     problem = score_reply_problem(resp)
     if problem is None or not deterministic(request):
         return resp, problem
-    variant = getattr(backend, "retry_variant", None)
-    wider = variant() if callable(variant) else None
-    if wider is None or not another_call():
+    retry = retry_of(backend)
+    if retry is None or not another_call():
         return resp, cannot_grade(problem)
-    how = f"with top_logprobs={wider.top_logprobs}" if hasattr(wider, "top_logprobs") else "another way"
+    wider, how = retry
     try:
         again = await send(wider)
     except ModelCallError as exc:
         return resp, cannot_grade(problem, f"{how} (that call failed: {exc})")
-    both_cached = None if None in (again.cached_prompt_tokens, resp.cached_prompt_tokens) else \
-        again.cached_prompt_tokens + resp.cached_prompt_tokens  # type: ignore[operator]
-    again = replace(again, prompt_tokens=again.prompt_tokens + resp.prompt_tokens,
-                    prompt_tokens_total=again.prompt_tokens_total + resp.prompt_tokens_total,
-                    cached_prompt_tokens=both_cached,
-                    completion_tokens=again.completion_tokens + resp.completion_tokens)
+    again = with_cost_of(again, resp)
     later = score_reply_problem(again)
     return again, (cannot_grade(later, how) if later else None)
+
+
+def with_cost_of(again: ScoreResponse, first: ScoreResponse) -> ScoreResponse:
+    """``again`` carrying the cost of ``first`` too (what the reading that needed both cost)."""
+    both_cached = None if None in (again.cached_prompt_tokens, first.cached_prompt_tokens) else \
+        again.cached_prompt_tokens + first.cached_prompt_tokens  # type: ignore[operator]
+    return replace(again, prompt_tokens=again.prompt_tokens + first.prompt_tokens,
+                   prompt_tokens_total=again.prompt_tokens_total + first.prompt_tokens_total,
+                   cached_prompt_tokens=both_cached,
+                   completion_tokens=again.completion_tokens + first.completion_tokens)
 
 
 def _mass_ok(mass: object) -> bool:

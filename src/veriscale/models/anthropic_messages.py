@@ -3,7 +3,8 @@
 The Messages API continues a final assistant message, so the slot is prefilled; each draw is one
 request at temperature 1 (the API has no ``n``), and the empirical label distribution is the
 reading (``strategy: sampled``, with its standard error beside the reward; every draw is paid
-for and counted)::
+for and counted). A reply naming another model than the one asked is a failed call, or a note
+under ``model_mismatch="note"`` (as for OpenAI-compatible servers: ``openai_compat.same_model``)::
 
     m = load_backend("anthropic:claude-sonnet-4-5?sample=16")   # $ANTHROPIC_API_KEY, $ANTHROPIC_BASE_URL
     m.read_plan().describe()     # 'sampled, prefilled (messages, sample=16)'
@@ -15,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
-from veriscale.errors import ModelCallError, UserError, setting
+from veriscale.errors import ModelCallError, UserError, setting, worded
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync
 from veriscale.models.context import estimate_tokens
 from veriscale.models.http_transport import HttpTransport
+from veriscale.models.openai_compat import LOG, MODEL_MISMATCH_MODES, mismatch_sentence, model_mismatch_mode, same_model
 from veriscale.models.read_strategy import READ_MARK, ReadKind, ReadPlan
 from veriscale.models.sampled_read import SAMPLE_MAX_TOKENS, SAMPLE_TEMPERATURE, check_sample_count, sampled_distribution
 
@@ -36,9 +39,15 @@ class AnthropicMessagesModel(HttpTransport):
     chat_options = frozenset({"stop", "top_p", "top_k"})
 
     def __init__(self, base_url: str, model: str, *, api_key: str, sample: int = DEFAULT_SAMPLE, uri: str = "",
-                 timeout_s: float = 120.0, max_retries: int = 4, concurrency: int | None = None) -> None:
+                 timeout_s: float = 120.0, max_retries: int = 4, concurrency: int | None = None,
+                 model_mismatch: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        if model_mismatch is not None and model_mismatch not in MODEL_MISMATCH_MODES:
+            raise UserError(f"model_mismatch={model_mismatch!r} is not fail or note: use "
+                            f"{setting('model_mismatch', 'note')} to score replies that name another model")
+        self.model_mismatch = model_mismatch  # None: the setting (openai_compat.model_mismatch_mode)
+        self._mismatches_noted: set[str] = set()
         self.uri = uri or f"anthropic:{model}"
         self.display_name = f"{model} (Anthropic Messages at {self.base_url})"
         self.sample = check_sample_count(sample, f"model URI '{self.uri}'")
@@ -100,6 +109,8 @@ class AnthropicMessagesModel(HttpTransport):
             replies = list(await asyncio.gather(*(post("/messages", body) for _ in range(self.sample))))
         else:
             replies = [await post("/messages", body) for _ in range(self.sample)]
+        for reply in replies:
+            self.check_reply_model(reply)
         draws = [_text(r) for r in replies]
         probs, mass = sampled_distribution(draws, request.labels)
         sent = sum(_usage(r, "input_tokens") for r in replies)
@@ -107,6 +118,22 @@ class AnthropicMessagesModel(HttpTransport):
                              prompt_tokens_total=sent, completion_tokens=sum(_usage(r, "output_tokens") for r in replies),
                              latency_s=time.perf_counter() - start, strategy="sampled", prefilled=True,
                              samples=self.sample)
+
+    def check_reply_model(self, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` when it names the model asked (a dated snapshot of it counts); another model's reply
+        is a failed call, or with ``model_mismatch="note"`` scored with a note (once a model)."""
+        answered = data.get("model") if isinstance(data, dict) else None
+        if same_model(self.model, answered):
+            return data
+        mode = self.model_mismatch or model_mismatch_mode()
+        said = mismatch_sentence(self.base_url, self.model, str(answered).strip(), note=mode == "note")
+        if mode != "note":
+            raise ModelCallError(said)
+        if str(answered) not in self._mismatches_noted:
+            self._mismatches_noted.add(str(answered))
+            LOG.warning(worded(said))
+            self._plan = replace(self._plan, notes=self._plan.notes + (worded(said),))
+        return data
 
     # -- chat -------------------------------------------------------------------------------
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
@@ -135,7 +162,7 @@ class AnthropicMessagesModel(HttpTransport):
         if "stop" in opts:
             body["stop_sequences"] = list(opts.pop("stop") or [])
         body.update(opts)
-        data = await post("/messages", body)
+        data = self.check_reply_model(await post("/messages", body))
         return ChatResponse(content=_text(data), prompt_tokens=_usage(data, "input_tokens"),
                             completion_tokens=_usage(data, "output_tokens"),
                             finish_reason=str(data.get("stop_reason") or ""),

@@ -31,19 +31,30 @@ shared by every gateway in the process through ``limit_key`` (base URL and model
 
     m.limit_key                       # 'http://127.0.0.1:8000/v1#qwen3-8b'
     m.retry_variant()                 # the same model asked with more top_logprobs, or None
+
+Every reply is checked against what was asked: a reply that names another model than the one
+the URI asked for is a failed call with one sentence, unless ``model_mismatch="note"`` (the
+setting, ``$VERISCALE_MODEL_MISMATCH``) lets it be scored with a note on the read plan and in the
+log. Another spelling of the same model is no mismatch (:func:`same_model`: a dated snapshot,
+``-latest``/``:latest`` aliases; no model asked, or none named in the reply). A reply without
+logprobs at the slot says whether the server never gives them or drops them now and then.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import os
+import threading
 import time
+from dataclasses import replace
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 
-from veriscale.errors import ModelCallError, UserError, setting
+from veriscale import runtime
+from veriscale.errors import ModelCallError, UserError, setting, worded
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync, slot_entry
 from veriscale.models.chat_template import TEMPLATES, render_chat
 from veriscale.models.context import estimate_tokens
@@ -78,6 +89,71 @@ MAX_TOP_LOGPROBS = 100
 #: generated tokens a joint reply may spend per slot beyond its header (the grade, a newline, slack)
 JOINT_TOKENS_PER_SLOT = 4
 Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+LOG = logging.getLogger("veriscale.models.replies")
+#: what a reply naming another model than the one asked is: "fail" (a failed call) or "note" (scored, noted)
+MODEL_MISMATCH_MODES = ("fail", "note")
+MODEL_MISMATCH_ENV = "VERISCALE_MODEL_MISMATCH"
+
+
+def model_mismatch_mode() -> str:
+    """What a reply naming another model is: the command's ``--model-mismatch`` or the file's
+    ``scoring.model_mismatch``, else ``$VERISCALE_MODEL_MISMATCH``, else "fail"."""
+    chosen = runtime.chosen("model_mismatch")
+    if chosen is not None:
+        return str(chosen)
+    raw = os.environ.get(MODEL_MISMATCH_ENV, "").strip().lower()
+    if raw in ("", *MODEL_MISMATCH_MODES):
+        return raw or "fail"
+    raise UserError(f"{MODEL_MISMATCH_ENV}={raw!r} is not fail or note: use {setting('model_mismatch', 'note')} "
+                    f"or unset {MODEL_MISMATCH_ENV}")
+
+
+def _alias_base(name: str) -> str:
+    for tail in ("-latest", ":latest"):
+        if name.endswith(tail):
+            return name[: -len(tail)]
+    return name
+
+
+def same_model(asked: str | None, answered: Any) -> bool:
+    """Whether a reply naming ``answered`` answers a request for ``asked``: the same name; a dated
+    snapshot of it (OpenAI answers "gpt-4o" with "gpt-4o-2024-08-06", Anthropic "claude-sonnet-4-5"
+    with "claude-sonnet-4-5-20250929", a "-latest" alias with the snapshot it stands for); Ollama's
+    ":latest" tag; or nothing to compare (no model asked: the server's default; no model named)."""
+    if not asked or not isinstance(answered, str) or not answered.strip():
+        return True
+    answered = answered.strip()
+    if answered == asked or _alias_base(answered) == _alias_base(asked):
+        return True
+    return answered.startswith(_alias_base(asked) + "-")
+
+
+def mismatch_sentence(where: str, asked: str, answered: str, *, note: bool) -> str:
+    """The one sentence a reply naming another model gets: a failed call's reason, or a note."""
+    if note:
+        return (f"{where} answered with model '{answered}' although '{asked}' was asked: its replies are scored "
+                f"as {asked}'s ({setting('model_mismatch', 'note')})")
+    return (f"{where} answered with model '{answered}' although '{asked}' was asked: the reply is not scored, it may "
+            f"come from other weights than the ones named (a proxy or router that swapped the model); set "
+            f"{setting('model_mismatch', 'note')} to accept it")
+
+
+class ReplyShares:
+    """How many slot replies of one server came with and without logprobs (shared by copies)."""
+
+    def __init__(self) -> None:
+        self.with_logprobs = 0
+        self.without = 0
+        self._lock = threading.Lock()
+
+    def count(self, had: bool) -> tuple[int, int]:
+        """Count one reply; the replies without logprobs and all replies so far."""
+        with self._lock:
+            if had:
+                self.with_logprobs += 1
+            else:
+                self.without += 1
+            return self.without, self.with_logprobs + self.without
 
 
 class OpenAICompatModel(HttpTransport):
@@ -94,7 +170,7 @@ class OpenAICompatModel(HttpTransport):
                  timeout_s: float = 120.0, max_retries: int = 4, concurrency: int | None = None,
                  backoff_s: float = 0.5, uri: str | None = None, context: int | None = None,
                  grammar: bool | None = None, weights_file: str | None = None, sample: int | None = None,
-                 read: str = "auto") -> None:
+                 read: str = "auto", model_mismatch: str | None = None) -> None:
         if template is not None and template not in TEMPLATES:
             raise UserError(f"unknown chat template '{template}': use one of {', '.join(TEMPLATES)}")
         if endpoint not in ("auto", "chat", "completions"):
@@ -119,6 +195,12 @@ class OpenAICompatModel(HttpTransport):
             raise UserError(f"read={read} in model URI '{uri or base_url}' is not a read: use read=top-k (only the "
                             "top_logprobs the server shows), or leave it out for the most exact read the server gives")
         self.read = read
+        if model_mismatch is not None and model_mismatch not in MODEL_MISMATCH_MODES:
+            raise UserError(f"model_mismatch={model_mismatch!r} is not fail or note: use "
+                            f"{setting('model_mismatch', 'note')} to score replies that name another model")
+        self.model_mismatch = model_mismatch  # None: the setting (model_mismatch_mode)
+        self._mismatches_noted: set[tuple[str, str]] = set()
+        self.logprob_replies = ReplyShares()  # slot replies with and without logprobs, for the failure's sentence
         # a sampled read also sends llama.cpp's and vLLM's sampler fields, unless the server refuses them
         self._sampler_extra = httpx.URL(self.base_url).host != "api.openai.com"
         self.uri = uri or f"{self.base_url}#{model or ''}"
@@ -244,6 +326,9 @@ class OpenAICompatModel(HttpTransport):
             return None
         wider = copy.copy(self)
         wider.top_logprobs = min(cap, max(2 * self.top_logprobs, 20))
+        if self._plan is not None and self._plan.width is not None:
+            # the read it makes is another request: its plan (and so its fingerprint, its calls' keys) says so
+            wider._plan = replace(self._plan, width=wider.top_logprobs)
         return wider
 
     def context_size(self) -> int | None:
@@ -347,13 +432,13 @@ class OpenAICompatModel(HttpTransport):
             body = {"model": await self._ident(post), "prompt": render_chat(self.template, request.messages, request.reasoning_prefix),
                     "max_tokens": request.max_reasoning_tokens, "temperature": request.temperature,
                     "seed": request.seed, "stop": ["Grade"]}
-            data = await post("/completions", body)
+            data = self.check_reply_model(await post("/completions", body), body)
             text = data["choices"][0].get("text", "")
         else:
             msgs = [{"role": m.role, "content": m.content} for m in request.messages]
             body = {"model": await self._ident(post), "messages": msgs, "max_tokens": request.max_reasoning_tokens,
                     "temperature": request.temperature, "seed": request.seed, "stop": ["Grade"]}
-            data = await post("/chat/completions", body)
+            data = self.check_reply_model(await post("/chat/completions", body), body)
             text = data["choices"][0]["message"].get("content") or ""
         return text.strip(), int((data.get("usage") or {}).get("completion_tokens", 0))
 
@@ -412,9 +497,10 @@ class OpenAICompatModel(HttpTransport):
             self._sampler_extra = False  # the server refuses llama.cpp's / vLLM's sampler fields: OpenAI's only
             body = {k: v for k, v in body.items() if k not in FAITHFUL_SAMPLER_EXTRA}
             replies = [await post(self._slot_path(), body)]
+        self.check_reply_model(replies[0], body)
         draws = self._draws(replies[0])[:n]
         while len(draws) < n:  # the server gave fewer choices than asked: one request a draw
-            one = await post(self._slot_path(), {**body, "n": 1, "seed": seed + len(draws) + 1})
+            one = self.check_reply_model(await post(self._slot_path(), {**body, "n": 1, "seed": seed + len(draws) + 1}), body)
             replies.append(one)
             draws += self._draws(one)[:1] or [""]
         probs, mass = sampled_distribution(draws, request.labels)
@@ -445,33 +531,68 @@ class OpenAICompatModel(HttpTransport):
         (as the embedded model does), the replies that made them and the plan used (a server that
         refuses the plan's option mid-run drops to top-k with a note: never an error)."""
         try:
-            data = await post(self._slot_path(), await self._plan_body(request, post, plan, prefill, reasoning))
+            body = await self._plan_body(request, post, plan, prefill, reasoning)
+            data = await post(self._slot_path(), body)
         except ModelCallError as exc:
             if exc.retryable or plan.kind is not ReadKind.EXACT or plan.endpoint == "embedded":
                 raise
             plan = self._fall_back(f"the server refused the {plan.method} read mid-run ({exc}): top-k from here on")
-            data = await post(self._slot_path(), await self._plan_body(request, post, plan, prefill, reasoning))
+            body = await self._plan_body(request, post, plan, prefill, reasoning)
+            data = await post(self._slot_path(), body)
+        self.check_reply_model(data, body)
         top = self._top(data)
         replies = [data]
         if plan.prefilled:
             after = {}
             for ws, _ in whitespace_paths(top):
-                more = await post(self._slot_path(), await self._plan_body(request, post, plan, prefill + ws, reasoning))
+                body = await self._plan_body(request, post, plan, prefill + ws, reasoning)
+                more = self.check_reply_model(await post(self._slot_path(), body), body)
                 replies.append(more)
                 after[ws] = self._top(more)
             top = through_whitespace(top, after)
         return top, replies, plan
 
+    def check_reply_model(self, data: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+        """``data`` when it answers the model ``body`` asked for (:func:`same_model`); a reply naming another
+        model is a failed call, or under ``model_mismatch="note"`` scored with a note (once per pair)."""
+        asked = self.requested_model and body.get("model")  # no model in the URI: the server's default answers
+        answered = data.get("model") if isinstance(data, dict) else None
+        if same_model(asked, answered):
+            return data
+        mode = self.model_mismatch or model_mismatch_mode()
+        said = mismatch_sentence(self.base_url, str(asked), str(answered).strip(), note=mode == "note")
+        if mode != "note":
+            raise ModelCallError(said)
+        pair = (str(asked), str(answered))
+        if pair not in self._mismatches_noted:
+            self._mismatches_noted.add(pair)
+            LOG.warning(worded(said))
+            if self._plan is not None and worded(said) not in self._plan.notes:
+                self._plan = replace(self._plan, notes=self._plan.notes + (worded(said),))
+        return data
+
     def _top(self, data: dict[str, Any]) -> list[tuple[str, float]]:
         try:
-            return first_position_top(data)
+            top = first_position_top(data)
         except NoLogprobs:
-            raise ModelCallError(
-                f"{self.display_name} returned no logprobs at the score slot: use a server started with logprobs "
-                f"enabled, or two-stage scoring, e.g. {setting('model', f'twostage:{self.uri}+embedded')}"
-            ) from None
+            raise ModelCallError(self._no_logprobs("at the score slot", "two-stage scoring, e.g. "
+                                                   + setting("model", f"twostage:{self.uri}+embedded"))) from None
         except MalformedLogprobs as exc:
+            self.logprob_replies.count(True)  # they came, unreadable: another failure than none at all
             raise ModelCallError(f"{self.display_name} returned malformed logprobs ({exc})") from None
+        self.logprob_replies.count(True)
+        return top
+
+    def _no_logprobs(self, where: str, instead: str) -> str:
+        """The reason of a reply without logprobs, counted: a server that never gives them wants another
+        start; one that gave them to other replies drops them now and then, and a rerun asks again."""
+        without, replies = self.logprob_replies.count(False)
+        if without < replies:
+            return (f"{without} of {replies} replies from {self.base_url} came with no logprobs {where}: the server "
+                    f"drops them intermittently (an overloaded server, or a proxy in between); the others were read, "
+                    f"and a rerun asks these calls again")
+        return (f"{self.display_name} returned no logprobs {where}: use a server started with logprobs enabled, "
+                f"or {instead}")
 
     async def _plan_body(self, request: ScoreRequest, post: Post, plan: ReadPlan, prefill: str,
                          reasoning: str) -> dict[str, Any]:
@@ -524,16 +645,16 @@ class OpenAICompatModel(HttpTransport):
             body["structured_outputs"] = {"regex": joint_regex(headers, request.labels, first_header=not prefilled)}
         elif constraint == "regex":
             body["regex"] = joint_regex(headers, request.labels, first_header=not prefilled)
-        data = await post(self._slot_path(), body)
+        data = self.check_reply_model(await post(self._slot_path(), body), body)
         try:
             positions = generated_positions(data)
         except NoLogprobs:
-            raise ModelCallError(
-                f"{self.display_name} returned no logprobs in its joint reply: use a server started with logprobs "
-                f"enabled, or score without {setting('joint')}") from None
+            raise ModelCallError(self._no_logprobs("in its joint reply", f"score without {setting('joint')}")) from None
         except MalformedLogprobs as exc:  # unreadable as a whole: every slot is re-asked alone
+            self.logprob_replies.count(True)
             positions, why = [], f"the joint reply's logprobs are malformed ({exc})"
         else:
+            self.logprob_replies.count(True)
             why = None
         slots = []
         for top, written, problem in (joint_slot_tops(positions, headers, first_at_start=self.endpoint == "completions")
@@ -580,7 +701,7 @@ class OpenAICompatModel(HttpTransport):
             body["tools"] = tools
             body["tool_choice"] = "auto"
         body.update(options or {})
-        data = await post("/chat/completions", body)
+        data = self.check_reply_model(await post("/chat/completions", body), body)
         try:
             choice = data["choices"][0]
             msg = choice["message"]
