@@ -111,3 +111,12 @@ class ModelCallError(VeriscaleError):
 
 class BudgetExceeded(UserError):
     """The work needs more uncached model calls than the ``max_calls`` budget allows."""
+
+
+class StoreFault(UserError):
+    """A fault of the store file itself (damaged, locked, read-only, full disk); ``kind`` names it
+    (``veriscale.engine.store_faults`` makes them)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind

@@ -20,8 +20,8 @@ from veriscale.harness.claims.claim_map import (
     classify,
     information_gain,
     validate,
-    write_claim_map,
 )
+from veriscale.harness.claims.report import write_claim_map
 from veriscale.harness.claims.extract import Claim, choose_key_column, text_number_claims
 
 

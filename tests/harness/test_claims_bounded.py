@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from veriscale.harness.claims.claim_map import build_claim_map, write_claim_map
+from veriscale.harness.claims.claim_map import build_claim_map
+from veriscale.harness.claims.report import write_claim_map
 from veriscale.harness.claims.extract import (
     MAX_FILE_CLAIMS,
     MAX_ROLLOUT_CLAIM_BYTES,
     Claim,
     choose_key_column,
-    extract_claims,
 )
-from veriscale.harness.claims.extract_worker import _take
+from veriscale.harness.claims.extract_worker import _take, extract_claims
 from veriscale.harness.scoring.grader import GraderCommand, GraderFailure
 from veriscale.harness.workspace.zip_limits import ZipLimits
 

@@ -24,7 +24,7 @@ import pytest
 from tests.harness.zip_bombs import MIB, SLIDE_HEAD, SLIDE_TAIL, Member, write_pdf, write_zip, zip_bytes
 from veriscale.data.importers import load_file
 from veriscale.errors import UserError
-from veriscale.harness.claims.extract import extract_claims
+from veriscale.harness.claims.extract_worker import extract_claims
 from veriscale.harness.workspace.safe_copy import extract_zip
 from veriscale.harness.workspace.view_worker import ViewWorker
 from veriscale.harness.workspace.views import render_view

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from veriscale.errors import UserError, setting
+from veriscale.errors import StoreFault, UserError, setting
 
 BASE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -180,8 +180,6 @@ def has_meta(conn: sqlite3.Connection) -> bool:
 def check_tables(conn: sqlite3.Connection, where: str = "the store") -> None:
     """Refuse, in one sentence, a store whose recorded version promises a table it lacks (one
     dropped or lost): recreating it empty would hide the loss behind errors about its columns."""
-    from veriscale.engine.store_faults import StoreFault
-
     if not has_meta(conn):
         return  # a new file, or one from before migrations: the base schema is (re)made
     version = current_version(conn)

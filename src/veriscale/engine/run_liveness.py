@@ -25,13 +25,21 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import Any, Iterable, Protocol
 
 from veriscale import runtime
 from veriscale.errors import UserError
 
-if TYPE_CHECKING:
-    from veriscale.engine.store import Store
+
+
+class RunTable(Protocol):
+    """What :func:`settle_dead_runs` needs of a store (``veriscale.engine.store.Store`` is one)."""
+
+    read_only: bool
+
+    def running_runs(self, run_ids: Iterable[int] | None = None) -> list[dict[str, Any]]: ...
+
+    def interrupt_run(self, run_id: int, *, heartbeat_at: float | None, error: str) -> bool: ...
 
 STALE_ENV = "VERISCALE_RUN_STALE_S"
 DEFAULT_STALE_S = 30.0
@@ -156,13 +164,13 @@ def is_dead(owner: ProcessIdentity, heartbeat_at: float | None, created_at: floa
     return age > stale_s * OTHER_HOST_FACTOR
 
 
-def settle_dead_runs(store: "Store", run_ids: Iterable[int] | None = None) -> list[int]:
+def settle_dead_runs(store: RunTable, run_ids: Iterable[int] | None = None) -> list[int]:
     """Rewrite every dead ``running`` run (of ``run_ids``, or all) as ``interrupted``; their ids.
 
     The rewrite only lands if the run is still ``running`` with the heartbeat that was judged,
     so a run that just beat or ended is left alone."""
     stale_s, now, settled = stale_after_s(), time.time(), []
-    if getattr(store, "read_only", False):
+    if store.read_only:
         return settled  # a read-only store shows its runs as they were written
     for row in store.running_runs(run_ids):
         owner = ProcessIdentity(row["host"], row["boot_id"], row["pid"], row["pid_start"])

@@ -25,20 +25,12 @@ from typing import Any
 from urllib.parse import quote
 
 from veriscale import runtime
-from veriscale.errors import UserError, setting
+from veriscale.errors import StoreFault, UserError, setting
 
 WAIT_ENV = "VERISCALE_STORE_WAIT"
 DEFAULT_WAIT_S = 30.0
 MIN_FREE = 4 * 2**20  # what a write asks to be free: the store and its log, and no less than this
 LOW_FREE = 2**20  # an I/O error with less than this free is a full disk
-
-
-class StoreFault(UserError):
-    """A fault of the store file itself; ``kind`` says which (see the module docstring)."""
-
-    def __init__(self, message: str, kind: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 def store_wait_s() -> float:

@@ -78,3 +78,17 @@ def load_plugins() -> None:
         if not isinstance(loaded, ModuleType) and callable(loaded):
             forms = tuple(getattr(loaded, "forms", None) or (f"{name}:<model>",))
             register_backend((name,), loaded, forms=forms)
+
+
+def load_backend(uri: str) -> ModelBackend:
+    """The backend a model URI names (the schemes registered so far, then the plugins'); an
+    unknown form raises a UserError listing the forms. Use ``veriscale.models.uri.load_backend``,
+    which registers the built-in schemes first."""
+    uri = (uri or "").strip()
+    scheme = SCHEMES.get(scheme_of(uri))
+    if scheme is None:
+        load_plugins()
+        scheme = SCHEMES.get(scheme_of(uri))
+    if scheme is None:
+        raise UserError(f"unknown model URI '{uri}': use one of {uri_forms()}")
+    return scheme.parse(uri)

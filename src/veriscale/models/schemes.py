@@ -111,8 +111,8 @@ def split_stages(uri: str) -> tuple[str, str]:
 
 def twostage(uri: str) -> ModelBackend:
     """``twostage:<reasoner-uri>+<scorer-uri>``; each part is any model URI."""
+    from veriscale.models.registry import load_backend
     from veriscale.models.twostage import TwoStageModel
-    from veriscale.models.uri import load_backend
 
     reasoner, scorer = split_stages(uri)
     return TwoStageModel(load_backend(reasoner), load_backend(scorer), uri=uri)

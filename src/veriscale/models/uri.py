@@ -22,20 +22,8 @@ come from installed plugins (entry point group ``veriscale.backends``).
 from __future__ import annotations
 
 import veriscale.models.schemes  # noqa: F401  (registers the built-in schemes)
-from veriscale.errors import UserError
-from veriscale.models.base import ModelBackend
-from veriscale.models.registry import SCHEMES, load_plugins, scheme_of, uri_forms
+from veriscale.models.registry import load_backend, uri_forms
+
+__all__ = ["URI_FORMS", "load_backend"]
 
 URI_FORMS = uri_forms()  # the built-in forms, for --help; errors list every registered form
-
-
-def load_backend(uri: str) -> ModelBackend:
-    """The backend a model URI names; an unknown form raises a UserError listing the forms."""
-    uri = (uri or "").strip()
-    scheme = SCHEMES.get(scheme_of(uri))
-    if scheme is None:
-        load_plugins()
-        scheme = SCHEMES.get(scheme_of(uri))
-    if scheme is None:
-        raise UserError(f"unknown model URI '{uri}': use one of {uri_forms()}")
-    return scheme.parse(uri)

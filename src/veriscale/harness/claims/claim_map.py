@@ -13,7 +13,7 @@ Usage::
 
     claim_map = build_claim_map(Path("tasks/finance"))
     claim_map.counts()                 # {"consensus": 61, "disputed": 9, "omitted": 14}
-    paths = write_claim_map(claim_map, Path("tasks/finance.claims"))   # claims.json, agenda.json, claims.md
+    paths = report.write_claim_map(claim_map, Path("tasks/finance.claims"))   # claims.json, agenda.json, claims.md
 
 The resolver's agenda (``build_agenda``) ranks disputed claims by expected information gain;
 see ``information_gain`` and ``build_agenda`` for the model and the weighting heuristic.
@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from veriscale.errors import UserError
-from veriscale.harness.claims.extract import Claim, Value, extract_claims
-from veriscale.harness.jsonfiles import load_schema as read_schema, write_json
+from veriscale.harness.claims.extract import Claim, Value
+from veriscale.harness.claims.extract_worker import extract_claims
+from veriscale.harness.jsonfiles import load_schema as read_schema
 from veriscale.harness.workspace.contract import TaskWorkspace
 
 SCHEMA_VERSION = 1
@@ -277,19 +278,3 @@ def validate(document: dict[str, Any], name: str) -> None:
     error = next(jsonschema.Draft202012Validator(load_schema(name)).iter_errors(document), None)
     if error is not None:
         raise error
-
-
-def write_claim_map(claim_map: ClaimMap, out_dir: Path, *, alpha: float = DEFAULT_ALPHA) -> dict[str, Path]:
-    """Write ``claims.json``, ``agenda.json`` and ``claims.md`` into ``out_dir``."""
-    from veriscale.harness.claims.report import render_markdown
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    claims_doc = claim_map.to_dict()
-    agenda_doc = build_agenda(claim_map, alpha=alpha)
-    validate(claims_doc, "claims")
-    validate(agenda_doc, "agenda")
-    paths = {"claims": out_dir / "claims.json", "agenda": out_dir / "agenda.json", "report": out_dir / "claims.md"}
-    write_json(paths["claims"], claims_doc)
-    write_json(paths["agenda"], agenda_doc)
-    paths["report"].write_text(render_markdown(claim_map, agenda_doc), encoding="utf-8")
-    return paths

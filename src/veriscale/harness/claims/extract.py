@@ -22,7 +22,7 @@ label plus its position: "Revenue | 3.5 | 4.2" -> "revenue", "revenue [2]";
 scale words multiply ("$4.2 million" == "4,200,000"). A number with no label is skipped.
 A repeated key in one file gets "#2", "#3" in order.
 
-    claims, warnings = extract_claims({"r01": {"model.xlsx": Path(...)}, "r02": {...}})
+    claims, warnings = extract_worker.extract_claims({"r01": {"model.xlsx": Path(...)}})  # these readers, capped
 
 Bounds (issue 30): every file is read in a child process (:mod:`.extract_worker`) under the text
 view's caps: ``view_timeout_s`` seconds per file (and :data:`ROLLOUT_TIMEOUT_FILES` times that
@@ -333,17 +333,3 @@ def file_claims(rel: str, path: Path, limits: ZipLimits | None = None) -> Iterat
         yield from _json_claims(rel, path)
     elif suffix in TEXT_SUFFIXES or suffix in (".docx", ".pdf"):
         yield from _text_claims(rel, path, limits)
-
-
-def extract_claims(
-    files_by_rollout: dict[str, dict[str, Path]], limits: ZipLimits | None = None,
-) -> tuple[dict[str, list[Claim]], list[str]]:
-    """Claims of every rollout, from ``{label: {relative path: file}}``; plus warnings.
-
-    A file that cannot be parsed still yields its ``(file)`` claim and a warning. Every file is
-    read in a child process under the caps and budgets of the module docstring; a file cut short
-    by one keeps the claims read before it and adds a warning that names it and the cap.
-    """
-    from veriscale.harness.claims.extract_worker import extract_bounded
-
-    return extract_bounded(files_by_rollout, limits or ZipLimits.from_env())

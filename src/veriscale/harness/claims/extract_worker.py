@@ -363,3 +363,15 @@ def extract_bounded(files_by_rollout: dict[str, dict[str, Path]], limits: ZipLim
 
 if __name__ == "__main__":
     serve()
+
+
+def extract_claims(
+    files_by_rollout: dict[str, dict[str, Path]], limits: ZipLimits | None = None,
+) -> tuple[dict[str, list[Claim]], list[str]]:
+    """Claims of every rollout, from ``{label: {relative path: file}}``; plus warnings.
+
+    A file that cannot be parsed still yields its ``(file)`` claim and a warning. Every file is
+    read in a child process under the caps and budgets of the module docstring; a file cut short
+    by one keeps the claims read before it and adds a warning that names it and the cap.
+    """
+    return extract_bounded(files_by_rollout, limits or ZipLimits.from_env())

@@ -1,13 +1,18 @@
-"""A short Markdown summary of a claim map: counts per class (consensus, disputed, omitted) and the top agenda items.
+"""A claim map written out: ``claims.json``, ``agenda.json`` (both checked against their schemas)
+and ``claims.md``, a short Markdown summary (counts per class: consensus, disputed, omitted; the
+top agenda items)::
 
+    paths = write_claim_map(claim_map, Path("tasks/finance.claims"))
     text = render_markdown(claim_map, build_agenda(claim_map))
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from veriscale.harness.claims.claim_map import ClaimMap
+from veriscale.harness.claims.claim_map import DEFAULT_ALPHA, ClaimMap, build_agenda, validate
+from veriscale.harness.jsonfiles import write_json
 from veriscale.shown_text import for_code_span as _code
 from veriscale.shown_text import for_markdown as _cell
 
@@ -63,3 +68,17 @@ def render_markdown(claim_map: ClaimMap, agenda: dict[str, Any], *, top: int = T
     if claim_map.warnings:
         lines += ["## Warnings", ""] + [f"- {_cell(w)}" for w in claim_map.warnings] + [""]
     return "\n".join(lines)
+
+
+def write_claim_map(claim_map: ClaimMap, out_dir: Path, *, alpha: float = DEFAULT_ALPHA) -> dict[str, Path]:
+    """Write ``claims.json``, ``agenda.json`` and ``claims.md`` into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    claims_doc = claim_map.to_dict()
+    agenda_doc = build_agenda(claim_map, alpha=alpha)
+    validate(claims_doc, "claims")
+    validate(agenda_doc, "agenda")
+    paths = {"claims": out_dir / "claims.json", "agenda": out_dir / "agenda.json", "report": out_dir / "claims.md"}
+    write_json(paths["claims"], claims_doc)
+    write_json(paths["agenda"], agenda_doc)
+    paths["report"].write_text(render_markdown(claim_map, agenda_doc), encoding="utf-8")
+    return paths

@@ -27,7 +27,6 @@ import ctypes
 import json
 import os
 import resource
-import shutil
 import signal
 import stat
 import subprocess

@@ -33,7 +33,7 @@ from veriscale.harness.jail import jail_inside, jail_relay
 from veriscale.harness.jail.netjail import inside_port
 
 if TYPE_CHECKING:
-    from veriscale.harness.jail.sandbox import JailSpec
+    from veriscale.harness.jail.spec import JailSpec
 
 #: The id the session has inside a user namespace (non-root callers; mapped to the caller).
 INSIDE_UID = 1000

@@ -67,16 +67,14 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from veriscale.harness.safe_fs import is_within
 from veriscale.errors import UserError, setting, worded
 from veriscale.harness.jail.capture import BoundedCapture
 from veriscale.harness.jail.harvest import HarvestReader, HarvestReport
 from veriscale.harness.jail.limits import JailLimits, ResourceBox, UidSlot
-from veriscale.harness.jail.jail_relay import Tap
 from veriscale.harness.jail.mounts import (
     INSIDE_GID,
     INSIDE_UID,
@@ -89,9 +87,8 @@ from veriscale.harness.jail.mounts import (
     namespace_flags,
 )
 from veriscale.harness.jail.seccomp import compiled_filter, filter_fd
-from veriscale.harness.jail.netjail import Endpoint, ModelForward, check_endpoint, inside_model_url
-from veriscale.harness.jail.relay_gate import RelayPolicy
-from veriscale.harness.workspace.contract import INPUTS_DIR, ROLLOUTS_DIR, SPEC_DIR
+from veriscale.harness.jail.netjail import ModelForward, inside_model_url
+from veriscale.harness.jail.spec import JailSpec
 from veriscale.models.cancel import Stopped, current_stop, on_stop, stopped
 
 __all__ = ["INSIDE_GID", "INSIDE_UID", "JAIL_OFF_MESSAGE", "JailLimits", "JailResult", "JailSpec",
@@ -110,78 +107,6 @@ HARVEST_GRACE_S = 5.0
 HANDBACK_RESERVE_S = 10.0
 #: How many left-out entries of a hand-back the session's stderr names.
 LEFT_OUT_SHOWN = 5
-_EVIDENCE_DIRS = (SPEC_DIR, INPUTS_DIR, ROLLOUTS_DIR)
-
-
-@dataclass(frozen=True)
-class JailSpec:
-    """What a jailed session sees; paths are resolved to absolute ones on construction.
-
-    ``hidden`` paths are covered with an empty folder (or empty file) inside; ``readonly_extra``
-    and ``writable_dir`` are mounted after them, so they may re-expose a path under a hidden
-    folder (e.g. hide ``<task>/sessions`` but write into ``<task>/sessions/<name>``).
-    ``model_policy`` names the model calls the session may make (anything else gets a 403 on the
-    host); ``model_headers`` are added to those on the host side of the model relay (an API key
-    reaches the endpoint without entering the jail) and need a policy; ``model_tap`` makes a tap
-    per relayed request (the store records an external agent's calls with one).
-    """
-
-    task_dir: Path
-    writable_dir: Path
-    readonly_extra: Sequence[Path] = ()
-    hidden: Sequence[Path] = ()
-    model_endpoint: Endpoint | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: Path | None = None
-    no_jail: bool = False
-    limits: JailLimits = field(default_factory=JailLimits)
-    model_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-    model_tap: Callable[[], Tap] | None = field(default=None, repr=False, compare=False)
-    model_policy: RelayPolicy | None = None
-
-    def __post_init__(self) -> None:
-        task_dir = Path(self.task_dir).resolve()
-        if not task_dir.is_dir():
-            raise UserError(
-                f"task folder '{self.task_dir}' does not exist: materialise the task first"
-            )
-        writable = Path(self.writable_dir).resolve()
-        _check_writable_dir(task_dir, writable)
-        extra = tuple(Path(p).resolve() for p in self.readonly_extra)
-        for original, path in zip(self.readonly_extra, extra):
-            if not path.exists():
-                raise UserError(
-                    f"read-only path '{original}' does not exist: fix the path or drop it"
-                )
-        cwd = writable if self.cwd is None else Path(self.cwd).resolve()
-        if not any(is_within(cwd, root) for root in (task_dir, writable, *extra)):
-            raise UserError(
-                f"working folder '{self.cwd}' is not visible in the jail: pick one inside the "
-                "task, the writable folder or a read-only extra"
-            )
-        for key, value in self.env.items():
-            if not isinstance(key, str) or not isinstance(value, str) or not key or "=" in key:
-                raise UserError(
-                    f"jail environment entry {key!r}={value!r} is invalid: use str names and values"
-                )
-        object.__setattr__(self, "task_dir", task_dir)
-        object.__setattr__(self, "writable_dir", writable)
-        object.__setattr__(self, "readonly_extra", extra)
-        object.__setattr__(self, "hidden", tuple(Path(p).resolve() for p in self.hidden))
-        object.__setattr__(self, "cwd", cwd)
-        object.__setattr__(self, "env", dict(self.env))
-        object.__setattr__(self, "model_headers", dict(self.model_headers))
-        if self.model_endpoint is not None:
-            object.__setattr__(self, "model_endpoint", check_endpoint(self.model_endpoint))
-
-    def model_url(self) -> str | None:
-        """Base URL of the model endpoint as the session sees it (direct when the jail is off)."""
-        if self.model_endpoint is None:
-            return None
-        if self.no_jail:
-            host, port = self.model_endpoint
-            return f"http://{f'[{host}]' if ':' in host else host}:{port}"
-        return inside_model_url(self.model_endpoint)
 
 
 @dataclass(frozen=True)
@@ -218,20 +143,6 @@ class JailResult:
 def handback_reserve_s(timeout_s: float) -> float:
     """Seconds before ``timeout_s`` at which a jailed command is stopped so its hand-back fits."""
     return min(HANDBACK_RESERVE_S, timeout_s / 4)
-
-
-def _check_writable_dir(task_dir: Path, writable: Path) -> None:
-    if is_within(task_dir, writable):
-        raise UserError(
-            f"writable folder '{writable}' contains the task folder: give the session its own "
-            "output folder, e.g. <task>/sessions/<name>"
-        )
-    for name in _EVIDENCE_DIRS:
-        if is_within(writable, task_dir / name):
-            raise UserError(
-                f"writable folder '{writable}' is inside the task's read-only '{name}/': "
-                "use an output folder outside it, e.g. <task>/sessions/<name>"
-            )
 
 
 # --- availability -------------------------------------------------------------------------
