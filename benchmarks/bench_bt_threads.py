@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from veriscale.selection import bradley_terry  # noqa: E402
+from veriscale.selection.core import bradley_terry  # noqa: E402
 
 
 def _busy() -> None:

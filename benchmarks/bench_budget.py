@@ -8,7 +8,7 @@ At budgets of 0.25×, 0.5× and 1× the calls of full PPT (k = 2 pivots, C = 3 c
 slots per criterion: 6 calls per comparison), each row gives top-1 accuracy and mean model calls
 for the controller (``BudgetController``) and for the fixed schedule the same budget buys
 (``fixed_schedule``: PPT with the k ≤ 2 pivots and first c ≤ 3 criteria that cost the most within
-it). The oracle is ``veriscale.selection.budget_sim``: per-criterion qualities (a shared part plus
+it). The oracle is ``tests.support.budget_sim``: per-criterion qualities (a shared part plus
 a per-criterion part), the truly best candidate has the highest mean. The dev pools are seeded
 Terminal-Bench pools with disagreement (``$VERISCALE_DEV_DATA``), judged by the real verifier
 (``--model``, default the embedded model) with the agent criteria; each decision gets its own
@@ -32,11 +32,12 @@ from pathlib import Path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))  # tests.support: the simulated judges
 
-from veriscale.selection.budget import BudgetController  # noqa: E402
-from veriscale.selection.budget_sim import SimulatedCriteriaJudge, criteria_qualities, fixed_schedule  # noqa: E402
-from veriscale.selection.schedules import ppt_comparison_count  # noqa: E402
-from veriscale.selection.tournament import ppt  # noqa: E402
+from veriscale.selection.budget.controller import BudgetController  # noqa: E402
+from tests.support.budget_sim import SimulatedCriteriaJudge, criteria_qualities, fixed_schedule  # noqa: E402
+from veriscale.selection.core.schedules import ppt_comparison_count  # noqa: E402
+from veriscale.selection.core.tournament import ppt  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 1.0)
 K_FULL, C_FULL = 2, 3

@@ -2,7 +2,7 @@
 
 A SIMULATED judge (no model calls, seconds on 2 cores): for each of ``--groups`` seeded groups
 of ``--size`` completions, true qualities ~ N(0, 1) and a noisy pairwise judge
-(:class:`veriscale.selection.simulate.NoisyPreferenceOracle`: σ((q_i − q_j)/T) + Gaussian noise,
+(:class:`tests.support.selection_sim.NoisyPreferenceOracle`: σ((q_i − q_j)/T) + Gaussian noise,
 plus a slot-A bias). Each scheme ranks the group by Bradley–Terry over what it judged; Kendall τ
 of that order against the true one, mean over groups with a bootstrap 95 % interval::
 
@@ -26,9 +26,15 @@ import json  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from veriscale.selection.simulate import NoisyPreferenceOracle, kendall_tau, random_qualities  # noqa: E402
-from veriscale.selection.sparse import sparse_ranking  # noqa: E402
-from veriscale.selection.tournament import round_robin  # noqa: E402
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # tests.support: the simulated judges
+_sys.path.insert(1, str(_Path(__file__).resolve().parents[1] / "src"))
+
+from tests.support.selection_sim import NoisyPreferenceOracle, kendall_tau, random_qualities  # noqa: E402
+from veriscale.selection.core.sparse import sparse_ranking  # noqa: E402
+from veriscale.selection.core.tournament import round_robin  # noqa: E402
 
 CRITERIA = 3
 TARGET_CALLS, TARGET_DELTA = 48, 0.02

@@ -25,8 +25,14 @@ from typing import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from veriscale.selection.simulate import NoisyPreferenceOracle, random_qualities  # noqa: E402
-from veriscale.selection.tournament import TournamentResult, knockout, ppt, round_robin  # noqa: E402
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # tests.support: the simulated judges
+_sys.path.insert(1, str(_Path(__file__).resolve().parents[1] / "src"))
+
+from tests.support.selection_sim import NoisyPreferenceOracle, random_qualities  # noqa: E402
+from veriscale.selection.core.tournament import TournamentResult, knockout, ppt, round_robin  # noqa: E402
 
 Method = Callable[[int, NoisyPreferenceOracle, int], TournamentResult]
 

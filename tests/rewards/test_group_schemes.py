@@ -19,9 +19,9 @@ from veriscale.errors import UserError
 from veriscale.rewards import BatchRewarder, GroupRewarder, TRLReward
 from veriscale.rewards.configure import build_rewarder
 from veriscale.rewards.group import GROUP_SCHEMES
-from veriscale.selection.bradley_terry import fit_bradley_terry
-from veriscale.selection.simulate import NoisyPreferenceOracle, kendall_tau, random_qualities
-from veriscale.selection.sparse import comparison_budget, sparse_ranking
+from veriscale.selection.core.bradley_terry import fit_bradley_terry
+from tests.support.selection_sim import NoisyPreferenceOracle, kendall_tau, random_qualities
+from veriscale.selection.core.sparse import comparison_budget, sparse_ranking
 from veriscale.verify.reward import Verifier
 
 TASK = "Compute 17 * 23 and show the steps."

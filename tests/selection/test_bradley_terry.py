@@ -10,7 +10,7 @@ from scipy.special import expit
 from scipy.stats import spearmanr
 
 from veriscale.errors import UserError
-from veriscale.selection.bradley_terry import fit_bradley_terry, normalised_win_mass
+from veriscale.selection.core.bradley_terry import fit_bradley_terry, normalised_win_mass
 
 
 def _simulated_outcomes(strengths, repeats, noise, seed):
@@ -146,7 +146,7 @@ def test_a_fit_runs_blas_on_one_thread_and_gives_the_process_its_setting_back() 
 
     from threadpoolctl import threadpool_info
 
-    from veriscale.selection import bradley_terry
+    from veriscale.selection.core import bradley_terry
 
     outcomes = [(i, j, 0.3 + 0.05 * (i + j)) for i in range(6) for j in range(i + 1, 6)]
     fit_bradley_terry(6, outcomes)  # scipy's BLAS is loaded from here on

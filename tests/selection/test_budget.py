@@ -1,6 +1,6 @@
 """The cost controller (``--budget calls=N|tokens=N``): exact budgets, seeds, steps, cache, refusals.
 
-The controller's logic runs on the simulated criteria judge (``veriscale.selection.budget_sim``:
+The controller's logic runs on the simulated criteria judge (``tests.support.budget_sim``:
 known qualities, a priced plan, a cache); the selection path runs the real ``Verifier``, its
 executor and a real store over the scripted test double (``ScriptedScoreModel``: it grades by the
 marker GOOD in its slot's response), so calls, cache hits and refusals are the real ones.
@@ -21,10 +21,10 @@ from veriscale.engine.gateway import _prompt_text
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
 from veriscale.errors import BudgetExceeded, UserError
-from veriscale.selection.budget import Budget, BudgetController, parse_budget
-from veriscale.selection.budget_judge import VerifierBudgetJudge
-from veriscale.selection.budget_sim import SimulatedCriteriaJudge, criteria_qualities, fixed_schedule
-from veriscale.selection.schedules import ppt_comparison_count
+from veriscale.selection.budget.controller import Budget, BudgetController, parse_budget
+from veriscale.selection.budget.verifier_judge import VerifierBudgetJudge
+from tests.support.budget_sim import SimulatedCriteriaJudge, criteria_qualities, fixed_schedule
+from veriscale.selection.core.schedules import ppt_comparison_count
 from veriscale.selection.select import plan_selection, select
 from veriscale.selection.settings import SelectionSettings
 from veriscale.verify.reward import Verifier

@@ -1,4 +1,4 @@
-"""The cost controller plans G (``veriscale.selection.budget_scale``): the user's scale, lowered only
+"""The cost controller plans G (``veriscale.selection.budget.scale``): the user's scale, lowered only
 to what the backend can read in one call or where a tokens budget cannot pay for one comparison
 at it, never raised, never lowered to save calls; recorded as the first step and in ``--json``.
 
@@ -21,9 +21,9 @@ from veriscale.data.model import Candidate, Task
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
 from veriscale.models.base import Message, ScoreRequest
-from veriscale.selection.budget import BudgetController
-from veriscale.selection.budget_judge import VerifierBudgetJudge
-from veriscale.selection.budget_scale import coarser, readable_labels
+from veriscale.selection.budget.controller import BudgetController
+from veriscale.selection.budget.verifier_judge import VerifierBudgetJudge
+from veriscale.selection.budget.scale import coarser, readable_labels
 from veriscale.selection.select import plan_selection, select
 from veriscale.verify.reward import Verifier
 from veriscale.verify.scale import parse_scale

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from tests.support.scripted_model import ScriptedScoreModel, registered_scheme
 from veriscale.cli import app
-from veriscale.selection.judging import Judgement
-from veriscale.selection.position_bias import POSITION_BIAS_GAP, is_position_biased, pair_orders
+from veriscale.selection.core.judging import Judgement
+from veriscale.selection.core.position_bias import POSITION_BIAS_GAP, is_position_biased, pair_orders
 
 
 class FirstSlotFavouringModel(ScriptedScoreModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from veriscale.errors import UserError
-from veriscale.selection.simulate import NoisyPreferenceOracle
+from tests.support.selection_sim import NoisyPreferenceOracle
 
 
 def test_same_judgement_gives_the_same_answer_and_counts_calls():

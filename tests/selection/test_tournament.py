@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from veriscale.errors import UserError
-from veriscale.selection.simulate import NoisyPreferenceOracle
-from veriscale.selection.tournament import (
+from tests.support.selection_sim import NoisyPreferenceOracle
+from veriscale.selection.core.tournament import (
     knockout,
     pointwise,
     ppt,
@@ -367,7 +367,7 @@ def test_pivot_first_order_changes_the_first_response_less_often_than_the_altern
 
 
 def test_ledger_says_who_takes_slot_a_at_a_pairs_next_judgement():
-    from veriscale.selection.judging import JudgeLedger
+    from veriscale.selection.core.judging import JudgeLedger
 
     ledger = JudgeLedger(lambda i, j, r: 0.5)
     assert ledger.slot_a_next(2, 5) is None

@@ -98,7 +98,7 @@ class _BudgetSpec(Spec):
     """The budget setting: "calls=N" or "tokens=N", kept in that canonical form, refused in one sentence."""
 
     def check(self, value: Any, where: str) -> Any:
-        from veriscale.selection.budget_form import parse_budget
+        from veriscale.selection.budget.form import parse_budget
 
         return None if value is None else str(parse_budget(str(value), where=where))
 

@@ -7,7 +7,7 @@
     purse.pay(cost, "score", "candidate 1 scored on 2 criteria", "it arrived")   # False: not started
 
 **The plan.** The usual schedule (``ProxySettings.schedule_now``) is kept where the budget affords
-it. ``round_robin`` under a budget is the cost controller (:mod:`veriscale.selection.budget`, as
+it. ``round_robin`` under a budget is the cost controller (:mod:`veriscale.selection.budget.controller`, as
 ``select --budget``): at N <= 3 its ring is every pair once, then pivots, repeats in the other
 slot order and more criteria only while the decision is close and the budget has room; it
 screens on the first criterion when the budget is below PPT on all of them. The early pick's
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from veriscale.errors import UserError, setting
-from veriscale.selection.budget import Cost
-from veriscale.selection.budget_form import Budget, parse_budget
+from veriscale.selection.budget.controller import Cost
+from veriscale.selection.budget.form import Budget, parse_budget
 
 #: placeholder texts that price a judgement's fixed part (instructions, fences, criterion) at start-up
 _PLACEHOLDER = ("x", "y", "z")

@@ -73,7 +73,7 @@ class ProxySettings:
         if not 0 <= self.margin <= 1:
             raise UserError(f"proxy.margin = {self.margin!r} is outside [0, 1]: give a reward difference such as 0.1")
         if self.budget is not None:
-            from veriscale.selection.budget_form import parse_budget
+            from veriscale.selection.budget.form import parse_budget
 
             object.__setattr__(self, "budget", str(parse_budget(self.budget, where=setting("proxy_budget"))))
 

@@ -13,7 +13,7 @@ Two schemes rank a group (``scheme=``, or the ``group_scheme`` setting through
 :mod:`veriscale.rewards.configure`; each :class:`GroupResult` records the one it used):
 
 - ``"round_robin"``: every pair, both slot orders: n(n−1)/2 comparisons (28 for a group of 8).
-- ``"sparse"`` (the default; :mod:`veriscale.selection.sparse`): a ring, then the pairs whose
+- ``"sparse"`` (the default; :mod:`veriscale.selection.core.sparse`): a ring, then the pairs whose
   order is still unsettled, at most 3n comparisons (24 for 8, 18–22 on average), Bradley–Terry
   over what was judged. On the simulated oracle its Kendall τ is within 0.01 of round robin's
   (``benchmarks/bench_group_cost.py``, docs/RL.md)::
@@ -37,13 +37,13 @@ from veriscale.data.model import Candidate, Task
 from veriscale.engine.usage import Usage
 from veriscale.errors import UserError, setting
 from veriscale.models.context import ContextOverflow, learned_context
-from veriscale.selection.aggregate import TournamentResult
+from veriscale.selection.core.aggregate import TournamentResult
 from veriscale.selection.judge import VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection
 from veriscale.selection.prompt_fit import fit_prompt
 from veriscale.selection.rendering import Renderer
 from veriscale.selection.select import Selection, SelectionFailed, SelectionSettings, criteria_means, select
-from veriscale.selection.sparse import sparse_ranking
+from veriscale.selection.core.sparse import sparse_ranking
 from veriscale.verify.reward import Verifier
 
 #: Tournament settings for a reward group: round robin judges every pair, so each completion's

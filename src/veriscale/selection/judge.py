@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from veriscale.errors import ModelCallError
-from veriscale.selection.judging import PairVerdict, ScoreVerdict
-from veriscale.selection.plan import RenderedPool
+from veriscale.selection.core.judging import PairVerdict, ScoreVerdict
+from veriscale.selection.rendering import RenderedPool
 
 
 class SelectionFailed(ModelCallError):

@@ -28,24 +28,13 @@ from veriscale.data.pool import require_single_task
 from veriscale.data.reader import require_utf8
 from veriscale.errors import UserError, setting, worded
 from veriscale.selection.prompt_fit import fit_prompt
-from veriscale.selection.rendering import Renderer, tokenizer_requests
-from veriscale.selection.schedules import ppt_comparison_count
+from veriscale.selection.core.adaptive import ADAPTIVE_MAX_REPEATS_SAMPLED
+from veriscale.selection.rendering import RenderedPool, Renderer, tokenizer_requests
+from veriscale.selection.core.schedules import ppt_comparison_count
 from veriscale.selection.settings import SelectionSettings
 from veriscale.verify.repeats import distinct_repeat_count, distinct_repeats
 
-ADAPTIVE_MAX_REPEATS_SAMPLED = 4
 MAX_ROUND_ROBIN_COMPARISONS = 500_000  # ~1,000 distinct candidates; its schedule is built in memory
-
-
-@dataclass(frozen=True)
-class RenderedPool:
-    """The selection's inputs as the judge reads them; ``groups[i]`` equal = identical rendered output."""
-
-    task: Task
-    candidates: tuple[Candidate, ...]
-    task_text: str
-    texts: tuple[str, ...]
-    groups: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -84,7 +73,7 @@ class SelectionPlan:
     #: figures above are capped by it in calls mode, and ``smallest_budget`` is the least that works
     budget: str | None = None
     smallest_budget: int | None = None
-    #: the cost controller's G (``veriscale.selection.budget_scale.GranularityPlan``), None without a budget
+    #: the cost controller's G (``veriscale.selection.budget.scale.GranularityPlan``), None without a budget
     granularity: Any = None
     #: requests the plan sent to the model's tokenizer (fitting and rendering; 0 for an in-process model)
     tokenizer_requests: int = 0
@@ -162,9 +151,9 @@ def plan_selection(
 def _within_budget(plan: SelectionPlan, verifier: Any) -> SelectionPlan:
     """The plan under the cost controller: its G planned (``budget_scale``), refused when the budget
     cannot pay for one comparison (before any call), its call figures capped in calls mode."""
-    from veriscale.selection.budget import BudgetController
-    from veriscale.selection.budget_judge import VerifierBudgetJudge
-    from veriscale.selection.budget_scale import readable_labels
+    from veriscale.selection.budget.controller import BudgetController
+    from veriscale.selection.budget.verifier_judge import VerifierBudgetJudge
+    from veriscale.selection.budget.scale import readable_labels
 
     budget = plan.settings.budget
     controller = BudgetController(budget, seed=plan.settings.seed)
@@ -194,7 +183,7 @@ def _within_budget(plan: SelectionPlan, verifier: Any) -> SelectionPlan:
 
 def _read_cap_note(verifier: Any) -> list[str]:
     """A note when the verifier shows fewer tokens of a slot than the scale has labels."""
-    from veriscale.selection.budget_scale import coarser, readable_labels
+    from veriscale.selection.budget.scale import coarser, readable_labels
 
     scale, cap = verifier.scale, readable_labels(verifier)
     if cap is None or scale.granularity <= cap:

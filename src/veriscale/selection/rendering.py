@@ -4,6 +4,7 @@
     renderer = Renderer(model.count_tokens)  # any counter: memoised
     text = renderer.candidate(candidate, 256)   # render_candidate under 256 tokens; asking again is free
     renderer.count(text)                       # its tokens: every distinct text is tokenised once
+    RenderedPool(task, candidates, task_text, texts, groups)   # a selection's inputs as rendered
     tokenizer_requests(model)                  # tokenizer requests the model's backend sent so far
 
 A selection plan, and a bench over many configurations, share one renderer, so the same
@@ -16,11 +17,24 @@ offsets found once per text instead of being searched by counting each try
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 from veriscale.data.model import Candidate, Task
 from veriscale.data.render import TokenCounter, render_candidate, render_task
 from veriscale.data.token_spans import TokenSpans
+
+
+@dataclass(frozen=True)
+class RenderedPool:
+    """The selection's inputs as the judge reads them; ``groups[i]`` equal = identical rendered output."""
+
+    task: Task
+    candidates: tuple[Candidate, ...]
+    task_text: str
+    texts: tuple[str, ...]
+    groups: tuple[str, ...]
+
 
 
 def model_counter(model: Any) -> TokenCounter:

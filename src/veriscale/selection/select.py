@@ -14,14 +14,14 @@
     sel.budget["spent"], sel.budget["steps"]
 
 ``select`` is ``run_selection(plan_selection(...))``. Planning (``veriscale.selection.plan``)
-renders every candidate once; the tournaments (``veriscale.selection.tournament``) choose the
+renders every candidate once; the tournaments (``veriscale.selection.core.tournament``) choose the
 pairs and ``VerifierJudge`` (``veriscale.selection.judge``) judges them; Bradley–Terry over
 every judgement gives the win mass, ranking and confidence. Each judgement carries its
 per-criterion rewards: a candidate's criteria scores are their means over the comparisons it
 took part in, and the reason compares the winner's with the runner-up's.
 
 With ``budget`` (``SelectionSettings.budget``: ``"calls=N"`` or ``"tokens=N"``), the cost controller
-(``veriscale.selection.budget``) plays PPT's steps inside it instead of the fixed schedule; cache
+(``veriscale.selection.budget.controller``) plays PPT's steps inside it instead of the fixed schedule; cache
 hits do not count against it, and ``max_calls`` stays the verifier's hard refusal.
 
 A server that does not report its context may refuse the first prompts as too long, naming its
@@ -40,17 +40,17 @@ from veriscale.data.model import Candidate, Task
 from veriscale.engine.executor import Usage
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.context import ContextOverflow, learned_context, refit_note
-from veriscale.selection.budget import BudgetController
-from veriscale.selection.budget_judge import VerifierBudgetJudge
+from veriscale.selection.budget.controller import BudgetController
+from veriscale.selection.budget.verifier_judge import VerifierBudgetJudge
 from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_refusal
 from veriscale.selection.reason import Reason, explain
 from veriscale.selection.rendering import tokenizer_requests
 from veriscale.selection.settings import METHODS, SelectionSettings
-from veriscale.selection.position_bias import pair_orders
-from veriscale.selection.suspects import apply_policy
+from veriscale.selection.core.position_bias import pair_orders
+from veriscale.selection.core.suspects import apply_policy
 from veriscale.verify import injection as injection_signal
-from veriscale.selection.tournament import TournamentResult, knockout, pointwise, ppt, round_robin
+from veriscale.selection.core.tournament import TournamentResult, knockout, pointwise, ppt, round_robin
 
 __all__ = ["METHODS", "Progress", "Selection", "SelectionFailed", "SelectionPlan", "SelectionSettings",
            "plan_selection", "run_selection", "select"]
@@ -107,7 +107,7 @@ class Selection:
     @property
     def pair_orders(self) -> list[dict[str, Any]]:
         """Per judged pair, mean P(a ≻ b) with a shown first and with b shown first, and whether
-        the two orders flip the verdict (:mod:`veriscale.selection.position_bias`)."""
+        the two orders flip the verdict (:mod:`veriscale.selection.core.position_bias`)."""
         return pair_orders(self.tournament.comparisons) if self.tournament is not None else []
 
     @property

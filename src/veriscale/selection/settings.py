@@ -10,10 +10,10 @@ Tournament fields: ``method`` (ppt, round_robin, knockout, pointwise), ``k`` PPT
 once the leader's confidence reaches ``min_confidence``), ``budget_tokens`` per rendered
 candidate (None: fits the context, capped for speed), ``seed`` (ring, bracket, sampling).
 ``budget`` (``"calls=60"``, ``"tokens=40000"`` or a ``Budget``): what one decision may spend; the
-cost controller (``veriscale.selection.budget``) then plans PPT's pivots, repeats and criteria
+cost controller (``veriscale.selection.budget.controller``) then plans PPT's pivots, repeats and criteria
 inside it (cache hits are free). None: the fixed schedule above.
 Injection fields: ``injection_detect`` and ``injection_mitigation`` configure the verifier,
-``injection_policy`` what the pick does with suspects (``veriscale.selection.suspects``).
+``injection_policy`` what the pick does with suspects (``veriscale.selection.core.suspects``).
 Judge fields (``scale``, ``criteria``, ``reasoning``, ``discrete``) configure the Verifier that
 ``verifier()`` builds; a selection reads them from the verifier it is given.
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting
 from veriscale.models.base import ModelBackend
-from veriscale.selection.budget_form import Budget, parse_budget
+from veriscale.selection.budget.form import Budget, parse_budget
 from veriscale.verify.criteria import CriteriaSet, load_criteria
 from veriscale.verify.injection import check_policy
 from veriscale.verify.reward import Verifier
@@ -51,7 +51,7 @@ class SelectionSettings:
     discrete: bool = False
     injection_detect: bool | None = None  # None: veriscale.verify.injection.DETECT_BY_DEFAULT
     injection_mitigation: str | None = None  # None: veriscale.verify.resist.DEFAULT_MITIGATION
-    injection_policy: str = "none"  # none, lose_ties, exclude (veriscale.selection.suspects)
+    injection_policy: str = "none"  # none, lose_ties, exclude (veriscale.selection.core.suspects)
     budget: Budget | str | None = None  # per decision: "calls=60" or "tokens=40000" (the cost controller)
 
     def __post_init__(self) -> None:

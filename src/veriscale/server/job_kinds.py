@@ -65,7 +65,7 @@ def _method(value: str) -> None:
 
 
 def _budget(value: str) -> None:
-    from veriscale.selection.budget_form import parse_budget
+    from veriscale.selection.budget.form import parse_budget
 
     parse_budget(value)
 

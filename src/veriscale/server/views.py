@@ -20,7 +20,7 @@ from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_summary import run_summary
 from veriscale.engine.store import RunRecord, Store
-from veriscale.selection.position_bias import POSITION_BIAS_GAP, pair_orders
+from veriscale.selection.core.position_bias import POSITION_BIAS_GAP, pair_orders
 
 
 class NotFound(LookupError):

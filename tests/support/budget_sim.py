@@ -20,9 +20,9 @@ from typing import Callable
 
 import numpy as np
 
-from veriscale.selection.budget import FULL, SCREEN, Cost
-from veriscale.selection.schedules import ppt_comparison_count
-from veriscale.selection.simulate import NoisyPreferenceOracle
+from veriscale.selection.budget.controller import FULL, SCREEN, Cost
+from veriscale.selection.core.schedules import ppt_comparison_count
+from tests.support.selection_sim import NoisyPreferenceOracle
 from veriscale.verify.repeats import repeat as repeat_computation
 
 
@@ -35,7 +35,7 @@ def criteria_qualities(n: int, n_criteria: int, seed: int, spread: float = 1.0, 
 
 
 class SimulatedCriteriaJudge:
-    """A ``CostedJudge`` (``veriscale.selection.budget``) over simulated criteria; ``calls`` counts new calls."""
+    """A ``CostedJudge`` (``veriscale.selection.budget.controller``) over simulated criteria; ``calls`` counts new calls."""
 
     max_repeats = 2
 

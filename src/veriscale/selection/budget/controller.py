@@ -26,7 +26,7 @@ added, why, budget spent and left, confidence after):
    in both slot orders; then the leader against the next contender.
 
 Before the ring, :meth:`BudgetController.plan_scale` plans G, the scale's granularity
-(:mod:`veriscale.selection.budget_scale`): the user's G, lowered only to what the backend can
+(:mod:`veriscale.selection.budget.scale`): the user's G, lowered only to what the backend can
 read in one call or where a tokens budget cannot pay for one comparison at it; recorded as the
 first step ("granularity", no calls). K, C and k are the steps below.
 
@@ -43,12 +43,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Protocol, Sequence
 
 from veriscale.errors import UserError, setting
-from veriscale.selection.aggregate import TournamentResult, bradley_terry_result
-from veriscale.selection.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
-from veriscale.selection.budget_form import Budget, parse_budget  # noqa: F401 (parse_budget: callers import it from here too)
-from veriscale.selection.groups import group_candidates
-from veriscale.selection.judging import Judgement, PairBook, PairVerdict
-from veriscale.selection.schedules import ring_pairs, shuffled
+from veriscale.selection.core.aggregate import TournamentResult, bradley_terry_result
+from veriscale.selection.core.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
+from veriscale.selection.budget.form import Budget, parse_budget  # noqa: F401 (parse_budget: callers import it from here too)
+from veriscale.selection.budget.steps import BudgetStep
+from veriscale.selection.core.groups import group_candidates
+from veriscale.selection.core.judging import Judgement, PairBook, PairVerdict
+from veriscale.selection.core.schedules import ring_pairs, shuffled
 
 SCREEN, FULL = 0, 1  # criteria levels: the first criterion alone, every criterion
 
@@ -79,24 +80,6 @@ class CostedJudge(Protocol):
     def cost(self, i: int, j: int, repeat: int, level: int) -> Cost: ...
 
     def __call__(self, i: int, j: int, repeat: int, level: int) -> float | PairVerdict: ...
-
-
-@dataclass(frozen=True)
-class BudgetStep:
-    """One escalation step: what it judged and why, what it spent and what was left."""
-
-    kind: str           # granularity (the plan's G, before any call), ring, pivot, repeat, criteria
-    added: str
-    why: str
-    judgements: int
-    spent: int
-    left: int
-    confidence: float | None  # None: no judgement yet (the granularity step)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.kind, "added": self.added, "why": self.why, "judgements": self.judgements,
-                "spent": self.spent, "left": self.left,
-                "confidence": None if self.confidence is None else round(self.confidence, 4)}
 
 
 @dataclass
@@ -188,10 +171,10 @@ class BudgetController:
         return judge.cost(reps[a], reps[b], 0, SCREEN).of(self.budget.kind)
 
     def plan_scale(self, asked: Any, cap: int | None, price: Callable[[Any], int]) -> Any:
-        """The G this decision runs on (:func:`veriscale.selection.budget_scale.plan_granularity`):
+        """The G this decision runs on (:func:`veriscale.selection.budget.scale.plan_granularity`):
         ``asked`` lowered only to the backend's read ``cap`` or where a tokens budget requires it;
         ``price(scale)``: the first comparison's cost on ``scale``."""
-        from veriscale.selection.budget_scale import plan_granularity
+        from veriscale.selection.budget.scale import plan_granularity
 
         return plan_granularity(asked, self.budget, cap, price)
 

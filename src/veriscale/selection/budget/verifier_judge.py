@@ -15,10 +15,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from veriscale.selection.budget import FULL, Cost
+from veriscale.selection.budget.controller import FULL, Cost
 from veriscale.selection.judge import VerifierJudge
-from veriscale.selection.judging import PairVerdict
-from veriscale.selection.plan import ADAPTIVE_MAX_REPEATS_SAMPLED, RenderedPool
+from veriscale.selection.core.judging import PairVerdict
+from veriscale.selection.core.adaptive import ADAPTIVE_MAX_REPEATS_SAMPLED
+from veriscale.selection.rendering import RenderedPool
 
 
 class VerifierBudgetJudge:

@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from veriscale.selection.budget import BudgetStep
-from veriscale.selection.budget_form import Budget
+from veriscale.selection.budget.steps import BudgetStep
+from veriscale.selection.budget.form import Budget
 from veriscale.verify.scale import Scale, custom, digits, letters
 
 

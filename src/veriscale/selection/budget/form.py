@@ -3,7 +3,7 @@
     parse_budget("calls=60")      # Budget(kind="calls", amount=60)
     str(parse_budget("tokens=4000"))   # 'tokens=4000'
 
-Kept apart from the controller (:mod:`veriscale.selection.budget`) so the settings can check a
+Kept apart from the controller (:mod:`veriscale.selection.budget.controller`) so the settings can check a
 budget without loading numpy.
 """
 

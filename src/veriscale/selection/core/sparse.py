@@ -32,11 +32,11 @@ import numpy as np
 from scipy.special import ndtr
 
 from veriscale.errors import UserError
-from veriscale.selection.aggregate import TournamentResult, bradley_terry_result
-from veriscale.selection.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
-from veriscale.selection.groups import group_candidates
-from veriscale.selection.judging import Judge, JudgeLedger
-from veriscale.selection.schedules import ring_pairs, shuffled
+from veriscale.selection.core.aggregate import TournamentResult, bradley_terry_result
+from veriscale.selection.core.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
+from veriscale.selection.core.groups import group_candidates
+from veriscale.selection.core.judging import Judge, JudgeLedger
+from veriscale.selection.core.schedules import ring_pairs, shuffled
 
 COMPARISONS_PER_MEMBER = 3
 DEFAULT_SETTLED = 0.99

@@ -18,9 +18,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from veriscale.errors import UserError
-from veriscale.selection.bradley_terry import BradleyTerryFit
-from veriscale.selection.judging import JudgeLedger
-from veriscale.selection.schedules import Pair
+from veriscale.selection.core.bradley_terry import BradleyTerryFit
+from veriscale.selection.core.judging import JudgeLedger
+from veriscale.selection.core.schedules import Pair
 
 Refit = Callable[[], BradleyTerryFit]
 """Fit Bradley–Terry to the ledger's judgements so far."""
@@ -44,6 +44,10 @@ class AdaptiveStop:
             raise UserError(
                 f"close_margin={self.close_margin!r} must be in [0, 0.5]: e.g. 0.2 re-judges P within 0.3..0.7"
             )
+
+#: Most repeats adaptive mode gives a pair when judgements are sampled (reasoning): each is new evidence.
+ADAPTIVE_MAX_REPEATS_SAMPLED = 4
+
 
 
 def play_all(rounds: Sequence[Sequence[Pair]], ledger: JudgeLedger, repeats: int) -> None:

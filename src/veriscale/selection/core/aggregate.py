@@ -17,9 +17,9 @@ from typing import Sequence
 
 import numpy as np
 
-from veriscale.selection.bradley_terry import BradleyTerryFit, normalised_win_mass, ranking_by
-from veriscale.selection.groups import CandidateGroups
-from veriscale.selection.judging import JudgeLedger, Judgement, Scored
+from veriscale.selection.core.bradley_terry import BradleyTerryFit, normalised_win_mass, ranking_by
+from veriscale.selection.core.groups import CandidateGroups
+from veriscale.selection.core.judging import JudgeLedger, Judgement, Scored
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Best-of-N selection from pairwise judgements: round robin, PPT, knockout, pointwise.
 
 Every method takes the number of candidates and a judge ``judge(i, j, repeat) -> P(i ≻ j)``
-(see ``veriscale.selection.judging``: ``i`` sits in slot A when ``repeat`` is even), fits
+(see ``veriscale.selection.core.judging``: ``i`` sits in slot A when ``repeat`` is even), fits
 Bradley–Terry over all judgements, and returns a ``TournamentResult``::
 
     result = ppt(20, judge, k=4, seed=7)
@@ -10,7 +10,7 @@ Bradley–Terry over all judgements, and returns a ``TournamentResult``::
 Counting. A *comparison* is one scheduled meeting of two candidates; it is judged ``repeats``
 times (each judgement is one judge call). ``n_comparisons`` counts comparisons, ``n_judgements``
 judge calls, ``n_distinct_pairs`` unordered pairs that met at least once. Who meets whom is in
-``veriscale.selection.schedules``; adaptive play in ``veriscale.selection.adaptive``.
+``veriscale.selection.core.schedules``; adaptive play in ``veriscale.selection.core.adaptive``.
 
 - ``round_robin``: every unordered pair is one comparison, judged ``repeats`` times (default 2:
   ``judge(i, j, 0)`` and ``judge(i, j, 1)``, i.e. both slot orders). N(N−1)/2 comparisons.
@@ -50,12 +50,12 @@ from typing import Callable, Hashable, Sequence
 import numpy as np
 
 from veriscale.errors import UserError
-from veriscale.selection.adaptive import AdaptiveStop, play_adaptively, play_all
-from veriscale.selection.aggregate import TournamentResult, bradley_terry_result, pointwise_result
-from veriscale.selection.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
-from veriscale.selection.groups import group_candidates
-from veriscale.selection.judging import Judge, JudgeLedger, Scored, ScoreVerdict
-from veriscale.selection.schedules import (
+from veriscale.selection.core.adaptive import AdaptiveStop, play_adaptively, play_all
+from veriscale.selection.core.aggregate import TournamentResult, bradley_terry_result, pointwise_result
+from veriscale.selection.core.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
+from veriscale.selection.core.groups import group_candidates
+from veriscale.selection.core.judging import Judge, JudgeLedger, Scored, ScoreVerdict
+from veriscale.selection.core.schedules import (
     choose_pivots,
     circle_rounds,
     pair_up,
