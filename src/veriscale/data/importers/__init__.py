@@ -133,7 +133,8 @@ def load_file(path: str | Path, format: str | None = None) -> tuple[str, list[Ca
     if path.is_dir():
         if format not in (None, folder.NAME):
             raise UserError(f"'{path}' is a folder but format '{shown(format)}' reads files: drop the format")
-        return folder.NAME, folder.load(path)
+        readers = folder.Readers(load_candidates, load_file, frozenset(m.NAME for m in RECORD_IMPORTERS))
+        return folder.NAME, folder.load(path, readers=readers)
     check_regular(path)  # a FIFO or device is refused before any importer opens it
     forced = _format_module(format) if format else None
     if forced in (text, diff) or (forced is inspect_log and inspect_log.detect(path)):

@@ -18,7 +18,8 @@ loaded by its format and all must share one format. Hidden files and ``.git`` ar
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from veriscale.data.importers._files import (
     DIFF_SUFFIXES,
@@ -59,10 +60,17 @@ def _task_file(folder: Path) -> Task | None:
     return None
 
 
-def load(obj: Path, source: str = "") -> list[Candidate]:
-    """One candidate per subfolder (or per file when there are no subfolders)."""
-    from veriscale.data.importers import load_candidates  # the registry imports this module
+class Readers(NamedTuple):
+    """What a folder's files are read with: the importer registry's own functions (it passes them,
+    so this module never imports the registry that lists it)."""
 
+    files: Callable[[list[Path]], list[Candidate]]        # load_candidates
+    one_file: Callable[[Path], tuple[str, list[Candidate]]]  # load_file: (format name, candidates)
+    record_formats: frozenset[str]                          # names of the record importers
+
+
+def load(obj: Path, source: str = "", *, readers: Readers) -> list[Candidate]:
+    """One candidate per subfolder (or per file when there are no subfolders)."""
     folder = Path(obj)
     if not folder.is_dir():
         raise UserError(f"'{folder}' is not a folder: give a folder of rollouts")
@@ -71,12 +79,12 @@ def load(obj: Path, source: str = "") -> list[Candidate]:
     entries = sorted((p for p in folder.iterdir() if _visible(p)), key=lambda p: p.name)
     subfolders = [p for p in entries if p.is_dir()]
     if subfolders:
-        candidates = [_rollout(sub) for sub in subfolders]
+        candidates = [_rollout(sub, readers) for sub in subfolders]
     else:
         files = [p for p in entries if p.is_file() and p.name.lower() not in task_names]
         if not files:
             raise UserError(f"folder '{folder}' holds no candidate files or rollout subfolders: add some")
-        candidates = load_candidates(files)
+        candidates = readers.files(files)
     for candidate in candidates:
         if candidate.task is None and task is not None:
             candidate.task = task
@@ -99,10 +107,8 @@ def _files_under(root: Path) -> list[Path]:
     return sorted(found, key=lambda p: (len(p.relative_to(root).parts), str(p)))
 
 
-def _rollout(sub: Path) -> Candidate:
+def _rollout(sub: Path, readers: Readers) -> Candidate:
     """One rollout subfolder as one candidate (id = folder name)."""
-    from veriscale.data.importers import RECORD_IMPORTERS, load_file
-
     files = _files_under(sub)
     if not files:
         raise UserError(f"rollout folder '{sub}' is empty: remove it or add the run's files")
@@ -112,10 +118,10 @@ def _rollout(sub: Path) -> Candidate:
         if logical_suffix(path) not in JSON_SUFFIXES | JSONL_SUFFIXES or path.name == "result.json":
             continue
         try:
-            name, loaded = load_file(path)
+            name, loaded = readers.one_file(path)
         except UserError:
             continue  # a deliverable that happens to be JSON, not a trajectory
-        if name in {m.NAME for m in RECORD_IMPORTERS} and len(loaded) == 1:
+        if name in readers.record_formats and len(loaded) == 1:
             candidate = loaded[0]
             break
     if candidate is None:
