@@ -88,11 +88,36 @@ def test_returncode_stdout_and_stderr_are_captured(layout: dict[str, Path]) -> N
     )
 
 
+def marked_sleepers() -> tuple[str, str]:
+    """A command whose foreground and background sleeps carry a marker, and say so if they ever wake.
+
+    Each would run 60 s (120 times the 0.5 s timeout: that is only the hang guard); the checks are on
+    events: the run is flagged timed out, neither sleep ever woke, and no marked process is left.
+    """
+    marker = f"60.{os.getpid()}{threading.get_ident() % 1000}"
+    return marker, f"(sleep {marker}; echo background-woke) & sleep {marker}; echo foreground-woke"
+
+
+def marked_alive(marker: str) -> list[int]:
+    """Host pids whose command line carries ``marker`` (a zombie's reads empty: it counts as gone)."""
+    alive = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                if marker.encode() in (proc / "cmdline").read_bytes():
+                    alive.append(int(proc.name))
+            except OSError:
+                pass
+    return alive
+
+
 def test_timeout_kills_the_session_and_its_background_children(layout: dict[str, Path]) -> None:
     # The background sleep holds stdout open: the call only returns once it is dead too.
-    result = run_jailed(session_spec(layout), ["sh", "-c", "sleep 60 & sleep 60"], timeout_s=0.5)
+    marker, script = marked_sleepers()
+    result = run_jailed(session_spec(layout), ["sh", "-c", script], timeout_s=0.5)
     assert result.timed_out
-    assert result.duration_s < 5
+    assert "woke" not in result.stdout  # stopped by the timeout, not left to finish its sleeps
+    assert marked_alive(marker) == []  # the background child is gone with the session
 
 
 # --- answer keys, archives and other sessions ---------------------------------------------
@@ -446,8 +471,10 @@ def test_no_jail_runs_unconfined(layout: dict[str, Path]) -> None:
 
 def test_no_jail_timeout_kills_the_process_group(layout: dict[str, Path]) -> None:
     spec = session_spec(layout, no_jail=True)
-    result = run_jailed(spec, ["sh", "-c", "sleep 60 & sleep 60"], timeout_s=0.5)
-    assert result.timed_out and result.duration_s < 5
+    marker, script = marked_sleepers()
+    result = run_jailed(spec, ["sh", "-c", script], timeout_s=0.5)
+    assert result.timed_out and "woke" not in result.stdout
+    assert marked_alive(marker) == []  # the whole process group was killed, not only the shell
 
 
 @pytest.mark.parametrize(

@@ -101,7 +101,12 @@ def settled_after(s: Served, run: dict[str, Any], run_id: int, before: int) -> N
     """Release the verifier: had any pick work still run, it would now finish or start calls."""
     asked = s.score_requests()
     s.judge.release()
-    time.sleep(1.0)  # room for any leftover work to show itself (none must)
+    # The held requests are answered now: the event leftover work would go on from. Wait for it (the
+    # guard is only a hang guard), not for a fixed second.
+    deadline = time.monotonic() + GUARD_S
+    while s.judge.in_flight:
+        assert time.monotonic() < deadline, "the verifier's held requests were never answered"
+        time.sleep(0.02)
     assert s.score_requests() == asked, "a verifier call started after the run ended"
     calls = s.calls(run_id)
     scores = [c for c in calls if c["kind"] == "score"]

@@ -45,11 +45,32 @@ def _until_done(args: list[str], store: Path) -> tuple[dict, int, list[str]]:
 def test_reruns_through_twenty_percent_faults_give_the_fault_free_result(job, seed, tmp_path):
     with FaultServer(varied=True, timeout_sleep_s=4) as clean:
         baseline = run_cli(JOBS[job](clean.url), tmp_path / "clean.sqlite3")
+    planned = set(RANDOM_FAULTS)
     with FaultServer(varied=True, fault_rate=0.2, fault_seed=seed, timeout_sleep_s=4) as faulty:
+        faulty.queue(*RANDOM_FAULTS)  # every kind at least once (the first requests), then 20 % at random
         result, runs, errors = _until_done(JOBS[job](faulty.url), tmp_path / "faulty.sqlite3")
         sent = faulty.faults_sent
-    assert set(sent) & set(RANDOM_FAULTS), "no fault was injected"
+    assert set(sent) == planned, f"injected {sorted(set(sent))}, planned {sorted(planned)}"
+    # every kind was survived: the runs that met them end in exactly the fault-free result
     assert comparable(result) == comparable(baseline)
     check = store_check(tmp_path / "faulty.sqlite3")
     assert check["integrity"] == "ok" and check["running"] == 0
     assert all(line.endswith("(rerun to retry only the failed calls)") or "rerun" in line for line in errors), errors
+
+
+
+@pytest.mark.parametrize("kind", RANDOM_FAULTS)
+def test_each_fault_kind_alone_is_survived(kind, tmp_path):
+    """One fault of one kind, on the first request: it is the one injected, and the run survives it:
+    the call is retried within the run, or the run fails with exit 3 and its rerun sentence and one
+    rerun retries it; either way the result is exactly the fault-free one."""
+    with FaultServer(varied=True, timeout_sleep_s=4) as clean:
+        select_baseline = run_cli(JOBS["select"](clean.url), tmp_path / "clean.sqlite3")
+    with FaultServer(varied=True, timeout_sleep_s=4) as faulty:
+        faulty.queue(kind)
+        result, runs, errors = _until_done(JOBS["select"](faulty.url), tmp_path / "faulty.sqlite3")
+        sent = faulty.faults_sent
+    assert sent == [kind]
+    assert comparable(result) == comparable(select_baseline)
+    assert runs <= 2 and len(errors) == runs - 1, (runs, errors)  # one fault: at most one failed run
+    assert all("rerun" in line for line in errors), errors
