@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -14,14 +15,32 @@ from typing import Iterator
 
 import httpx
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(os.environ.get("VERISCALE_DEV_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+def dev_data() -> Path:
+    """The shared dev data folder (``$VERISCALE_DEV_DATA``, else ``shared/data`` beside the clone);
+    a missing folder ends the benchmark with one sentence, not a traceback."""
+    if not DATA.is_dir():
+        sys.exit(f"benchmark data folder '{DATA}' is missing: put the shared dev data there (shared/data "
+                 "beside the clone; see its README) or set VERISCALE_DEV_DATA to its folder")
+    return DATA
+
+
+def dev_file(name: str) -> Path:
+    """One file of the shared dev data; a missing one ends the benchmark with one sentence."""
+    path = dev_data() / name
+    if not path.is_file():
+        sys.exit(f"benchmark data file '{path}' is missing: the shared dev data folder lacks it (see its "
+                 "README for the sources), or set VERISCALE_DEV_DATA to a folder that has it")
+    return path
 
 
 def dev_pairs(n: int, max_chars: int = 3000, path: Path | None = None) -> list[dict]:
     """The first n LLMBar/MT-Bench dev pairs whose texts are short enough for the small model
     (from ``path``, default the shared dev data)."""
     rows = []
-    with open(path or DATA / "pairwise_dev.jsonl") as f:
+    with open(path or dev_file("pairwise_dev.jsonl")) as f:
         for line in f:
             r = json.loads(line)
             if len(r["instruction"]) + len(r["output_1"]) + len(r["output_2"]) <= max_chars:

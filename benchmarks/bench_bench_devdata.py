@@ -21,12 +21,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from _common import dev_file  # noqa: E402
 from veriscale.bench.datasets import load_labelled_pools, load_pairs, sample  # noqa: E402
 from veriscale.bench.runner import Bench, BenchConfig, expand_configs  # noqa: E402
 from veriscale.engine.store import Store  # noqa: E402
 from veriscale.models.uri import load_backend  # noqa: E402
 
-DATA = Path(os.environ.get("VERISCALE_DEV_DATA", REPO.parent / "shared" / "data"))
 
 
 def main() -> None:
@@ -45,14 +45,14 @@ def main() -> None:
                  "cpus": os.cpu_count()}
     configs = expand_configs(BenchConfig(k=args.k), {}, discrete_vs_continuous=True)
     if args.pairs:
-        pairs = sample(load_pairs(DATA / "pairwise_dev.jsonl"), args.pairs, args.seed)
+        pairs = sample(load_pairs(dev_file("pairwise_dev.jsonl")), args.pairs, args.seed)
         bench = Bench(model, store, criteria="general", seed=args.seed)
         started = time.perf_counter()
         rows = bench.run_pairs(pairs, configs)
         out["pairs"] = {"n": len(pairs), "wall_s": round(time.perf_counter() - started, 1),
                         "rows": [r.to_dict() for r in rows]}
     if args.pools:
-        pools = [p for p in load_labelled_pools([DATA / "terminal_bench_2.1_trials.jsonl.gz"]) if p.disagrees]
+        pools = [p for p in load_labelled_pools([dev_file("terminal_bench_2.1_trials.jsonl.gz")]) if p.disagrees]
         chosen = sample(pools, args.pools, args.seed)
         bench = Bench(model, store, criteria="agent", seed=args.seed)
         started = time.perf_counter()

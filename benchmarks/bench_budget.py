@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))  # tests.support: the simulated judges
 
+from _common import dev_file  # noqa: E402
 from veriscale.selection.budget.controller import BudgetController  # noqa: E402
 from tests.support.budget_sim import SimulatedCriteriaJudge, criteria_qualities, fixed_schedule  # noqa: E402
 from veriscale.selection.core.schedules import ppt_comparison_count  # noqa: E402
@@ -41,7 +42,6 @@ from veriscale.selection.core.tournament import ppt  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 1.0)
 K_FULL, C_FULL = 2, 3
-DATA = Path(os.environ.get("VERISCALE_DEV_DATA", REPO.parent / "shared" / "data"))
 
 
 def oracle_rows(n: int, pools: int, noise: float, joint: bool) -> list[dict]:
@@ -85,7 +85,7 @@ def dev_rows(model_uri: str, n_pools: int, seed: int, render_tokens: int | None)
     from veriscale.selection.select import select
     from veriscale.selection.settings import SelectionSettings
 
-    pools = [p for p in load_labelled_pools([DATA / "terminal_bench_2.1_trials.jsonl.gz"]) if p.disagrees]
+    pools = [p for p in load_labelled_pools([dev_file("terminal_bench_2.1_trials.jsonl.gz")]) if p.disagrees]
     chosen = sample(pools, n_pools, seed)
     model = load_backend(model_uri)
     rows: list[dict] = []

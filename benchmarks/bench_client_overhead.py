@@ -15,12 +15,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import sys
+
 import httpx
 
-from tests.support.fault_server import FaultServer
-from veriscale.engine.store import Store
-from veriscale.models.uri import load_backend
-from veriscale.verify.reward import Verifier
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "src")]
+from tests.support.fault_server import FaultServer  # noqa: E402
+from veriscale.engine.store import Store  # noqa: E402
+from veriscale.models.uri import load_backend  # noqa: E402
+from veriscale.verify.reward import Verifier  # noqa: E402
 
 TASK, A, B = "task " * 300, "first answer " * 150, "second answer " * 150
 

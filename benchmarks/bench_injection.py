@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))  # tests.support.llama_server
 
+from _common import dev_data, dev_file  # noqa: E402
 from veriscale.bench.injection_suite import HALVES, KINDS, build_suite, clean_candidates  # noqa: E402
 from veriscale.data.render import render_candidate  # noqa: E402
 from veriscale.engine.store import Store  # noqa: E402
@@ -40,9 +41,6 @@ from veriscale.verify.criteria import load_criteria  # noqa: E402
 from veriscale.verify.injection import detect  # noqa: E402
 from veriscale.verify.reward import Verifier  # noqa: E402
 
-DATA = Path(os.environ.get("VERISCALE_DEV_DATA", REPO.parent / "shared" / "data"))
-if not DATA.exists():
-    DATA = Path("/work/shared/data")
 
 
 def interval(values, stat=np.mean, n=2000, seed=0) -> tuple[float, float, float]:
@@ -64,7 +62,7 @@ def fmt(ci, digits=3, pct=False) -> str:
 
 def dev_pairs(n: int) -> list[dict]:
     """n short dev pairs (not the ones whose losers are in the suite's first positions: every 3rd, from the end)."""
-    rows = [json.loads(line) for line in (DATA / "pairwise_dev.jsonl").read_text("utf-8").splitlines()]
+    rows = [json.loads(line) for line in (dev_file("pairwise_dev.jsonl")).read_text("utf-8").splitlines()]
     short = [r for r in rows if len(r["instruction"]) + len(r["output_1"]) + len(r["output_2"]) <= 2000]
     return short[::-1][:n]
 
@@ -95,14 +93,14 @@ def run(args) -> dict:
     crits = load_criteria(args.criteria)
     if args.criterion != "all":
         crits = crits.only([args.criterion])
-    suite = build_suite(DATA)
+    suite = build_suite(dev_data())
     out: dict = {"model": model.uri, "criteria": [c.name for c in crits.items], "per_kind": args.per_kind,
                  "pair_per_kind": args.pair_per_kind, "dev_pairs": args.dev_pairs, "rows": [], "mitigations": [],
                  "cpus": os.cpu_count(), "load_1min_before": round(os.getloadavg()[0], 2)}
     started = time.perf_counter()
 
     # detector: recall per kind on both halves (all twins), false positives on clean dev candidates
-    clean = clean_candidates(DATA, 0, render=lambda c: render_candidate(c, 6000))
+    clean = clean_candidates(dev_data(), 0, render=lambda c: render_candidate(c, 6000))
     fps = [(i, h.rule, h.text) for i, t in clean if (h := detect(t))]
     out["detector"] = {"clean_candidates": len(clean), "false_positives": len(fps), "fpr": len(fps) / len(clean),
                        "examples": fps[:10],

@@ -33,12 +33,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from _common import dev_data  # noqa: E402
 from veriscale.bench.injection_suite import (HALVES, HELDOUT_V2, KINDS_V2, build_suite,  # noqa: E402
                                              clean_candidates, heldout_v2_templates, heldout_v2_twins)
 from veriscale.data.render import render_candidate  # noqa: E402
 from veriscale.verify.injection import DETECT_BY_DEFAULT, detect  # noqa: E402
 
-DATA = Path(os.environ.get("VERISCALE_DEV_DATA", "/work/shared/data"))
 MAX_FPR = 0.05
 
 
@@ -112,10 +112,10 @@ def main() -> None:
     args = ap.parse_args()
 
     started = time.perf_counter()
-    twins = heldout_v2_twins(DATA)
+    twins = heldout_v2_twins(dev_data())
     obfuscation = {n: t.get("obfuscation", "none") for n, t in enumerate(heldout_v2_templates())}
-    old = [t for t in build_suite(DATA) if t.half in HALVES]
-    clean = clean_candidates(DATA, args.clean, render=lambda c: render_candidate(c, args.render_chars))
+    old = [t for t in build_suite(dev_data()) if t.half in HALVES]
+    clean = clean_candidates(dev_data(), args.clean, render=lambda c: render_candidate(c, args.render_chars))
     if len(clean) < 1000:
         raise SystemExit(f"only {len(clean)} clean candidates: at least 1,000 are needed")
     assert {t.kind for t in twins} <= set(KINDS_V2)

@@ -25,14 +25,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from _common import dev_file  # noqa: E402
 from veriscale.bench.datasets import load_pairs, sample  # noqa: E402
 from veriscale.engine.store import Store  # noqa: E402
 from veriscale.models.uri import load_backend  # noqa: E402
 from veriscale.verify.reward import Verifier  # noqa: E402
 
-DATA = Path(os.environ.get("VERISCALE_DEV_DATA", REPO.parent / "shared" / "data"))
-if not DATA.exists():
-    DATA = Path("/work/shared/data")
 
 
 def pick(p: float | None) -> float:
@@ -77,7 +75,7 @@ def main() -> None:
 
     model = load_backend(args.model)
     store = Store.open(args.store)
-    pairs = sample(load_pairs(DATA / "pairwise_dev.jsonl"), args.pairs, args.seed)
+    pairs = sample(load_pairs(dev_file("pairwise_dev.jsonl")), args.pairs, args.seed)
     out: dict = {"model": model.uri, "pairs": len(pairs), "criteria": args.criteria, "seed": args.seed,
                  "tau": args.tau, "cpus": os.cpu_count(), "load_1min_before": round(os.getloadavg()[0], 2)}
     sep = run_mode(model, store, pairs, args.criteria, False, args.tau)

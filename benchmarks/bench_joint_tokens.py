@@ -34,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from _common import dev_file  # noqa: E402
 from veriscale.bench.datasets import load_labelled_pools, sample  # noqa: E402
 from veriscale.engine.store import Store  # noqa: E402
 from veriscale.models.base import ScoreResponse  # noqa: E402
@@ -42,9 +43,6 @@ from veriscale.models.embedded import EmbeddedModel  # noqa: E402
 from veriscale.selection.select import select  # noqa: E402
 from veriscale.verify.reward import Verifier  # noqa: E402
 
-DATA = Path(os.environ.get("VERISCALE_DEV_DATA", REPO.parent / "shared" / "data"))
-if not DATA.exists():
-    DATA = Path("/work/shared/data")
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -129,7 +127,7 @@ def main() -> None:
     parser.add_argument("--criteria", default="agent")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    pools = [p for p in load_labelled_pools([DATA / "terminal_bench_2.1_trials.jsonl.gz"]) if p.disagrees]
+    pools = [p for p in load_labelled_pools([dev_file("terminal_bench_2.1_trials.jsonl.gz")]) if p.disagrees]
     chosen = sample(pools, args.pools, args.seed)
     model = EmbeddedModel.load()
     rows = [run(chosen, model, joint, args.k, args.criteria) for joint in (False, True)]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from _common import DATA, evaluated_counts, start_verbose_server
+from _common import dev_file, evaluated_counts, start_verbose_server
 
 from veriscale.data.importers.atif import load as load_atif
 from veriscale.engine.executor import CallExecutor
@@ -42,7 +42,7 @@ UNRELATED = ScoreRequest(messages=(Message("user", "Say yes."),), prefill="", la
 
 
 def long_trial(min_steps: int):
-    with gzip.open(DATA / "terminal_bench_2.1_trials.jsonl.gz", "rt") as fh:
+    with gzip.open(dev_file("terminal_bench_2.1_trials.jsonl.gz"), "rt") as fh:
         for line in fh:
             cand = load_atif(json.loads(line))[0]
             if len(cand.trajectory.steps) >= min_steps:

@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
 from tests.support.llama_server import MODEL_ID, start_llama_server, stop_llama_server  # noqa: E402
+from _common import dev_file  # noqa: E402
 from veriscale.engine.store import Store  # noqa: E402
 from veriscale.models.embedded import EmbeddedModel  # noqa: E402
 from veriscale.models.embedded_files import default_gguf_path  # noqa: E402
@@ -37,11 +38,10 @@ from veriscale.models.uri import load_backend  # noqa: E402
 from veriscale.verify.criteria import load_criteria  # noqa: E402
 from veriscale.verify.reward import Verifier, sigmoid  # noqa: E402
 
-DATA = next(p for p in (Path("/work/shared/data"), REPO.parent / "shared" / "data") if p.exists())
 
 
 def shortest_pairs(n: int) -> list[dict]:
-    rows = [json.loads(line) for line in (DATA / "pairwise_dev.jsonl").read_text("utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in (dev_file("pairwise_dev.jsonl")).read_text("utf-8").splitlines() if line.strip()]
     rows.sort(key=lambda r: (len(r["instruction"]) + len(r["output_1"]) + len(r["output_2"]), r["id"]))
     return rows[:n]
 

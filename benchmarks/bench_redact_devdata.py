@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from _common import dev_data  # noqa: E402
 from veriscale.redact import Redactor
 
-DATA = Path(os.environ.get("VERISCALE_DEV_DATA", "/work/shared/data"))
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -35,7 +35,7 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
-def dev_candidates(data: Path = DATA, limit: int | None = None) -> Iterator[tuple[str, Any]]:
+def dev_candidates(data: Path | None = None, limit: int | None = None) -> Iterator[tuple[str, Any]]:
     """(name, candidate) for each dev candidate: a string, or a trajectory as JSON-ready data."""
     sources = [
         ("pairwise_dev.jsonl", lambda r: [(f"{r['id']}/output_1", r["output_1"]), (f"{r['id']}/output_2", r["output_2"])]),
@@ -43,6 +43,7 @@ def dev_candidates(data: Path = DATA, limit: int | None = None) -> Iterator[tupl
         ("swebench_verified_trajectories_dev.jsonl.gz", lambda r: [(r["instance_id"], r["steps"])]),
         ("terminal_bench_2.1_trials.jsonl.gz", lambda r: [(r["trial_name"], r["trajectory"])]),
     ]
+    data = data if data is not None else dev_data()
     for name, pick in sources:
         for k, row in enumerate(_lines(data / name)):
             if limit is not None and k >= limit:
@@ -80,7 +81,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="candidates per file (default all)")
     args = parser.parse_args()
     start = time.perf_counter()
-    report = count(dev_candidates(DATA, args.limit))
+    report = count(dev_candidates(dev_data(), args.limit))
     took = time.perf_counter() - start
     print(f"{report['candidates']} candidates, {report['chars'] / 1e6:.1f} M characters, {took:.1f} s")
     print(f"redacted candidates: {report['redacted_candidates']}  findings by kind: {dict(report['by_kind'])}")

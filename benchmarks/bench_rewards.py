@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import DATA
+from _common import dev_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support.tiny_policy
 
@@ -45,7 +45,7 @@ SCALE = "letters:5"
 def gsm8k_problems(n: int) -> list[tuple[str, str]]:
     """(problem, gold answer) for the first n GSM8K items whose reference solution is correct."""
     out = []
-    rows = (DATA / "progress_processbench_dev.jsonl").read_text().splitlines()
+    rows = (dev_file("progress_processbench_dev.jsonl")).read_text().splitlines()
     for row in map(json.loads, rows):
         if row["split"] != "gsm8k" or row["label"] != -1 or not row["final_answer_correct"]:
             continue

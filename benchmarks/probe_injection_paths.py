@@ -10,6 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src")); sys.path.insert(0, str(REPO))
+from _common import dev_data  # noqa: E402
 from veriscale.bench.injection_suite import build_suite
 from veriscale.models.uri import load_backend
 from veriscale.verify.criteria import load_criteria
@@ -17,9 +18,8 @@ from veriscale.verify.reward import Verifier
 from veriscale.verify.scale import parse_scale
 from tests.support.llama_server import MODEL_ID, start_llama_server, stop_llama_server
 
-DATA = Path("/work/shared/data") if Path("/work/shared/data").exists() else REPO.parent / "shared" / "data"
 N_BASES = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-suite = build_suite(DATA)
+suite = build_suite(dev_data())
 crits = load_criteria("general").only(["Correctness"])
 scale = parse_scale("letters")
 by_base = {}
