@@ -15,6 +15,10 @@ path or a ``CriteriaSet``. Nothing is written to disk unless ``store`` names a s
 passes a ``Store``); with one, a repeated call is answered from it. A verdict whose model calls
 failed has ``failed`` set, ``reward`` (or ``p_a_wins``) None and ``errors`` saying why.
 
+A verdict from the embedded model (the default) warns once with
+``veriscale.models.weak_judge.WeakJudgeWarning``, as the CLI notes it: a 135M model is a weak
+judge; pass ``model=`` a served model for real verification.
+
 From async code (a server, an agent loop) await the same verdicts; the model calls run on the
 gateway's loop, so the caller's loop keeps serving, and ``score``/``compare`` are thin wrappers
 over these::
@@ -36,6 +40,7 @@ from veriscale.engine.store import Store
 from veriscale.errors import UserError
 from veriscale.models.base import ModelBackend
 from veriscale.models.uri import load_backend
+from veriscale.models.weak_judge import warn_if_embedded
 from veriscale.verify.criteria import CriteriaSet
 from veriscale.verify.results import CompareResult, ScoreResult
 from veriscale.verify.reward import Verifier
@@ -76,6 +81,7 @@ async def _with_verifier(model: ModelLike, store: StoreLike, settings: dict[str,
                          verdict: Callable[[Verifier], Awaitable[T]]) -> T:
     """Build the Verifier (loading a model off the loop), take the verdict, and close a store opened here."""
     backend = await asyncio.to_thread(_backend, model) if isinstance(model, str) else _backend(model)
+    warn_if_embedded(backend, stacklevel=2)  # as the CLI's note: the embedded model is a weak judge
     opened = _store(store)
     try:
         return await verdict(Verifier(backend, store=opened, **settings))
@@ -146,4 +152,5 @@ async def aselect(task: Any, candidates: Any, *, verifier: Verifier, **options: 
     """
     from veriscale.selection.select import select
 
+    warn_if_embedded(verifier.model, stacklevel=2)
     return await asyncio.to_thread(select, task, candidates, verifier=verifier, **options)

@@ -14,6 +14,7 @@ from veriscale.cli.settings import Settings, current
 from veriscale.engine.store import Store
 from veriscale.models.base import ModelBackend
 from veriscale.models.uri import URI_FORMS, load_backend
+from veriscale.models.weak_judge import EMBEDDED_NOTICE, uses_embedded
 
 ModelOpt = Annotated[Optional[list[str]], typer.Option(
     "--model", "-m", help=f"Model URI ({URI_FORMS}) or a model name from the config file (a \\[models.NAME] table); repeat it for several "
@@ -71,18 +72,10 @@ def open_model(settings: Settings, *, notice: bool = True) -> ModelBackend:
                                routing=s.routing, deadline_s=s.deadline_s or None)
     else:
         backend = backends[0]
-    if notice and _uses_embedded(backend) and not _NOTICE_SHOWN:
-        from veriscale.models.embedded import EMBEDDED_NOTICE
-
+    if notice and uses_embedded(backend) and not _NOTICE_SHOWN:
         note(EMBEDDED_NOTICE)
         _NOTICE_SHOWN = True
     return backend
-
-
-def _uses_embedded(backend: ModelBackend) -> bool:
-    if getattr(backend, "is_embedded", False):
-        return True
-    return any(_uses_embedded(getattr(backend, part)) for part in ("reasoner", "scorer") if hasattr(backend, part))
 
 
 def open_store(settings: Settings | Path | None) -> Store:

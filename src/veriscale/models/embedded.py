@@ -30,19 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from veriscale.errors import UserError, setting, worded
+from veriscale.errors import UserError, setting
 from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse, slot_entry
 from veriscale.models.cancel import in_worker, stopped
 from veriscale.models.chat_template import detect_template, render_chat
 from veriscale.models.embedded_files import all_cores, default_gguf_path, default_threads, file_sha256
 from veriscale.models.logprobs import WHITESPACE_MIN_PROB, WHITESPACE_TOKENS
 from veriscale.models.read_strategy import EMBEDDED_PLAN, ReadPlan
+from veriscale.models.weak_judge import EMBEDDED_NOTICE  # noqa: F401 (importers of the notice from here)
 
-EMBEDDED_NOTICE = worded(
-    "Using the embedded SmolLM2-135M model: a small offline model for trying veriscale, "
-    f"not a reliable judge. For real verification choose another {setting('model')} (e.g. "
-    f"{setting('model', 'http://127.0.0.1:8000/v1#your-model')} or {setting('model', 'openai:gpt-4.1-mini')})."
-)
 DEFAULT_N_CTX = 8192
 N_BATCH = 512  # prompt tokens evaluated per step (a cancelled call stops between steps)
 #: Tokens in the batch whose last logits are read. llama.cpp evaluates a one-token batch by
