@@ -31,3 +31,16 @@ def test_fingerprint_and_label_check_through_the_server(llama_server):
     model = load_backend(llama_server + "#smollm2")
     assert model.fingerprint().startswith(f"http:{llama_server}#smollm2 read=chat/")  # the read path is part of it
     assert model.single_token_labels(tuple("ABCDE")) == []
+
+
+def test_the_equal_bias_read_is_refused_because_the_server_reports_pre_bias_logprobs(llama_server):
+    """llama_cpp.server applies logit_bias to what it picks but reports logprobs from before it, so one
+    bias on every label cannot bring unseen labels into view: the probe's question says so (one plain
+    and one biased request at the prefilled completions slot)."""
+    from veriscale.models.base import drive_sync
+    from veriscale.models.read_probe import probe_equal_bias
+
+    model = load_backend(llama_server + "?template=chatml#smollm2")
+    ok, notes = drive_sync(probe_equal_bias(model, model._sync_post))
+    assert not ok
+    assert any("reports logprobs before the bias" in n for n in notes), notes

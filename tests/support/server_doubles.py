@@ -12,10 +12,17 @@ and applies the request rules of the released source, read from the PyPI wheels:
   ``token_ids_logprob`` exists only on its native ``/generate``, so ``logprob_token_ids`` is an
   unknown field its OpenAI routes ignore; no ``max_logprobs`` cap.
 
+- an OpenAI-compatible server that honours ``logit_bias`` (flavour ``"post-bias"``): the bias is
+  added to the listed token ids' logits before the softmax that both picks the token and gives the
+  reported ``top_logprobs`` (vLLM with ``--logprobs-mode processed_logprobs`` does so); vLLM's
+  ``/tokenize`` and its 20-logprobs cap; ``logprob_token_ids`` is an unknown field it ignores.
+  Flavour ``"pre-bias"`` honours the bias in its choice but reports the logprobs from before it,
+  as llama.cpp's servers do.
+
 The "weights" are a fixed next-token distribution over a small vocabulary in which the score
 labels sit below the top 20, so a top-20 read loses them and an exact read does not::
 
-    with ServerDouble("vllm") as srv:
+    with ServerDouble("vllm") as srv:     # or "sglang", "post-bias", "pre-bias"
         srv.url              # http://127.0.0.1:PORT/v1
         srv.bodies           # [(path, body), ...] of every completion request
         TRUE_LABELS          # the labels' true probabilities at a grade slot
@@ -41,10 +48,19 @@ TRUE_LABELS = {lab: SLOT.get(lab, 0) + SLOT.get(" " + lab, 0) + SLOT["\n"] * AFT
 CONTINUED = {"ris": 0.9, " Paris": 0.1}
 VOCAB = sorted(set(SLOT) | set(AFTER_NEWLINE) | set(CONTINUED) | {" "} | {c for c in "ABCDE"} | {" " + c for c in "ABCDE"})
 IDS = {t: i for i, t in enumerate(VOCAB)}
+#: the flavours with vLLM's /tokenize endpoint and its cap of 20 logprobs
+TOKENIZERS = ("vllm", "post-bias", "pre-bias")
+
+
+def biased(dist: dict[str, float], bias: dict[str, Any]) -> dict[str, float]:
+    """``dist`` after adding each listed token id's bias to its logit (the softmax taken again)."""
+    raised = {t: p * math.exp(float(bias.get(str(IDS[t]), 0.0))) if t in IDS else p for t, p in dist.items()}
+    total = sum(raised.values())
+    return {t: p / total for t, p in raised.items()}
 
 
 class ServerDouble:
-    """A recording double of ``flavour`` ("vllm" or "sglang"); see the module's text."""
+    """A recording double of ``flavour`` ("vllm", "sglang", "post-bias" or "pre-bias"); see the module's text."""
 
     def __init__(self, flavour: str) -> None:
         self.flavour = flavour
@@ -70,7 +86,7 @@ class ServerDouble:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                if self.path == "/tokenize" and double.flavour == "vllm":
+                if self.path == "/tokenize" and double.flavour in TOKENIZERS:
                     text = body.get("prompt", "")
                     return self._send(200, {"tokens": [IDS[text]] if text in IDS else [IDS[" w0"], IDS[" w1"]]})
                 if not self.path.endswith("/completions"):
@@ -107,16 +123,21 @@ class ServerDouble:
             if ids is not None and width and width != len(ids):
                 return 400, {"error": {"message": "logprobs must equal len(logprob_token_ids)"}}
             text = body.get("prompt", "")
-        if vllm and ids is None and width > 20:
+        if self.flavour in TOKENIZERS and ids is None and width > 20:
             return 400, {"error": {"message": f"Requested sample logprobs of {width}, which is greater than max allowed: 20"}}
         if ids is not None and len(ids) > 128:
             return 400, {"error": {"message": "Requested logprob_token_ids of length > 128"}}
         dist = self._distribution(text)
+        chooser = dist
+        if self.flavour in ("post-bias", "pre-bias") and body.get("logit_bias"):
+            chooser = biased(dist, body["logit_bias"])
+            if self.flavour == "post-bias":
+                dist = chooser  # the reported logprobs are those after the bias
         if ids is not None:
             shown = [(VOCAB[i], dist.get(VOCAB[i], 1e-12)) for i in ids]
         else:
             shown = sorted(dist.items(), key=lambda kv: -kv[1])[:width]
-        chosen = max(dist.items(), key=lambda kv: kv[1])[0]
+        chosen = max(chooser.items(), key=lambda kv: kv[1])[0]
         if chat:
             lp = {"content": [{"token": chosen, "logprob": math.log(dist[chosen]),
                                "top_logprobs": [{"token": t, "logprob": math.log(p)} for t, p in shown]}]}

@@ -70,8 +70,8 @@ from veriscale.models.logprobs import (
     through_whitespace,
     whitespace_paths,
 )
-from veriscale.models.read_probe import SENTINEL_TEXT, WIDE_LOGPROBS, probe_read_plan
-from veriscale.models.read_strategy import READ_MARK, ReadKind, ReadPlan
+from veriscale.models.read_probe import SENTINEL_TEXT, WIDE_LOGPROBS, bias_tokens, logit_bias, probe_read_plan, unbiased_top
+from veriscale.models.read_strategy import EQUAL_BIAS_METHOD, READ_MARK, ReadKind, ReadPlan
 from veriscale.models.reply_usage import reply_usage, summed_usage
 from veriscale.models.sampled_read import (
     FAITHFUL_SAMPLER,
@@ -465,8 +465,11 @@ class OpenAICompatModel(HttpTransport):
         strategy = plan.strategy
         if plan.method == "logprob_token_ids":
             unseen = 0.0  # every label's probability was asked for by id: nothing of theirs is unseen
-        elif plan.method == "wide-logprobs" and not all(any(t.strip() == lab for t, _ in top) for lab in request.labels):
-            strategy = "top-k"  # a label fell outside even the wide read: this reading is cut like top-k
+        elif plan.method in ("wide-logprobs", EQUAL_BIAS_METHOD) and not all(
+                any(t.strip() == lab for t, _ in top) for lab in request.labels):
+            strategy = "top-k"  # a label fell outside even the wide (or biased) read: this reading is cut like top-k
+        elif plan.method == EQUAL_BIAS_METHOD:
+            unseen = 0.0  # every label is shown, with the weights' ratios: nothing of theirs is unseen
         cost = summed_usage(replies)
         return ScoreResponse(
             label_probs=probs, label_mass=mass, unseen_mass=unseen, reasoning=reasoning,
@@ -540,7 +543,7 @@ class OpenAICompatModel(HttpTransport):
             body = await self._plan_body(request, post, plan, prefill, reasoning)
             data = await post(self._slot_path(), body)
         self.check_reply_model(data, body)
-        top = self._top(data)
+        top = await self._unbiased(self._top(data), body, request, post)
         replies = [data]
         if plan.prefilled:
             after = {}
@@ -548,9 +551,16 @@ class OpenAICompatModel(HttpTransport):
                 body = await self._plan_body(request, post, plan, prefill + ws, reasoning)
                 more = self.check_reply_model(await post(self._slot_path(), body), body)
                 replies.append(more)
-                after[ws] = self._top(more)
+                after[ws] = await self._unbiased(self._top(more), body, request, post)
             top = through_whitespace(top, after)
         return top, replies, plan
+
+    async def _unbiased(self, top: list[tuple[str, float]], body: dict[str, Any], request: ScoreRequest,
+                        post: Post) -> list[tuple[str, float]]:
+        """An equal-bias reply's pairs on the unbiased scale (``read_probe.unbiased_top``); others as they are."""
+        if "logit_bias" not in body:
+            return top
+        return unbiased_top(top, set(await bias_tokens(self, request.labels, post) or ()))
 
     def check_reply_model(self, data: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         """``data`` when it answers the model ``body`` asked for (:func:`same_model`); a reply naming another
@@ -615,6 +625,12 @@ class OpenAICompatModel(HttpTransport):
                 body["top_logprobs"] = width
         if ids:
             body["logprob_token_ids"] = ids
+        if plan.method == EQUAL_BIAS_METHOD:
+            # the same bias on every label token: max_tokens is 1 and only the logprobs are read, so the
+            # token it makes the server write is never used
+            tokens = await bias_tokens(self, request.labels, post)
+            if tokens:
+                body["logit_bias"] = logit_bias(tokens)
         return body
 
     def _slot_path(self) -> str:

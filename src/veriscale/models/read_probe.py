@@ -17,7 +17,17 @@ detected by behaviour, never by the server's name:
 3. **wide logprobs**: a logprobs count of :data:`WIDE_LOGPROBS` (llama_cpp.server's completions
    endpoint allows it); kept when the server shows more than the configured top-k and every
    label of the probe is among them.
-4. otherwise **top-k** with the configured ``top_logprobs``.
+4. **equal bias** (:func:`equal_bias_check`): the same ``logit_bias`` of :data:`EQUAL_BIAS` on
+   every label token (each label alone and after a space, and the bare space and newline, the
+   tokens a ``logprob_token_ids`` read asks for; their ids from the server's tokenizer). Adding
+   one constant to every logit of a set leaves the distribution within the set as it was and
+   brings the set into the top k, where the server reports logprobs after the bias (vLLM with
+   ``--logprobs-mode processed_logprobs``; llama.cpp reports them before it). Kept when a token
+   outside the set lost about the bias in logprob (the server reports post-bias values), the
+   biased reply shows every label, and its label distribution matches the plain top-k read.
+   A reply is read back to the unbiased scale by :func:`unbiased_top` (the label mass it gives
+   is an upper bound: the non-label tokens beyond the top k are not seen).
+5. otherwise **top-k** with the configured ``top_logprobs``.
 
 It also finds what holds a joint reply to its format (one request each, in order): llama.cpp's
 ``grammar``, vLLM's ``structured_outputs: {"regex": ...}``, SGLang's ``regex``; kept when the
@@ -32,13 +42,14 @@ note. ::
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from veriscale.errors import ModelCallError
 from veriscale.models.base import Message
 from veriscale.models.chat_template import detect_template, render_chat
 from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
-from veriscale.models.read_strategy import ReadKind, ReadPlan
+from veriscale.models.read_strategy import EQUAL_BIAS, EQUAL_BIAS_METHOD, ReadKind, ReadPlan
 
 if TYPE_CHECKING:
     from veriscale.models.openai_compat import OpenAICompatModel
@@ -59,6 +70,51 @@ CONTINUE_MESSAGES = (Message("user", "Which city is the capital of France? Answe
 CONTINUE_PREFILL = "The capital of France is Pa"
 #: a token no grade slot puts weight on: in a logprob_token_ids reply only when the server honoured the list
 SENTINEL_TEXT = " zebra"
+#: how much a token outside the biased set must lose in logprob (nats) for the server to count as
+#: reporting post-bias logprobs: exactly EQUAL_BIAS + log(label mass) there, 0 on a pre-bias server
+POST_BIAS_DROP = 1.0
+
+
+def bias_texts(labels: tuple[str, ...]) -> list[str]:
+    """What an equal-bias read raises: each label alone and after a space, and the bare whitespace
+    tokens a grade may follow (so the whitespace path keeps its weight against the labels)."""
+    return [*labels, *(" " + lab for lab in labels), " ", "\n"]
+
+
+async def bias_tokens(m: "OpenAICompatModel", labels: tuple[str, ...], post: Post) -> dict[str, int] | None:
+    """Each text of :func:`bias_texts` that is one token, with its id, from the server's tokenizer (the
+    path the ``logprob_token_ids`` read takes; each text asked once per server, then remembered); None
+    when the server has no tokenizer endpoint."""
+    probe = m._sync_probe if post == m._sync_post else m._aprobe
+    root = m.base_url[:-3] if m.base_url.endswith("/v1") else m.base_url
+    out: dict[str, int] = {}
+    for text in bias_texts(labels):
+        got = await m._tokenize(root, text, probe)
+        if got is None:
+            return None
+        if len(got) == 1:
+            out[text] = got[0]
+    return out
+
+
+def logit_bias(tokens: dict[str, int]) -> dict[str, float]:
+    """The request's ``logit_bias``: every token of the set raised by the same EQUAL_BIAS."""
+    return {str(i): EQUAL_BIAS for i in sorted(set(tokens.values()))}
+
+
+def unbiased_top(top: list[tuple[str, float]], biased: set[str]) -> list[tuple[str, float]]:
+    """An equal-bias reply's (token, probability) pairs on the unbiased scale: the biased tokens'
+    probabilities divided by e^EQUAL_BIAS, then all shown pairs renormalised by the unbiased mass
+    they carry. The ratios within the biased set are the weights' own (what makes the read exact);
+    the scale is an upper bound, since the unbiased tokens beyond the top k are not seen (with none
+    shown, the biased set is taken to carry all the mass)."""
+    shift = math.exp(-EQUAL_BIAS)
+    inside = sum(p for t, p in top if t in biased)
+    outside = sum(p for t, p in top if t not in biased)
+    total = inside * shift + outside
+    if total <= 0:
+        return list(top)
+    return [(t, (p * shift if t in biased else p) / total) for t, p in top]
 
 
 def _tv(p: dict[str, float], q: dict[str, float], labels: list[str]) -> float:
@@ -77,7 +133,8 @@ class _Asker:
         self.requests = 0
 
     def body(self, messages: tuple[Message, ...], prefill: str, *, width: int | None,
-             fields: tuple[tuple[str, Any], ...] = (), ids: list[int] | None = None) -> tuple[str, dict[str, Any]]:
+             fields: tuple[tuple[str, Any], ...] = (), ids: list[int] | None = None,
+             bias: dict[str, float] | None = None) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {"model": self.model_id, "max_tokens": 1, "temperature": 0.0}
         if self.m.endpoint == "completions":
             body.update(prompt=render_chat(self.m.template, messages, prefill), logprobs=width)
@@ -93,6 +150,8 @@ class _Asker:
             body["logprob_token_ids"] = ids
             if self.m.endpoint == "completions":
                 body["logprobs"] = len(ids)  # vLLM: logprobs, when set, must equal the ids' count
+        if bias:
+            body["logit_bias"] = bias
         return path, body
 
     async def ask(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -240,4 +299,61 @@ async def probe_read_plan(m: "OpenAICompatModel", post: Post) -> ReadPlan:
         notes.append(f"the server refuses {WIDE_LOGPROBS} logprobs")
     else:
         notes.append(f"the server shows at most {len(wide)} logprobs")
+
+    if await equal_bias_check(asker, prefill, fields, baseline, notes):
+        return done(ReadKind.EXACT, EQUAL_BIAS_METHOD, m.top_logprobs)
     return done(ReadKind.TOP_K, "top-logprobs", m.top_logprobs)
+
+
+async def equal_bias_check(asker: _Asker, prefill: str, fields: tuple[tuple[str, Any], ...],
+                           baseline: list[tuple[str, float]], notes: list[str]) -> bool:
+    """Whether an equal ``logit_bias`` on the label tokens reads the probe slot exactly (one tokenizer
+    request a text, then one biased request); says why not in ``notes``."""
+    m = asker.m
+    tokens = await bias_tokens(m, PROBE_LABELS, asker.post)
+    if tokens is None:
+        notes.append("logit_bias: the server has no tokenizer endpoint, so the label tokens' ids are unknown: not tried")
+        return False
+    if not all(lab in tokens or " " + lab in tokens for lab in PROBE_LABELS):
+        notes.append("logit_bias: some probe label is no single token: not tried")
+        return False
+    path, body = asker.body(PROBE_MESSAGES, prefill, width=m.top_logprobs, fields=fields, bias=logit_bias(tokens))
+    got = await asker.top(path, body)
+    if got is None:
+        notes.append("logit_bias: the server refuses it (or gives no logprobs with it)")
+        return False
+    biased = set(tokens)
+    plain = dict(baseline)
+    drops = [math.log(plain[t]) - math.log(p) for t, p in got if t not in biased and t in plain and p > 0 and plain[t] > 0]
+    if not drops:
+        notes.append("logit_bias: no token outside the labels shows in both the plain and the biased reply, so "
+                     "whether the server reports logprobs after the bias cannot be told: not used")
+        return False
+    if max(drops) < POST_BIAS_DROP:
+        notes.append(f"logit_bias: the server reports logprobs before the bias (a +{EQUAL_BIAS:g} bias on the labels "
+                     "left the other tokens' logprobs as they were; llama.cpp does so), so it cannot bring unseen "
+                     "labels into view: not used")
+        return False
+    if not all(any(t.strip() == lab for t, _ in got) for lab in PROBE_LABELS):
+        notes.append("logit_bias: the biased reply did not show every label in its top "
+                     f"{m.top_logprobs}: not used")
+        return False
+    probs, _, _ = label_distribution(got, PROBE_LABELS)
+    base_probs, _, _ = label_distribution(baseline, PROBE_LABELS)
+    seen = [lab for lab in PROBE_LABELS if any(t.strip() == lab for t, _ in baseline)]
+    if seen and _tv(probs, base_probs, seen) > SELF_CHECK_TV:
+        notes.append("logit_bias: the biased read gave another label distribution than the top-k read: not used")
+        return False
+    return True
+
+
+async def probe_equal_bias(m: "OpenAICompatModel", post: Post) -> tuple[bool, list[str]]:
+    """The equal-bias question alone, at the prefilled probe slot of ``m``'s endpoint (its plain top-k
+    read, then the biased one): whether it holds and the probe's notes (for a check of one server)."""
+    asker = _Asker(m, post, await m._ident(post))
+    path, body = asker.body(PROBE_MESSAGES, PROBE_PREFILL, width=m.top_logprobs)
+    baseline = await asker.top(path, body)
+    if baseline is None:
+        return False, ["the server gave no logprobs at the probe's score slot"]
+    notes: list[str] = []
+    return await equal_bias_check(asker, PROBE_PREFILL, (), baseline, notes), notes

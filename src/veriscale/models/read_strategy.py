@@ -4,7 +4,9 @@ Three kinds of read, and whether the slot was prefilled:
 
 - ``exact``: every label's probability as the weights give it (the embedded model's full
   softmax; vLLM's ``logprob_token_ids``; a completions ``logprobs`` count wide enough to show
-  every label);
+  every label; an equal ``logit_bias`` on every label token where the server reports logprobs
+  after the bias: the shift leaves the distribution over the labels as it is and brings every
+  label into the top k);
 - ``top-k``: what the server shows of its top k tokens, the rest reported as ``unseen_mass``;
 - ``sampled``: N draws of the grade, the empirical distribution.
 
@@ -27,6 +29,12 @@ from typing import Any
 from veriscale.errors import setting, worded
 
 
+#: the method of an exact read by an equal ``logit_bias`` on every label token (see ``read_probe``)
+EQUAL_BIAS_METHOD = "equal-bias"
+#: the bias it adds to each label token's logit (OpenAI and vLLM take at most 100)
+EQUAL_BIAS = 30.0
+
+
 class ReadKind(str, Enum):
     EXACT = "exact"
     TOP_K = "top-k"
@@ -41,7 +49,7 @@ class ReadPlan:
     kind: ReadKind
     prefilled: bool
     endpoint: str  # "embedded" | "completions" | "chat"
-    method: str  # "full-softmax" | "logprob_token_ids" | "wide-logprobs" | "top-logprobs" | "sample"
+    method: str  # "full-softmax" | "logprob_token_ids" | "wide-logprobs" | "equal-bias" | "top-logprobs" | "sample"
     width: int | None = None
     #: the chat request fields that continue a prefilled assistant turn (empty: none needed or none work)
     prefill_fields: tuple[tuple[str, Any], ...] = ()
@@ -62,6 +70,8 @@ class ReadPlan:
         parts = [self.endpoint, self.kind.value, "prefilled" if self.prefilled else "first-token", self.method]
         if self.width is not None:
             parts.append(str(self.width))
+        if self.method == EQUAL_BIAS_METHOD:
+            parts.append(f"bias={EQUAL_BIAS:g}")
         if self.joint:
             parts.append(f"joint={self.joint}")
         return "/".join(parts)
@@ -69,6 +79,8 @@ class ReadPlan:
     def describe(self) -> str:
         """One phrase for people: ``exact, prefilled (completions, logprobs=1000)``."""
         how = self.method if self.width is None else f"{self.method}={self.width}"
+        if self.method == EQUAL_BIAS_METHOD:
+            how = f"logit_bias +{EQUAL_BIAS:g} on every label token, top_logprobs={self.width}"
         return f"{self.kind.value}, {'prefilled' if self.prefilled else 'first token (not prefilled)'} ({self.endpoint}, {how})"
 
     def to_dict(self) -> dict[str, Any]:
