@@ -8,6 +8,8 @@ file through :func:`for_markdown`::
 
     console.print(for_terminal("\\x1b]52;c;aGk=\\x07[link=http://x]y[/link]"))
     # prints \\x1b]52;c;aGk=\\x07[link=http://x]y[/link] as plain characters
+    console.print(for_terminal_lines(skill_text))   # many lines, each escaped; newlines kept
+    console.print(assembled(("warning: ", "yellow"), session_note))  # a fixed label, then untrusted text
     for_markdown("a|b [x](y)")     # a\\|b \\[x\\](y)   (no table break, no link)
     for_code_span("a`b")           # a'b              (a key shown as code)
 """
@@ -27,6 +29,26 @@ def visible(text: object) -> str:
 def for_terminal(text: object, style: str = "") -> Text:
     """``text`` as a Rich ``Text``: printed as it reads, never as markup or terminal control."""
     return Text(visible(text), style=style)
+
+
+def for_terminal_lines(text: object, style: str = "") -> Text:
+    """Like :func:`for_terminal`, but line breaks are kept: each line escaped on its own (tabs kept too)."""
+    lines = [visible(line.replace("\t", "    ")) for line in str(text).splitlines()]
+    return Text("\n".join(lines), style=style)
+
+
+def assembled(*parts: "str | tuple[str, str] | Text") -> Text:
+    """One ``Text`` of ``parts``: a ``(text, style)`` pair is our own styled label, a ``Text`` is kept,
+    and a plain string is untrusted text, escaped by :func:`for_terminal`. Nothing is read as markup."""
+    out = Text()
+    for part in parts:
+        if isinstance(part, Text):
+            out.append_text(part)
+        elif isinstance(part, tuple):
+            out.append(part[0], style=part[1])
+        else:
+            out.append_text(for_terminal(part))
+    return out
 
 
 def for_markdown(text: object) -> str:

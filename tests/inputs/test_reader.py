@@ -48,7 +48,7 @@ def test_utf8_with_a_byte_order_mark_reads_and_other_bytes_are_named(tmp_path):
     path.write_bytes("\ufeffcafé".encode())
     assert reader.read_text(path, "candidate") == "café"
     path.write_bytes(b"caf\xe9")
-    with pytest.raises(BadInput, match=r"candidate '.*a\.md' is not UTF-8 text \(byte 3 is 0xe9\)"):
+    with pytest.raises(BadInput, match=r"candidate '.*a\.md' is not UTF-8 text \(an invalid byte at position 3\)"):
         reader.read_text(path, "candidate")
 
 

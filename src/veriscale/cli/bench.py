@@ -27,6 +27,7 @@ from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
+from veriscale.shown_text import for_terminal
 
 if TYPE_CHECKING:  # the bench machinery (numpy) is imported when the command runs
     from veriscale.bench.runner import BenchEstimate, BenchReport
@@ -72,8 +73,8 @@ def _fmt(value, digits: int = 3) -> str:
 
 
 def _render(report: BenchReport) -> None:
-    table = Table(title=f"bench · {report.kind} · {Path(report.data).name} · {report.model} · "
-                        f"n={len(report.items)} (seed {report.seed})")
+    table = Table(title=for_terminal(f"bench · {report.kind} · {Path(report.data).name} · {report.model} · "
+                                     f"n={len(report.items)} (seed {report.seed})"))
     table.add_column("configuration")
     if report.kind == "pairs":
         cols = [("accuracy", "accuracy"), ("tie rate", "tie_rate"), ("SNR", "snr"), ("failed", "failed")]
@@ -87,14 +88,14 @@ def _render(report: BenchReport) -> None:
     table.add_column("wall s", justify="right")
     for row in report.rows:
         processed = row.usage.processed
-        table.add_row(row.label, *[_fmt(row.metrics[key]) for _, key in cols], str(row.usage.model_calls),
+        table.add_row(for_terminal(row.label), *[_fmt(row.metrics[key]) for _, key in cols], str(row.usage.model_calls),
                       f"{row.usage.prompt_tokens}/{'?' if processed is None else processed}", f"{row.wall_s:.1f}")
     console.print(table)
     console.print("accuracy counts ties as half; tokens are prompt tokens sent/processed by the model (?: the "
                   "server did not say); strict accuracy, margins and per-task picks are in --json",
                   style="dim", highlight=False)
     for note in report.notes:
-        console.print(f"note: {cli_text(note)}", style="dim", highlight=False, markup=False)
+        console.print(for_terminal(f"note: {cli_text(note)}"), style="dim", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import sys
 from typing import Any, Iterator
 
@@ -67,7 +68,9 @@ def positive_seconds(value: float | None, flag: str, example: str) -> float | No
 
 def note(text: str) -> None:
     """Print one library note on stderr, its settings named as flags."""
-    err_console.print(f"[yellow]note:[/] {escape(cli_text(text))}", highlight=False, soft_wrap=True)
+    from veriscale.shown_text import assembled  # a note may quote a candidate id or a model's reply
+
+    err_console.print(assembled(("note: ", "yellow"), cli_text(text)), highlight=False, soft_wrap=True)
 
 
 def cli_data(payload: Any) -> Any:
@@ -104,7 +107,17 @@ def json_text(payload: Any, **dumps: Any) -> str:
     data, replaced = finite_data(cli_data(payload))
     if replaced:
         note(f"{replaced} value(s) were not finite numbers (NaN or infinity) and are written as null in the JSON")
-    return json.dumps(data, ensure_ascii=False, default=str, allow_nan=False, **dumps)
+    return escape_c1(json.dumps(data, ensure_ascii=False, default=str, allow_nan=False, **dumps))
+
+
+_C1 = re.compile("[\x7f-\x9f\u2028\u2029]")
+
+
+def escape_c1(text: str) -> str:
+    """JSON ``text`` with DEL, the C1 controls (U+0080-U+009F: U+009B is an 8-bit CSI some terminals obey)
+    and the line/paragraph separators written as ``\\uXXXX`` escapes; ``json.dumps`` already escapes
+    C0 controls such as ESC. Still the same JSON: those characters only occur inside strings."""
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def emit_json(payload: Any) -> None:

@@ -17,7 +17,7 @@ from rich.text import Text
 from veriscale.cli import harness_jail
 from veriscale.cli.common import console, emit_json, err_console, user_errors
 from veriscale.cli.flags import cli_text
-from veriscale.shown_text import for_terminal
+from veriscale.shown_text import assembled, for_terminal, for_terminal_lines
 
 harness_app = typer.Typer(
     name="harness",
@@ -60,19 +60,19 @@ def materialize_command(
     if as_json:
         emit_json(report.to_dict())
         return
-    console.print(
-        f"[bold]{report.task_dir}[/]: {len(report.label_map)} rollouts, {len(report.views)} text views; "
-        f"scores and label map in {report.archive_file}"
-    )
+    console.print(assembled(  # rollout names and paths are shown as text: never markup, never a terminal escape
+        for_terminal(report.task_dir, "bold"),
+        (f": {len(report.label_map)} rollouts, {len(report.views)} text views; scores and label map in ", ""),
+        report.archive_file), highlight=False)
     if report.left_out:
         table = Table(title="left out of the task folder")
         table.add_column("path")
         table.add_column("reason")
         for path, reason in report.left_out:
-            table.add_row(path, reason)
+            table.add_row(for_terminal(path), for_terminal(reason))
         console.print(table)
     for warning in report.warnings:
-        err_console.print(f"[yellow]warning:[/] {cli_text(warning)}", highlight=False)
+        err_console.print(assembled(("warning: ", "yellow"), cli_text(warning)), highlight=False)
 
 
 @harness_app.command("claims")
@@ -87,7 +87,8 @@ def claims_command(
 
     Example: veriscale harness claims tasks/finance --rel-tol 1e-4
     """
-    from veriscale.harness.claims.claim_map import build_agenda, build_claim_map, write_claim_map
+    from veriscale.harness.claims.claim_map import build_agenda, build_claim_map
+    from veriscale.harness.claims.report import write_claim_map
 
     with user_errors():
         claim_map = build_claim_map(task_dir, rel_tol=rel_tol)
@@ -159,11 +160,12 @@ def skills_list_command(
             for s in found
         ])
         return
-    table = Table(title=f"skills for {phase}" if phase else "skills")
+    table = Table(title=for_terminal(f"skills for {phase}" if phase else "skills"))
     for column in ("name", "applies to", "scripts", "description"):
         table.add_column(column)
     for s in found:
-        table.add_row(s.name, " ".join(s.applies_to), ", ".join(p.name for p in s.scripts), s.description)
+        table.add_row(for_terminal(s.name), for_terminal(" ".join(s.applies_to)),
+                      for_terminal(", ".join(p.name for p in s.scripts)), for_terminal(s.description))
     console.print(table)
 
 
@@ -186,9 +188,9 @@ def skills_show_command(
             raise UserError(f"no skill named '{name}': run `veriscale harness skills list` to see the names")
         skill = skills[name]
         text = read_text(skill.path, "skill file")  # a skills folder is the user's: a FIFO there must not hang
-    console.print(text, markup=False, highlight=False)
+    console.print(for_terminal_lines(text), highlight=False)
     for script in skill.scripts:
-        console.print(f"script: {script}", markup=False, highlight=False)
+        console.print(assembled(("script: ", ""), str(script)), highlight=False)
 
 
 def _fmt(value: Optional[float]) -> str:
@@ -271,12 +273,12 @@ def score_command(
         emit_json(payload)
     else:
         if report.preflight:
-            console.print(cli_text(report.preflight), highlight=False)
+            console.print(for_terminal_lines(cli_text(report.preflight)), highlight=False)
         table = Table(title=f"per task ({report.mode})")
         for column in ("task", "base", "select", "revised", "base regraded", "final", "single rollout", "drift"):
             table.add_column(column)
         for t in report.tasks:
-            table.add_row(t.task, t.base or "none", _fmt(t.select), _fmt(t.revised), _fmt(t.base_regraded),
+            table.add_row(for_terminal(t.task), for_terminal(t.base or "none"), _fmt(t.select), _fmt(t.revised), _fmt(t.base_regraded),
                           _fmt(t.final) if t.error is None else "failed", _fmt(t.single_rollout), _fmt(t.drift))
         console.print(table)
         summary = Table(title=f"mean over tasks, {int(report.confidence * 100)}% bootstrap interval (seed {report.seed})")
@@ -284,14 +286,14 @@ def score_command(
             summary.add_column(column)
         for name, est in [*report.methods.items(), *report.comparisons.items()]:
             if est is None:
-                summary.add_row(name, "-", "-", "0")
+                summary.add_row(for_terminal(name), "-", "-", "0")
             else:
-                summary.add_row(name, f"{est.mean:+.4f}" if " - " in name else f"{est.mean:.4f}",
-                                f"[{est.low:.4f}, {est.high:.4f}]", str(est.n))
+                summary.add_row(for_terminal(name), f"{est.mean:+.4f}" if " - " in name else f"{est.mean:.4f}",
+                                for_terminal(f"[{est.low:.4f}, {est.high:.4f}]"), str(est.n))
         console.print(summary)
-        console.print(f"results written to {written}", highlight=False)
+        console.print(assembled(("results written to ", ""), str(written)), highlight=False)
     for warning in report.warnings:
-        err_console.print(f"[yellow]warning:[/] {cli_text(warning)}", highlight=False, soft_wrap=True)
+        err_console.print(assembled(("warning: ", "yellow"), cli_text(warning)), highlight=False, soft_wrap=True)
     if report.failures:
         raise typer.Exit(1)
 
@@ -341,19 +343,20 @@ def _add_run_command(sub_app: typer.Typer) -> None:
                                  skills_dirs=skills if skills else None, executor=executor,
                                  jail_limits=harness_jail.jail_limits(memory, pids, cpu, tmpfs, output, capture, relay, cpus))
             summary = run_tasks(task_dirs, options,
-                                log=lambda line: err_console.print(cli_text(line), highlight=False, markup=False, soft_wrap=True))
+                                log=lambda line: err_console.print(for_terminal(cli_text(line)), highlight=False, soft_wrap=True))
         if as_json:
             emit_json(summary)
         else:
-            table = Table(title=f"run {summary['run_id']} ({summary['contract']}, jail {summary['jail']})")
+            table = Table(title=for_terminal(f"run {summary['run_id']} ({summary['contract']}, jail {summary['jail']})"))
             for column in ("task", "outcome", "base", "revisions", "calls", "tokens", "wall s", "run folder"):
                 table.add_column(column)
             for task in summary["tasks"]:
                 cost = task.get("cost") or {}
                 tokens = cost.get("prompt_tokens", 0) + cost.get("completion_tokens", 0)
-                table.add_row(task["task"], task["outcome"] if task["outcome"] != "error" else f"error: {task['error']}",
-                              str(task.get("base")), str(task.get("revisions", "")), str(cost.get("calls", "")),
-                              str(tokens), str(cost.get("wall_s", "")), str(task.get("run_dir", "")))
+                outcome = task["outcome"] if task["outcome"] != "error" else f"error: {task['error']}"
+                table.add_row(*(for_terminal(cell) for cell in (
+                    task["task"], outcome, task.get("base"), task.get("revisions", ""), cost.get("calls", ""),
+                    tokens, cost.get("wall_s", ""), task.get("run_dir", ""))))
             console.print(table)
         if summary["failed"]:
             raise typer.Exit(1)

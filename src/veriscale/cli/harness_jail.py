@@ -15,6 +15,7 @@ import typer
 
 from veriscale.cli.common import err_console, user_errors
 from veriscale.cli.flags import cli_text
+from veriscale.shown_text import for_terminal
 
 MEMORY = typer.Option("2G", "--jail-memory", help="Memory of one session (cgroup; RLIMIT_AS where no cgroup is writable).")
 PIDS = typer.Option(256, "--jail-pids", help="Processes and threads of one session.")
@@ -61,18 +62,21 @@ def register(sub_app: typer.Typer) -> None:
         from veriscale.harness.jail.sandbox import JAIL_OFF_MESSAGE, JailSpec, run_jailed
         from veriscale.harness.protocol.layout import RunLayout
         from veriscale.harness.protocol.phases import protocol_phase
+        from veriscale.harness.safe_fs import resolved
         from veriscale.harness.workspace.contract import TaskWorkspace
 
         with user_errors():
             limits = jail_limits(memory, pids, cpu, tmpfs, output, capture, relay, cpus)
             chosen = protocol_phase(phase)
-            task = TaskWorkspace.open(task_dir.resolve())
+            task = TaskWorkspace.open(resolved(task_dir, "task folder"))
             layout = RunLayout.for_task(task.path, run_id, runs_dir)
-            visible = [p for p in layout.visible_dirs(chosen, [p.resolve() for p in skills or []]) if p.exists()]
+            visible = [p for p in layout.visible_dirs(chosen, [resolved(p, "skills folder") for p in skills or []]) if p.exists()]
             spec = JailSpec(task_dir=task.path, writable_dir=layout.session_dir(chosen), readonly_extra=visible,
                             model_endpoint=_endpoint(endpoint), no_jail=no_jail, limits=limits)
             result = run_jailed(spec, list(command), timeout_s=timeout)
-        err_console.print(cli_text(JAIL_OFF_MESSAGE) if no_jail else result.limits_line, highlight=False, soft_wrap=True)
+        err_console.print(for_terminal(cli_text(JAIL_OFF_MESSAGE) if no_jail else result.limits_line), highlight=False,
+                          soft_wrap=True)
+        # the command's own output is passed through as it came, like any command run in a terminal
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
         if result.limit:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from veriscale.cli import options as o
@@ -16,6 +15,7 @@ from veriscale.engine.executor import CallExecutor, PlannedCall
 from veriscale.engine.run_scope import recorded_run
 from veriscale.verify.prompts import probe_request
 from veriscale.verify.scale import parse_scale
+from veriscale.shown_text import for_terminal
 
 models_app = typer.Typer(help="Check model backends.", no_args_is_help=True)
 
@@ -57,8 +57,8 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
         if json_out:
             emit_json(report)
             return
-        table = Table(title=f"models check · {backend.display_name}", show_header=False)
-        table.add_row("fingerprint", report["fingerprint"])
+        table = Table(title=for_terminal(f"models check · {backend.display_name}"), show_header=False)
+        table.add_row("fingerprint", for_terminal(report["fingerprint"]))  # server text: shown as text
         table.add_row("context size", str(report["context_size"] or "unknown (server does not say)"))
         table.add_row("read", plan.describe())
         table.add_row("readings marked", plan.strategy)
@@ -66,12 +66,13 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
         table.add_row("score slot", "prefilled" if plan.prefilled else
                       "not prefilled: readings are the model's first token (add ?template=chatml for the prefilled slot)")
         for note in plan.notes:
-            table.add_row("probe", escape(note))
-        table.add_row("logprobs", "yes" if report["logprobs"] else f"no: {escape(cli_text(report.get('logprob_error') or ''))}")
+            table.add_row("probe", for_terminal(note))
+        table.add_row("logprobs", "yes" if report["logprobs"] else
+                      for_terminal(f"no: {cli_text(report.get('logprob_error') or '')}"))
         if report["logprobs"]:
             table.add_row("label mass on probe", f"{report['label_mass']:.3f} (unseen {report['unseen_mass']:.3f})")
         table.add_row(f"labels of {sc.name}", "all single tokens" if not bad else
-                      f"NOT single tokens: {', '.join(bad)} — use --scale letters or yesno")
+                      for_terminal(f"NOT single tokens: {', '.join(bad)} — use --scale letters or yesno"))
         console.print(table)
 
 

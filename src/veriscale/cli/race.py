@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from veriscale.cli import options as o
@@ -40,6 +39,7 @@ from veriscale.race.worktrees import Repo, find_repo, git
 from veriscale.selection.inputs import task_from_file
 from veriscale.selection.settings import SelectionSettings
 from veriscale.verify.criteria import load_criteria
+from veriscale.shown_text import assembled, for_terminal, for_terminal_lines
 
 if TYPE_CHECKING:  # the selection machinery (numpy) is imported when a race picks
     from veriscale.selection.select import Selection
@@ -165,9 +165,9 @@ def _race(repo: Repo, command: list[str], n: int, task: Path, trajectory: str | 
     if json_out:
         emit_json({**payload, "run_id": run.id})
     if status == "applied" and not json_out:
-        console.print(message, highlight=False, soft_wrap=True)
+        console.print(for_terminal(message), highlight=False, soft_wrap=True)
     elif code:
-        err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        err_console.print(assembled(("error: ", "bold red"), message), highlight=False, soft_wrap=True)
     else:
         note(message)
     return code
@@ -211,9 +211,10 @@ def _all_failed(results: list[RunResult], run: RunHandle, outcome: dict[str, Any
         for name, justify in (("run", "left"), ("status", "left"), ("time", "right"), ("last stderr lines", "left")):
             table.add_column(name, justify=justify)
         for r in results:
-            table.add_row(r.id, r.status, f"{r.wall_s:.1f}s", escape("\n".join(r.last_lines("stderr", STDERR_LINES_SHOWN))))
+            table.add_row(for_terminal(r.id), for_terminal(r.status), f"{r.wall_s:.1f}s",  # an agent's stderr: shown as text
+                          for_terminal_lines("\n".join(r.last_lines("stderr", STDERR_LINES_SHOWN))))
         err_console.print(table)
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err_console.print(assembled(("error: ", "bold red"), message), highlight=False, soft_wrap=True)
     return ALL_FAILED_EXIT
 
 
@@ -233,21 +234,21 @@ def _report(sel: Selection | None, results: list[RunResult], json_out: bool, pay
         table.add_column(name, justify="right" if name == "time" else "left")
     for rank, i in enumerate(order):
         r = results[i]
-        row = [str(rank + 1), ("[bold]" if sel and i == sel.index else "") + r.id]
+        row = [str(rank + 1), for_terminal(r.id, "bold" if sel and i == sel.index else "")]
         if sel:
             row.append(f"{sel.scores[i]:.3f}")
-        status = r.status if not r.failed else f"[red]{escape(r.status)}[/]"
-        row += [status, f"{r.wall_s:.1f}s", str(r.diff.stats)]
+        status = for_terminal(r.status, "red" if r.failed else "")
+        row += [status, f"{r.wall_s:.1f}s", for_terminal(r.diff.stats)]
         table.add_row(*row)
     console.print(table)
     if sel is None:
         return
-    console.print(f"[bold]reason:[/] {escape(sel.reason.text)}", highlight=False, soft_wrap=True)
+    console.print(assembled(("reason: ", "bold"), sel.reason.text), highlight=False, soft_wrap=True)
     u = sel.usage
     console.print(f"{sel.n_comparisons} comparisons, {u.model_calls} model calls, {u.cache_hits} cache hits",
                   style="dim", highlight=False)
     flag = " (it failed: check it before applying)" if results[sel.index].failed else ""
-    console.print(f"picked: [bold]{sel.best.id}[/]{flag}", highlight=False, soft_wrap=True)
+    console.print(assembled(("picked: ", ""), for_terminal(sel.best.id, "bold"), (flag, "")), highlight=False, soft_wrap=True)
 
 
 def _run_dict(r: RunResult) -> dict[str, Any]:

@@ -11,13 +11,14 @@ import typer
 from rich.table import Table
 
 from veriscale.cli import options as o
-from veriscale.cli.common import cli_data, console, emit_json, user_errors
+from veriscale.cli.common import cli_data, console, emit_json, escape_c1, user_errors
 from veriscale.cli.flags import cli_text
 from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.ids import parse_id
 from veriscale.engine.run_summary import run_summary
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
+from veriscale.shown_text import assembled, for_terminal
 
 runs_app = typer.Typer(help="Inspect and export earlier runs recorded in the store.", no_args_is_help=True)
 
@@ -50,8 +51,8 @@ def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(min=1
         for col in ("id", "when", "command", "model", "status", "summary"):
             table.add_column(col)
         for r in runs:
-            table.add_row(str(r.id), _when(r.created_at), r.command, redactor(r.model or ""), r.status,
-                          redactor(cli_text(run_summary(r))))
+            table.add_row(str(r.id), _when(r.created_at), for_terminal(r.command), for_terminal(redactor(r.model or "")),
+                          for_terminal(r.status), for_terminal(redactor(cli_text(run_summary(r)))))
         console.print(table)
 
 
@@ -121,7 +122,7 @@ def export_runs(run_id: Annotated[Optional[str], typer.Argument(
             docs = [{k: v for k, v in doc.items() if k != "calls"}, *doc["calls"]] if jsonl else [doc]
             what = f"run {doc['id']} and its {len(doc['calls'])} calls"
         if run_id is not None and not jsonl:
-            text = json.dumps(cli_data(redactor(docs[0])), indent=2, ensure_ascii=False, default=str) + "\n"
+            text = escape_c1(json.dumps(cli_data(redactor(docs[0])), indent=2, ensure_ascii=False, default=str)) + "\n"
         else:
             lines = [json.dumps(cli_data(redactor(d)), default=str) for d in docs]
             text = "\n".join(lines) + ("\n" if lines else "")
@@ -132,7 +133,7 @@ def export_runs(run_id: Annotated[Optional[str], typer.Argument(
                 out.write_text(text, encoding="utf-8")
             except OSError as exc:
                 raise UserError(f"cannot write '{out}' ({exc.strerror}): choose a writable path") from None
-            console.print(f"wrote {what} to {out}")
+            console.print(assembled((f"wrote {what} to ", ""), str(out)), highlight=False)
 
 
 def _tokens(value) -> str:
@@ -170,7 +171,7 @@ def cost_run(run_id: Annotated[str, typer.Argument(help="Run id from `runs list`
         if json_out:
             emit_json(doc)
             return
-        out = Table(title=f"run {doc['id']} ({doc['command']}, {doc['status']}): cost")
+        out = Table(title=for_terminal(f"run {doc['id']} ({doc['command']}, {doc['status']}): cost"))
         out.add_column("what")
         out.add_column("value", justify="right")
         processed_note = "" if doc["unreported_calls"] == 0 else \
@@ -192,7 +193,7 @@ def cost_run(run_id: Annotated[str, typer.Argument(help="Run id from `runs list`
                 usd += " (at most: some server did not say what it served from cache)"
             rows.append(("money", usd))
         for what, value in rows:
-            out.add_row(what, value)
+            out.add_row(what, for_terminal(value))
         console.print(out)
 
 

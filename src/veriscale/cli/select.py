@@ -17,7 +17,6 @@ import os
 from typing import TYPE_CHECKING, Annotated, Optional, Sequence
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from veriscale.cli import options as o
@@ -28,6 +27,7 @@ from veriscale.errors import UserError, setting
 from veriscale.selection.inputs import default_criteria, resolve_inputs, task_taken_from
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
+from veriscale.shown_text import assembled, for_terminal
 
 if TYPE_CHECKING:  # the selection machinery (numpy) is imported when a command runs
     from veriscale.selection.select import Selection, SelectionPlan
@@ -109,8 +109,8 @@ def _render(sel: Selection) -> None:
     labelled = any("reward" in c.labels for c in sel.candidates)
     conf = "n/a" if sel.confidence is None else f"{sel.confidence:.2f}"
     shown, prefix = short_ids([c.id for c in sel.candidates])
-    table = Table(title=f"select · {sel.method} · {len(sel.candidates)} candidates · confidence {conf}",
-                  caption=f"… = {prefix}" if prefix else None)
+    table = Table(title=for_terminal(f"select · {sel.method} · {len(sel.candidates)} candidates · confidence {conf}"),
+                  caption=for_terminal(f"… = {prefix}") if prefix else None)
     table.add_column("#", justify="right")
     table.add_column("candidate", no_wrap=True, min_width=min(max(map(len, shown)), ID_WIDTH))
     table.add_column("win mass", justify="right")
@@ -120,13 +120,13 @@ def _render(sel: Selection) -> None:
         table.add_column("label", justify="right")
     for rank, i in enumerate(sel.ranking):
         cand = sel.candidates[i]
-        row = [str(rank + 1), ("[bold]" if i == sel.index else "") + escape(shown[i]), f"{sel.scores[i]:.3f}"]
+        row = [str(rank + 1), for_terminal(shown[i], "bold" if i == sel.index else ""), f"{sel.scores[i]:.3f}"]
         row += ["—" if sel.criteria_scores[i][n] is None else f"{sel.criteria_scores[i][n]:.3f}" for n in names]
         if labelled:
-            row.append(str(cand.labels.get("reward", "")))
+            row.append(for_terminal(cand.labels.get("reward", "")))
         table.add_row(*row)
     console.print(table)
-    console.print(f"[bold]reason:[/] {sel.reason.text}", highlight=False, soft_wrap=True)
+    console.print(assembled(("reason: ", "bold"), sel.reason.text), highlight=False, soft_wrap=True)
     from veriscale.selection.select import adaptive_calls_text
 
     u = sel.usage
@@ -138,17 +138,18 @@ def _render(sel: Selection) -> None:
     if sel.budget:
         b = sel.budget
         steps = "; ".join(f"{s['step']}: {s['added']} ({s['left']} left)" for s in b["steps"])
-        console.print(f"budget {b['budget']}: spent {b['spent']}, stopped with '{b['stop_reason']}'; {steps}",
+        console.print(for_terminal(f"budget {b['budget']}: spent {b['spent']}, stopped with '{b['stop_reason']}'; {steps}"),
                       style="dim", highlight=False, soft_wrap=True)
     biased = [o for o in sel.pair_orders if o["position_bias"]]
     if biased:  # the two slot orders name different winners: the pair's mean is no close call
         pairs = ", ".join(f"{sel.candidates[o['a']].id} vs {sel.candidates[o['b']].id} "
                           f"({o['a_first']:.3f} / {o['b_first']:.3f})" for o in biased[:5])
         more = f" and {len(biased) - 5} more" if len(biased) > 5 else ""
-        console.print(f"position bias: {pairs}{more} flip with the slot order (P of the first with it shown "
-                      "first / shown second); see pair_orders in --json", style="yellow", highlight=False, soft_wrap=True)
+        console.print(for_terminal(f"position bias: {pairs}{more} flip with the slot order (P of the first with it "
+                                   "shown first / shown second); see pair_orders in --json"),
+                      style="yellow", highlight=False, soft_wrap=True)
     where = f" ({sel.best.source})" if sel.best.source else ""
-    console.print(f"picked: [bold]{sel.best.id}[/]{where}", highlight=False, soft_wrap=True)
+    console.print(assembled(("picked: ", ""), for_terminal(sel.best.id, "bold"), where), highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

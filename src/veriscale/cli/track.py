@@ -25,6 +25,7 @@ from veriscale.progress.events import (DEFAULT_DONE_THRESHOLD, DEFAULT_REGRESSIO
                                        EventWatch)
 from veriscale.progress.judge import ProgressJudge
 from veriscale.progress.prompt import DEFAULT_PROGRESS_SCALE
+from veriscale.shown_text import assembled, for_terminal
 
 MANY_RUNS = 20  # tracking more runs than this at once asks first
 CheckpointsOpt = Annotated[Optional[str], typer.Option("--checkpoints", help="Score only these steps, e.g. 5,10,20.")]
@@ -49,7 +50,8 @@ def render_curve(curve: ProgressCurve) -> None:
     """The curve as a sparkline, a table of checkpoints, VOC, events and cost."""
     name = curve.trajectory_id or "trajectory"
     outcome = "" if curve.outcome is None else f" · outcome {curve.outcome}"
-    console.print(f"[bold]{name}[/]{outcome} · {len(curve.points)} checkpoints of {curve.n_steps} steps", highlight=False)
+    console.print(assembled(for_terminal(name, "bold"), f"{outcome} · {len(curve.points)} checkpoints of {curve.n_steps} steps"),
+                  highlight=False)  # the trajectory's id and outcome come from its file: shown as text
     console.print(f"  progress {curve.sparkline()}  {_pct(curve.points[0].value)} → {_pct(curve.points[-1].value)}",
                   highlight=False)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -62,7 +64,7 @@ def render_curve(curve: ProgressCurve) -> None:
     voc = "n/a" if curve.voc is None else f"{curve.voc:.3f}"
     console.print(f"  VOC (Spearman of step and progress): [bold]{voc}[/]", highlight=False)
     for event in curve.events:
-        console.print(f"  [yellow]{event.kind}[/] {event.message}", highlight=False)
+        console.print(assembled(("  ", ""), (event.kind, "yellow"), (" ", ""), event.message), highlight=False)
     console.print(f"  {curve.prompt_tokens} prompt tokens processed of {curve.prompt_tokens_total} sent "
                   f"({curve.rerenders} re-render(s))", style="dim", highlight=False)
 
@@ -187,11 +189,12 @@ def _emit(curves: list[ProgressCurve], payload: dict[str, Any], output, plot, js
         if by and len(curves) > 1:
             for name, group in by.items():
                 if group["n"]:
-                    console.print(f"mean VOC of {name} runs: {group['mean_voc']:.3f} (n={group['n']})", highlight=False)
+                    console.print(for_terminal(f"mean VOC of {name} runs: {group['mean_voc']:.3f} (n={group['n']})"),
+                                  highlight=False)
         if output is not None:
-            console.print(f"curve written to {output}", style="dim", highlight=False)
+            console.print(assembled(("curve written to ", ""), str(output)), style="dim", highlight=False)
         if plot is not None:
-            console.print(f"plot written to {plot}", style="dim", highlight=False)
+            console.print(assembled(("plot written to ", ""), str(plot)), style="dim", highlight=False)
     for curve in curves:
         for text in curve.notes:
             note(f"{curve.trajectory_id}: {text}" if curve.trajectory_id and len(curves) > 1 else text)

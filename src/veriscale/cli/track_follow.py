@@ -23,6 +23,7 @@ from veriscale.progress.follow import IdleTimeout, follow_lines
 from veriscale.progress.judge import ProgressJudge
 from veriscale.progress.records import RecordError, is_done, step_from_record, task_of
 from veriscale.progress.tracker import ProgressTracker
+from veriscale.shown_text import assembled
 
 
 def follow_run(path: Path, task_file: Optional[Path], judge: ProgressJudge, watch_args: dict[str, Any],
@@ -81,7 +82,7 @@ def _follow(run: RunHandle, path: Path, task: Optional[str], judge: ProgressJudg
                 value = "failed" if point.value is None else f"{100 * point.value:3.0f}%"
                 console.print(f"step {point.step:>4}  {value}  {tracker.curve.sparkline()[-40:]}", highlight=False)
             for event in tracker.new_events:
-                err_console.print(f"[yellow]{event.kind}:[/] {event.message}", highlight=False, soft_wrap=True)
+                err_console.print(assembled((f"{event.kind}: ", "yellow"), event.message), highlight=False, soft_wrap=True)
     except IdleTimeout:
         ended = "idle"
         note(f"no new line in '{path}' for {idle_timeout:g} s: stopped following")
@@ -94,7 +95,8 @@ def _bad_line(path: Path, number: int, why: str, strict: bool) -> None:
     message = f"line {number} of '{path}' is not a step object ({why})"
     if strict:
         raise UserError(message + ": fix the writer, or drop --strict to skip such lines")
-    err_console.print(f"[yellow]warning:[/] {cli_text(message)}; skipped it", highlight=False, soft_wrap=True)
+    err_console.print(assembled(("warning: ", "yellow"), f"{cli_text(message)}; skipped it"), highlight=False,
+                      soft_wrap=True)
 
 
 def _finish(tracker: ProgressTracker | None, run: RunHandle, ended: str, output: Path,
@@ -115,6 +117,7 @@ def _finish(tracker: ProgressTracker | None, run: RunHandle, ended: str, output:
         from veriscale.cli.track import render_curve
 
         render_curve(curve)
-        console.print(f"followed run ended ({ended}); curve so far written to {output}", highlight=False)
+        console.print(assembled((f"followed run ended ({ended}); curve so far written to ", ""), str(output)),
+                      highlight=False)
     if ended == "interrupted":
         raise SystemExit(130)

@@ -16,6 +16,7 @@ from veriscale.engine.run_scope import recorded_run
 from veriscale.verify.criteria import load_criteria
 from veriscale.verify.results import CompareResult, ScoreResult
 from veriscale.verify.reward import Verifier
+from veriscale.shown_text import for_terminal
 
 
 def _verifier(model: str, store, scale: str, criteria: str, only, repeats: int, reasoning: bool,
@@ -79,23 +80,23 @@ def _usage_line(result: Any) -> str:
 
 
 def _render_score(result: ScoreResult) -> None:
-    table = Table(title=f"score · {result.model} · {result.scale} · K={result.repeats_effective}")
+    table = Table(title=for_terminal(f"score · {result.model} · {result.scale} · K={result.repeats_effective}"))
     table.add_column("criterion")
     table.add_column("reward", justify="right")
     table.add_column("label mass", justify="right")
     for name, c in result.criteria.items():
-        table.add_row(name, _fmt(c["reward"]), f"{c['label_mass']:.2f}" + (" !" if c["low_label_mass"] else ""))
+        table.add_row(for_terminal(name), _fmt(c["reward"]), f"{c['label_mass']:.2f}" + (" !" if c["low_label_mass"] else ""))
     table.add_row("[bold]overall", f"[bold]{_fmt(result.reward, result.reward_se('candidate'))}", "")
     console.print(table)
     console.print(_usage_line(result), style="dim")
 
 
 def _render_compare(result: CompareResult) -> None:
-    table = Table(title=f"compare · {result.model} · {result.scale} · K={result.repeats_effective}")
+    table = Table(title=for_terminal(f"compare · {result.model} · {result.scale} · K={result.repeats_effective}"))
     for col in ("criterion", "reward A", "reward B", "label mass A / B"):
         table.add_column(col, justify="left" if col == "criterion" else "right")
     for name, c in result.criteria.items():
-        table.add_row(name, _fmt(c["reward_a"]), _fmt(c["reward_b"]),
+        table.add_row(for_terminal(name), _fmt(c["reward_a"]), _fmt(c["reward_b"]),
                       f"{c['label_mass']['a']:.2f} / {c['label_mass']['b']:.2f}" + (" !" if c["low_label_mass"] else ""))
     table.add_row("[bold]overall", f"[bold]{_fmt(result.reward_a, result.reward_se('a'))}",
                   f"[bold]{_fmt(result.reward_b, result.reward_se('b'))}", "")

@@ -84,6 +84,9 @@ def check_regular(path: Path, what: str, fix: str = "") -> os.stat_result:
         raise BadInput(f"{what} '{path}' does not exist: check the path") from None
     except OSError as exc:
         raise BadInput(f"cannot read {what} '{path}' ({exc.strerror}): check the path and its permissions") from None
+    except ValueError:  # a NUL byte in the name: no file can have it
+        raise BadInput(f"{what} '{shown(path, 200)}' holds a NUL byte in its name: give the file's real path",
+                       "a NUL byte in the name") from None
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
         fix = "pass a file inside it" if stat.S_ISDIR(st.st_mode) else fix or "save it to a regular file first"
@@ -162,13 +165,91 @@ def read_bytes(source: str | os.PathLike[str], what: str, *, gunzip: bool = Fals
     return raw
 
 
+_IMAGE_FIX = "veriscale reads text candidates; give the run's text or transcript (images are not read yet)"
+_OFFICE_FIX = ("veriscale reads text candidates; give the run's text or transcript, or put the file in a rollout "
+               "folder for `veriscale harness materialize`, which reads .xlsx, .docx, .pptx and .pdf files")
+_GZIP_FIX = ("unpack it first (gunzip); only candidate files and pools named *.gz are read compressed, "
+             "by the run importers")
+_PROGRAM_FIX = "veriscale reads text candidates; give the run's text, transcript or log instead"
+_ARCHIVE_FIX = "unpack it and give the text files inside it"
+#: (leading bytes, what the file is, what to do instead), checked in order.
+_MAGIC: tuple[tuple[bytes, str, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image", _IMAGE_FIX),
+    (b"\xff\xd8\xff", "a JPEG image", _IMAGE_FIX),
+    (b"GIF87a", "a GIF image", _IMAGE_FIX),
+    (b"GIF89a", "a GIF image", _IMAGE_FIX),
+    (b"II*\x00", "a TIFF image", _IMAGE_FIX),
+    (b"MM\x00*", "a TIFF image", _IMAGE_FIX),
+    (b"%PDF-", "a PDF document", _OFFICE_FIX),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old-style Office document (.xls, .doc or .ppt)",
+     "save it as .xlsx/.docx/.pptx for `veriscale harness materialize`, or as text"),
+    (b"\x1f\x8b", "gzip-compressed data", _GZIP_FIX),
+    (b"BZh", "bzip2-compressed data", "unpack it first (bunzip2) and give the text"),
+    (b"\xfd7zXZ\x00", "xz-compressed data", "unpack it first (unxz) and give the text"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed data", "unpack it first (unzstd) and give the text"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive", _ARCHIVE_FIX),
+    (b"Rar!\x1a\x07", "a RAR archive", _ARCHIVE_FIX),
+    (b"\x7fELF", "an ELF program (a compiled binary)", _PROGRAM_FIX),
+    (b"MZ", "a Windows program (a compiled binary)", _PROGRAM_FIX),
+    (b"\xcf\xfa\xed\xfe", "a macOS program (a compiled binary)", _PROGRAM_FIX),
+    (b"SQLite format 3\x00", "an SQLite database",
+     "export the runs from it as JSON, JSONL or text (e.g. sqlite3 -json) and give that"),
+    (b"\xff\xfe", "UTF-16 text", "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)"),
+    (b"\xfe\xff", "UTF-16 text", "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)"),
+)
+
+
+def _zip_kind(raw: bytes) -> tuple[str, str]:
+    """What a ZIP holds: an Office file (by its parts) or a plain archive."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+            names = zf.namelist()[:10_000]
+    except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError):
+        names = []
+    for prefix, kind in (("xl/", "an Excel workbook (.xlsx)"), ("word/", "a Word document (.docx)"),
+                         ("ppt/", "a PowerPoint deck (.pptx)")):
+        if any(name.startswith(prefix) for name in names):
+            return kind, _OFFICE_FIX
+    return "a ZIP archive", _ARCHIVE_FIX
+
+
+def binary_kind(raw: bytes) -> tuple[str, str] | None:
+    """``(what the bytes are, what to do instead)`` when their magic bytes name a binary format, else None::
+
+        binary_kind(b"\x89PNG\r\n\x1a\n...")   # ("a PNG image", "veriscale reads text candidates; ...")
+    """
+    head = bytes(raw[:16])
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return _zip_kind(raw)
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "a WebP image", _IMAGE_FIX
+    for magic, kind, fix in _MAGIC:
+        if head.startswith(magic):
+            return kind, fix
+    return None
+
+
+def not_text(raw: bytes, what: str, start: int) -> BadInput:
+    """The refusal of ``raw`` (named ``what``) as text: what the file is when its magic bytes say, else
+    where the first byte that is not UTF-8 sits (``start``, counted from 0)."""
+    known = binary_kind(raw)
+    if known is not None:
+        kind, fix = known
+        other = "UTF-8 text" if kind.endswith(" text") else "text"  # UTF-16 is text, only not UTF-8
+        return BadInput(f"{what} is {kind}, not {other}: {fix}", f"{kind}, not {other}")
+    return BadInput(f"{what} is not UTF-8 text (an invalid byte at position {start:,}): "
+                    "convert it to UTF-8 text, Markdown or JSON", "not UTF-8 text")
+
+
 def decode_text(raw: bytes, what: str) -> str:
-    """``raw`` as UTF-8 text (a leading byte-order mark dropped); else a BadInput naming ``what``."""
+    """``raw`` as UTF-8 text (a leading byte-order mark dropped); else a BadInput naming ``what``
+    and, when its magic bytes say, what the file is (``'shot.png' is a PNG image, not text: ...``)."""
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise BadInput(f"{what} is not UTF-8 text (byte {exc.start:,} is 0x{raw[exc.start]:02x}): "
-                       "convert it to UTF-8 text, Markdown or JSON", "not UTF-8 text") from None
+        raise not_text(raw, what, exc.start) from None
 
 
 def read_text(source: str | os.PathLike[str], what: str, *, gunzip: bool = False,
@@ -289,6 +370,6 @@ def shown(text: Any, limit: int = 60) -> str:
     return escaped + ("…" if len(text) > limit else "")
 
 
-__all__ = ["BadInput", "JsonLimit", "MAX_INPUT_ENV", "MAX_JSON_DEPTH", "MAX_NUMBER_CHARS", "check_regular",
-           "decode_json", "decode_text", "json_depth_over", "load_json", "max_input_bytes", "open_regular", "parse_json",
+__all__ = ["BadInput", "JsonLimit", "MAX_INPUT_ENV", "MAX_JSON_DEPTH", "MAX_NUMBER_CHARS", "binary_kind",
+           "check_regular", "decode_json", "decode_text", "not_text", "json_depth_over", "load_json", "max_input_bytes", "open_regular", "parse_json",
            "read_bytes", "read_text", "require_utf8", "shown", "try_json"]

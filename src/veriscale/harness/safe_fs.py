@@ -129,6 +129,38 @@ def read_text_beneath(root: Path, rel: str | os.PathLike[str], *, max_bytes: int
     return read_bytes_beneath(root, rel, max_bytes=max_bytes).decode("utf-8")
 
 
+def resolved(path: Path | str, what: str = "path") -> Path:
+    """``path`` with every link followed (``Path.resolve``), or a ``UserError`` in one sentence.
+
+    A symlink loop (``a -> b``, ``b -> a``; ``loop -> loop``) makes ``Path.resolve`` raise
+    ``RuntimeError`` on Python 3.11/3.12 (an ``OSError`` elsewhere): here it is a sentence naming
+    ``what`` and the path, and the fix::
+
+        real = resolved(dest, "destination")   # UserError: destination 'x' is a symlink loop ...
+    """
+    from veriscale.errors import UserError
+
+    try:
+        return Path(path).resolve()
+    except RuntimeError:  # "Symlink loop from ..." (Python 3.11, 3.12)
+        raise UserError(f"{what} '{path}' is a symlink loop (a link that leads back to itself): "
+                        "remove or replace that link, or give another path") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"{what} '{path}' is a symlink loop (a link that leads back to itself): "
+                            "remove or replace that link, or give another path") from None
+        raise UserError(f"{what} '{path}' cannot be resolved ({exc.strerror}): check the path") from None
+
+
+def is_link_loop(path: Path | str) -> bool:
+    """Whether following ``path`` never ends (a symlink loop); False for a missing or plain path."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
 def is_within(path: Path, root: Path) -> bool:
     """Whether ``path`` is ``root`` or below it, compared as written (resolve both first if links matter)."""
     return path == root or root in path.parents

@@ -54,9 +54,12 @@ def read_text(path: Path) -> str:
         raise UserError(f"candidate file '{path}' is empty: give it the run's content or remove it")
     try:
         return raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as exc:
+        if reader.binary_kind(raw) is not None:  # a PNG, a workbook, ...: say what it is and what to give
+            raise reader.not_text(raw, f"'{path}'", exc.start) from None
         raise UserError(
-            f"'{path}' is not UTF-8 text: give a JSON, JSONL, diff or text file"
+            f"'{path}' is not UTF-8 text (an invalid byte at position {exc.start:,}): "
+            "give a JSON, JSONL, diff or text file"
         ) from None
 
 

@@ -17,7 +17,7 @@ from veriscale.harness.jail.jail_relay import Tap
 from veriscale.harness.jail.limits import JailLimits
 from veriscale.harness.jail.netjail import Endpoint, check_endpoint, inside_model_url
 from veriscale.harness.jail.relay_gate import RelayPolicy
-from veriscale.harness.safe_fs import is_within
+from veriscale.harness.safe_fs import is_within, resolved
 from veriscale.harness.workspace.contract import INPUTS_DIR, ROLLOUTS_DIR, SPEC_DIR
 
 _EVIDENCE_DIRS = (SPEC_DIR, INPUTS_DIR, ROLLOUTS_DIR)
@@ -50,20 +50,20 @@ class JailSpec:
     model_policy: RelayPolicy | None = None
 
     def __post_init__(self) -> None:
-        task_dir = Path(self.task_dir).resolve()
+        task_dir = resolved(self.task_dir, "task folder")
         if not task_dir.is_dir():
             raise UserError(
                 f"task folder '{self.task_dir}' does not exist: materialise the task first"
             )
-        writable = Path(self.writable_dir).resolve()
+        writable = resolved(self.writable_dir, "writable folder")
         _check_writable_dir(task_dir, writable)
-        extra = tuple(Path(p).resolve() for p in self.readonly_extra)
+        extra = tuple(resolved(p, "read-only path") for p in self.readonly_extra)
         for original, path in zip(self.readonly_extra, extra):
             if not path.exists():
                 raise UserError(
                     f"read-only path '{original}' does not exist: fix the path or drop it"
                 )
-        cwd = writable if self.cwd is None else Path(self.cwd).resolve()
+        cwd = writable if self.cwd is None else resolved(self.cwd, "working folder")
         if not any(is_within(cwd, root) for root in (task_dir, writable, *extra)):
             raise UserError(
                 f"working folder '{self.cwd}' is not visible in the jail: pick one inside the "
@@ -77,7 +77,7 @@ class JailSpec:
         object.__setattr__(self, "task_dir", task_dir)
         object.__setattr__(self, "writable_dir", writable)
         object.__setattr__(self, "readonly_extra", extra)
-        object.__setattr__(self, "hidden", tuple(Path(p).resolve() for p in self.hidden))
+        object.__setattr__(self, "hidden", tuple(resolved(p, "hidden path") for p in self.hidden))
         object.__setattr__(self, "cwd", cwd)
         object.__setattr__(self, "env", dict(self.env))
         object.__setattr__(self, "model_headers", dict(self.model_headers))

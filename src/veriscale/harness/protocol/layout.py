@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from veriscale.errors import UserError
+from veriscale.harness.safe_fs import resolved
 from veriscale.harness.skills.library import skill_mounts
 
 RUNS_SUFFIX = ".runs"
@@ -55,8 +56,8 @@ class RunLayout:
     @classmethod
     def for_task(cls, task_dir: Path, run_id: str, runs_root: Path | None = None) -> "RunLayout":
         """``<task>.runs/<run_id>`` beside the task, or ``<runs_root>/<task name>/<run_id>``."""
-        task_dir = Path(task_dir).resolve()
-        base = (runs_root.resolve() / task_dir.name) if runs_root else task_dir.parent / f"{task_dir.name}{RUNS_SUFFIX}"
+        task_dir = resolved(task_dir, "task folder")
+        base = (resolved(runs_root, "runs folder") / task_dir.name) if runs_root else task_dir.parent / f"{task_dir.name}{RUNS_SUFFIX}"
         root = base / run_id
         if root == task_dir or task_dir in root.parents:
             raise UserError(f"run folder '{root}' is inside the task folder '{task_dir}': pick a runs folder outside it")

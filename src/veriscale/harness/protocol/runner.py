@@ -41,6 +41,7 @@ from veriscale.harness.jail.sandbox import JAIL_OFF_MESSAGE, JailLimits, check_j
 from veriscale.harness.protocol.records import CONTRACTS
 from veriscale.harness.protocol.layout import RunLayout
 from veriscale.harness.protocol.task_protocol import ProtocolConfig, run_protocol
+from veriscale.harness.safe_fs import resolved
 from veriscale.models.base import ModelBackend
 from veriscale.models.cancel import StopFlag, Stopped, in_this_context, stopping_with
 
@@ -94,7 +95,7 @@ class RunOptions:
     def protocol_config(self) -> ProtocolConfig:
         limits = AgentLimits(max_steps=self.max_steps, max_tokens=self.max_tokens,
                              wall_clock_s=self.phase_timeout_s, max_tokens_per_call=self.max_tokens_per_call)
-        skills = default_skills_dirs() if self.skills_dirs is None else [Path(p).resolve() for p in self.skills_dirs]
+        skills = default_skills_dirs() if self.skills_dirs is None else [resolved(p, "skills folder") for p in self.skills_dirs]
         return ProtocolConfig(model_uri=self.model_uri, contract=self.contract, limits=limits,
                               run_timeout_s=min(self.run_timeout_s, self.phase_timeout_s),
                               no_jail=self.no_jail, skills_dirs=skills, jail_limits=self.jail_limits)

@@ -58,7 +58,7 @@ from veriscale.harness.protocol.phases import PHASES, RECORD_KIND, protocol_phas
 from veriscale.harness.protocol.prompt_files import (
     AGENDA_ITEMS_IN_PROMPT, CONSENSUS_ITEMS_IN_PROMPT, agenda_text, consensus_text, load_phase_skills, render,
 )
-from veriscale.harness.safe_fs import read_bytes_beneath
+from veriscale.harness.safe_fs import read_bytes_beneath, resolved
 from veriscale.harness.safe_write import write_plain_file
 from veriscale.models.cancel import Stopped, current_stop, in_this_context, stopped
 from veriscale.harness.workspace.contract import TaskWorkspace
@@ -91,7 +91,7 @@ class _Protocol:
 
     def __init__(self, task_dir: Path, layout: RunLayout, config: ProtocolConfig, executor: Executor,
                  log: Log, slots: threading.Semaphore | None) -> None:
-        self.task = TaskWorkspace.open(Path(task_dir).resolve())
+        self.task = TaskWorkspace.open(resolved(task_dir, "task folder"))
         self.layout = layout
         self.config = config
         self.executor = executor
@@ -105,7 +105,8 @@ class _Protocol:
 
     # -- setup ---------------------------------------------------------------------------------
     def build_claims(self) -> None:
-        from veriscale.harness.claims.claim_map import build_agenda, build_claim_map, write_claim_map
+        from veriscale.harness.claims.claim_map import build_agenda, build_claim_map
+        from veriscale.harness.claims.report import write_claim_map
 
         if len(self.labels) < 2:
             self.log(f"{self.task.name}: one rollout, so no claim map (agenda empty)")

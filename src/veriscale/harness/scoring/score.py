@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 from veriscale.errors import UserError, setting
 from veriscale.harness.jsonfiles import write_json
+from veriscale.harness.safe_fs import resolved
 from veriscale.harness.scoring.bootstrap import Estimate, bootstrap_mean
 from veriscale.harness.scoring.delivery import (  # noqa: F401 - re-exported for callers of score
     Delivery, _archived_scores, explicit_delivery, read_archive, read_run,
@@ -126,7 +127,7 @@ class ScoreReport:
 def _grade_folder(grader: GraderCommand, task_dir: Path, folder: Path, scratch: Path, name: str) -> tuple[Grade, list[str]]:
     staged = scratch / name / ws.DELIVERABLES_DIR
     skipped = stage_deliverables(folder, staged)
-    return grader.grade(task_dir.resolve(), staged), skipped
+    return grader.grade(resolved(task_dir, "task folder"), staged), skipped
 
 
 def score_task(item: ScoreItem, *, grader: GraderCommand | None, select_only: bool,

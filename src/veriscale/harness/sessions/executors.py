@@ -45,6 +45,7 @@ from veriscale.engine.executor import CallExecutor
 from veriscale.engine.gateway import CHAT_KEY_VERSION
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting
+from veriscale.harness.safe_fs import resolved
 from veriscale.harness.sessions.agent import AgentLimits, AgentSession, RecordCheck, Transcript, nudge_text
 from veriscale.harness.jail.sandbox import HARVEST_GRACE_S, JailLimits, JailSpec, run_jailed
 from veriscale.harness.jail.netjail import inside_model_url
@@ -247,7 +248,7 @@ class PiExecutor:
 
     def __init__(self, cli_js: Path | None = None, store: Store | None = None) -> None:
         self.store = store
-        self.cli_js = Path(cli_js).resolve() if cli_js else find_pi()
+        self.cli_js = resolved(cli_js, "pi CLI script") if cli_js else find_pi()
         self.node = check_node()
         # .../node_modules/@mariozechner/pi-coding-agent/dist/cli.js -> .../node_modules
         self.node_modules = self.cli_js.parents[3]

@@ -49,6 +49,7 @@ from veriscale.harness.safe_fs import (
     lstat_beneath,
     open_dir_beneath,
     read_bytes_beneath,
+    resolved,
     split_under,
     walk_regular_files,
 )
@@ -136,10 +137,10 @@ class ToolBox:
     last_grep: GrepRun | None = field(default=None, init=False, repr=False)  # the last grep's child, for checks
 
     def __post_init__(self) -> None:
-        self.task_dir = Path(self.task_dir).resolve()
-        self.output_dir = Path(self.output_dir).resolve()
+        self.task_dir = resolved(self.task_dir, "task folder")
+        self.output_dir = resolved(self.output_dir, "output folder")
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        self.readonly_extra = tuple(Path(p).resolve() for p in self.readonly_extra)
+        self.readonly_extra = tuple(resolved(p, "read-only folder") for p in self.readonly_extra)
         unknown = [n for n in self.enabled if n not in TOOL_SCHEMAS]
         if unknown:
             raise UserError(f"unknown tool(s) {', '.join(unknown)}: pick from {', '.join(TOOL_NAMES)}")

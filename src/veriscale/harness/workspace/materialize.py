@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -47,7 +48,10 @@ from veriscale.errors import UserError, setting
 from veriscale.harness.workspace import contract as ws
 from veriscale.harness.jsonfiles import write_json
 from veriscale.harness.workspace.office_content import refuse_office_files
-from veriscale.harness.workspace.safe_copy import DEFAULT_MAX_EXTRACT_BYTES, copy_tree, ensure_inside, extract_zip
+from veriscale.harness.safe_fs import resolved
+from veriscale.harness.workspace.safe_copy import (
+    DEFAULT_MAX_EXTRACT_BYTES, DISK_FULL_ERRNOS, copy_tree, ensure_inside, extract_zip,
+)
 from veriscale.harness.workspace.view_worker import ViewWorker
 from veriscale.harness.workspace.views import SIDECAR_SUFFIX, is_sidecar, is_viewable, write_view
 from veriscale.harness.workspace.zip_limits import ZipLimits
@@ -257,11 +261,11 @@ def materialize(
         raise UserError(f"source folder '{source}' does not exist: give the folder that holds task.md and rollouts/")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise UserError(f"destination '{dest}' already exists and is not empty: choose a new folder or delete it")
-    real_source, real_dest = source.resolve(), dest.resolve()
+    real_source, real_dest = resolved(source, "source folder"), resolved(dest, "destination")
     if real_dest == real_source or real_source in real_dest.parents:
         raise UserError(f"destination '{dest}' is inside the source folder '{source}': choose a folder outside it")
     archive_file = ws.archive_path(dest, archive_dir)
-    if real_dest in archive_file.resolve().parents:
+    if real_dest in resolved(archive_file, "archive file").parents:
         raise UserError(f"archive folder '{archive_file.parent}' is inside the task folder: scores must live outside it")
 
     key_patterns = tuple(exclude_patterns if exclude_patterns is not None else DEFAULT_ANSWER_KEY_PATTERNS)
@@ -286,8 +290,9 @@ def materialize(
         recognised.add(spec_source.name)
     scores = _read_scores(_sort_top_level(source, recognised, key_patterns, left_out))
 
-    dest.mkdir(parents=True, exist_ok=True)
+    staging: Path | None = None
     try:
+        dest.mkdir(parents=True, exist_ok=True)
         spec_dir = dest / ws.SPEC_DIR
         if (source / ws.SPEC_DIR).is_dir():
             copy_tree(source / ws.SPEC_DIR, spec_dir, root=source, left_out=left_out,
@@ -320,17 +325,24 @@ def materialize(
                 src = rollout_sources[original]
                 staged = Path(staging_root) / label
                 prefix = f"{ws.ROLLOUTS_DIR}/{src.name}/"
+                staging = Path(staging_root)  # a full disk now is the temporary folder's
                 if src.is_dir():
                     copy_tree(src, staged, root=source, left_out=left_out, rel_prefix=prefix, skip=_keep_all)
                 else:
                     ensure_inside(src, source)
                     extract_zip(src, staged, max_bytes=max_extract_bytes, limits=limits)
+                staging = None
                 _refuse_office_files(staged, left_out, report.warnings, limits, lambda rel, p=prefix: p + rel)
                 _split_rollout(staged, dest / ws.ROLLOUTS_DIR / label, left_out, prefix, rollout_patterns)
 
         with ViewWorker(limits) as worker:
             _write_views(inputs_dest, dest, report, worker)
             _write_views(dest / ws.ROLLOUTS_DIR, dest, report, worker)
+    except OSError as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        if exc.errno in DISK_FULL_ERRNOS:
+            raise _disk_full(exc, source, dest, staging) from None
+        raise
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
@@ -347,5 +359,53 @@ def materialize(
         "scores": {label: scores.get(original) for label, original in label_map.items()},
         "materialize": report.to_dict(),
     }
-    write_json(archive_file, archive)
+    try:
+        write_json(archive_file, archive)
+    except OSError as exc:
+        if exc.errno not in DISK_FULL_ERRNOS:
+            raise
+        shutil.rmtree(dest, ignore_errors=True)  # a task without its label map cannot be scored
+        raise _disk_full(exc, source, dest) from None
     return report
+
+
+def _human(size: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"  # pragma: no cover
+
+
+def _source_bytes(source: Path) -> int:
+    """The bytes of the regular files below ``source`` (links not followed): what the copies need at least."""
+    total = 0
+    for folder, _dirs, files in os.walk(source):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            total += info.st_size if os.path.isfile(os.path.join(folder, name)) else 0
+    return total
+
+
+def _disk_full(exc: OSError, source: Path, dest: Path, staging: Path | None = None) -> UserError:
+    """One sentence for a write that ran out of space: where, how much is needed, and that nothing is left behind.
+
+    ``staging``: the temporary folder rollouts were being copied into when the disk filled (else the
+    destination's disk was full)."""
+    if staging is not None:
+        disk, fix = staging.parent, "free space there or point $TMPDIR at a larger disk"
+    else:
+        disk = next((p for p in (dest, *dest.parents) if p.is_dir()), dest)
+        fix = "free space there or choose a destination on a larger disk"
+    try:
+        free = f", {_human(shutil.disk_usage(disk).free)} free"
+    except OSError:
+        free = ""
+    return UserError(
+        f"no space left on the disk of '{disk}' while building task folder '{dest}' "
+        f"(it needs at least {_human(_source_bytes(source))}, the size of source '{source}', plus its text views{free}): "
+        f"{fix}; the partial task folder was removed"
+    )

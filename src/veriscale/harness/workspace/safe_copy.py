@@ -8,7 +8,9 @@ Rejected with a ``UserError`` (one sentence naming the offending entry):
 - zip members that are symlinks, or archives that unpack past ``max_bytes`` (counted while
   unpacking, whatever the headers declare) or hold more entries than the ``zip_limits`` cap.
 
-Symlinks that stay inside the root are copied as the files they point to::
+Symlinks that stay inside the root are copied as the files they point to; a symlink loop
+(``a -> b``, ``b -> a``) or a link back to a folder that holds it (``loop -> .``) is left out and
+reported (``left_out``), never followed::
 
     copy_tree(src / "inputs", dest / "workspace", root=src, skip=lambda rel: None)
     extract_zip(src / "rollouts" / "run-3.zip", dest / "tmp", max_bytes=1 << 30)
@@ -16,6 +18,7 @@ Symlinks that stay inside the root are copied as the files they point to::
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -26,12 +29,15 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
 
 from veriscale.errors import UserError
-from veriscale.harness.safe_fs import is_within
+from veriscale.harness.safe_fs import is_link_loop, is_within, resolved
 from veriscale.harness.workspace.zip_limits import ZIP_ERRORS, ArchiveRefused, Inflation, ZipLimits
 
 DEFAULT_MAX_EXTRACT_BYTES = 1 << 30
 #: The deepest folder :func:`copy_tree` copies; real deliverables nest a handful of levels.
 MAX_COPY_DEPTH = 256
+
+#: A write that failed for want of space (or quota): the caller names the destination and the size.
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 # skip(relative POSIX path, is_dir) -> reason to leave the entry out, or None to copy it
 SkipRule = Callable[[str, bool], "str | None"]
@@ -56,8 +62,8 @@ def check_name(name: str, where: str) -> None:
 
 def ensure_inside(path: Path, root: Path) -> None:
     """Raise ``UserError`` when ``path`` (after following links) lies outside ``root``."""
-    target = path.resolve()
-    if not is_within(target, root.resolve()):
+    target = resolved(path, "source path")
+    if not is_within(target, resolved(root, "source folder")):
         raise UserError(
             f"'{path}' points outside the source folder ('{target}'): "
             "replace the link with the file itself or remove it"
@@ -79,12 +85,12 @@ def copy_tree(
     ``left_out`` as (``rel_prefix`` + relative path, reason).
     """
     ensure_inside(src, root)
-    real_root = root.resolve()
+    real_root = resolved(root, "source folder")
     copied: list[Path] = []
     visited: set[Path] = set()
 
     def entries(current: Path) -> Iterator[os.DirEntry[str]]:
-        real = current.resolve()
+        real = resolved(current)
         if real in visited:
             return iter(())
         visited.add(real)
@@ -96,6 +102,8 @@ def copy_tree(
     try:
         _copy_entries(stack, entries, dest, real_root, skip, left_out, rel_prefix, copied)
     except OSError as exc:  # e.g. a path past the system's length limit, thousands of folders deep
+        if exc.errno in DISK_FULL_ERRNOS:
+            raise  # the caller names the destination and the space it needs
         where = str(exc.filename or src)
         raise UserError(f"'{where[:200]}{'…' if len(where) > 200 else ''}' cannot be copied ({exc.strerror}): "
                         "flatten or shorten that folder") from None
@@ -114,7 +122,15 @@ def _copy_entries(stack, entries, dest: Path, real_root: Path, skip: SkipRule, l
         entry_rel = rel / entry.name
         entry_path = Path(entry.path)
         if entry.is_symlink():
-            target = entry_path.resolve()
+            if is_link_loop(entry_path):  # a -> b, b -> a: resolving it never ends
+                left_out.append((rel_prefix + entry_rel.as_posix(),
+                                 "symlink loop (a link that leads back to itself): not followed"))
+                continue
+            target = resolved(entry_path, "symlink")
+            if target.is_dir() and (target == resolved(current) or target in resolved(current).parents):
+                left_out.append((rel_prefix + entry_rel.as_posix() + "/",
+                                 "symlink back to a folder that holds it (a loop): not followed"))
+                continue
             if not is_within(target, real_root) or not target.exists():
                 raise UserError(
                     f"symlink '{entry_path}' points outside the source folder ('{target}'): "
@@ -163,9 +179,9 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = DEFAULT_MAX_EXTRA
                 f"zip '{archive}' unpacks to {total} bytes, over the {max_bytes}-byte cap: "
                 "unpack it yourself or raise the cap"
             )
-        real_dest = dest.resolve()
+        real_dest = resolved(dest, "unpack folder")
         for info in members:
-            target = (dest / info.filename).resolve()
+            target = resolved(dest / info.filename, "zip member")
             if not is_within(target, real_dest):  # belt and braces after check_name
                 raise UserError(f"zip member {info.filename!r} in '{archive}' escapes its folder: remove it")
             if info.is_dir():
