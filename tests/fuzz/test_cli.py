@@ -160,7 +160,10 @@ TRACK = {"--id": "str", "--every": "int", "--checkpoints": "1,2,3|0|-1|x|1,,2|92
          "--json": "flag", "--repeats": "int", "--max-calls": "int", "--yes": "flag"}
 BENCH = {"--kind": "pairs|pools|nope", "--limit": "int", "--seed": "int", "--dry-run": "flag", "--json": "flag",
          "--sweep": "g=5,10|k=1,2|c=general|repeats=1,2|x=1|g=", "--all-tasks": "flag", "-k": "int", "--yes": "flag"}
-GLOBAL = {"--rpm": "int", "--tpm": "int", "--deadline": "float", "--routing": "affinity|round_robin|nope"}
+# A rate limit the run must obey (--rpm 2 over a dozen calls waits minutes) is a correct, idle
+# run, not a hang: the rate flags get bad values and limits too wide to throttle a small run.
+RATES = "-1|0|1000000|2147483648|9223372036854775808|1e30|x|1.5|"
+GLOBAL = {"--rpm": RATES, "--tpm": RATES, "--deadline": "float", "--routing": "affinity|round_robin|nope"}
 
 
 def argv_for(gen: Gen, inputs: Inputs, root: Path) -> list[str]:
