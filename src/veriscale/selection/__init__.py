@@ -3,11 +3,12 @@
     from veriscale.selection import ppt
     result = ppt(n_candidates, judge, k=4, seed=0)   # judge(i, j, repeat) -> P(i beats j)
     result.winner, result.confidence, result.n_judgements
+    result = await appt(n_candidates, ajudge, k=4, seed=0)   # async judge; each round's meetings concurrent
 
 Three rooms:
 
 - ``core`` — pure logic, no model calls: ``schedules`` (who meets whom: ring, pivots, round
-  robin, knockout), ``tournament`` (running round robin, PPT, knockout, pointwise), ``adaptive``
+  robin, knockout), ``tournament`` (running round robin, PPT, knockout, pointwise; sync and async forms), ``adaptive``
   (stop once confident, extra repeats), ``aggregate`` (Bradley–Terry into a
   ``TournamentResult``), ``bradley_terry`` (fit + confidence), ``judging`` (judge contract and
   ledger; judgements carry per-criterion rewards), ``groups`` (identical candidates), ``sparse``
@@ -33,11 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from veriscale.selection.core.bradley_terry import BradleyTerryFit, fit_bradley_terry, normalised_win_mass
-    from veriscale.selection.core.judging import Judge, Judgement, PairVerdict, ScoreVerdict
-    from veriscale.selection.core.tournament import (Score, TournamentResult, knockout, pointwise, ppt,
+    from veriscale.selection.core.judging import AsyncJudge, Judge, Judgement, PairVerdict, ScoreVerdict
+    from veriscale.selection.core.tournament import (AsyncScore, Score, TournamentResult, aknockout, apointwise,
+                                                     appt, around_robin, knockout, pointwise, ppt,
                                                      ppt_comparison_count, round_robin)
 
 __all__ = [
+    "AsyncJudge",
+    "AsyncScore",
     "BradleyTerryFit",
     "Judge",
     "Judgement",
@@ -45,6 +49,10 @@ __all__ = [
     "ScoreVerdict",
     "Score",
     "TournamentResult",
+    "aknockout",
+    "apointwise",
+    "appt",
+    "around_robin",
     "fit_bradley_terry",
     "knockout",
     "normalised_win_mass",
@@ -55,7 +63,7 @@ __all__ = [
 ]
 
 _HOME = {**dict.fromkeys(("BradleyTerryFit", "fit_bradley_terry", "normalised_win_mass"), "bradley_terry"),
-         **dict.fromkeys(("Judge", "Judgement", "PairVerdict", "ScoreVerdict"), "judging")}
+         **dict.fromkeys(("AsyncJudge", "Judge", "Judgement", "PairVerdict", "ScoreVerdict"), "judging")}
 
 
 def __getattr__(name: str) -> Any:

@@ -9,6 +9,12 @@ candidate ``i`` sits in slot A on even repeats. A comparison whose verdict faile
 failed after the backend's own retries, or the model put no probability on any score label)
 raises ``SelectionFailed`` naming the pair and the errors; it is never counted as a tie.
 Finished calls are in the store, so a rerun resumes and retries only what failed.
+
+The async tournaments take its awaited forms, which await ``verifier.acompare`` / ``ascore``
+on the caller's loop (the gateway hop is then the verifier's business, not the judge's)::
+
+    result = await appt(n, judge.acompare, k=2)     # judge.acompare(i, j, repeat) -> PairVerdict
+    result = await apointwise(n, judge.ascore)
 """
 
 from __future__ import annotations
@@ -37,7 +43,27 @@ class VerifierJudge:
     def __call__(self, i: int, j: int, repeat: int) -> PairVerdict:
         pool = self.pool
         result = self.verifier.compare(pool.task_text, pool.texts[i], pool.texts[j], only_repeat=repeat,
-                                      **self._progress())
+                                       **self._progress())
+        return self._pair_verdict(result, i, j)
+
+    async def acompare(self, i: int, j: int, repeat: int) -> PairVerdict:
+        """``judge(i, j, repeat)``, awaiting ``verifier.acompare`` (the async tournaments' judge)."""
+        pool = self.pool
+        result = await self.verifier.acompare(pool.task_text, pool.texts[i], pool.texts[j], only_repeat=repeat,
+                                              **self._progress())
+        return self._pair_verdict(result, i, j)
+
+    def score(self, i: int) -> ScoreVerdict:
+        pool = self.pool
+        return self._score_verdict(self.verifier.score(pool.task_text, pool.texts[i], **self._progress()), i)
+
+    async def ascore(self, i: int) -> ScoreVerdict:
+        """``score(i)``, awaiting ``verifier.ascore`` (for ``apointwise``)."""
+        pool = self.pool
+        return self._score_verdict(await self.verifier.ascore(pool.task_text, pool.texts[i], **self._progress()), i)
+
+    def _pair_verdict(self, result: Any, i: int, j: int) -> PairVerdict:
+        pool = self.pool
         if result.failed or result.p_a_wins is None:
             raise SelectionFailed(
                 f"comparing {pool.candidates[i].id} with {pool.candidates[j].id} gave no verdict "
@@ -48,12 +74,10 @@ class VerifierJudge:
         return PairVerdict(result.p_a_wins, result.criterion_rewards(),
                            tuple(dict.fromkeys(r.call_key for r in result.readings if r.call_key)))
 
-    def score(self, i: int) -> ScoreVerdict:
-        pool = self.pool
-        result = self.verifier.score(pool.task_text, pool.texts[i], **self._progress())
+    def _score_verdict(self, result: Any, i: int) -> ScoreVerdict:
         if result.failed or result.reward is None:
             raise SelectionFailed(
-                f"scoring {pool.candidates[i].id} gave no verdict ({'; '.join(result.errors[:3]) or 'no score'}): "
+                f"scoring {self.pool.candidates[i].id} gave no verdict ({'; '.join(result.errors[:3]) or 'no score'}): "
                 "the selection stopped; finished calls are saved, so rerun to retry the failed ones"
             )
         self._count(result)

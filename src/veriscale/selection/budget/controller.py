@@ -35,6 +35,12 @@ once Bradley–Terry's confidence in the leader reaches ``min_confidence`` ("con
 no step fits in what is left ("budget spent"), or when nothing is left to judge.
 Same seed and same judge answers give the same steps and pick. A budget smaller than the first
 comparison is refused before any call, naming the smallest budget that works.
+
+``await BudgetController(budget).arun(n, ajudge)`` takes a judge whose ``__call__`` is async
+(``cost`` stays synchronous). Its judgements are still made one at a time: each is priced
+against what is left after the one before, and a judgement can make the next one's calls cache
+hits, so playing a step's actions at once could spend differently. ``run`` is the same code with
+the judge called inline (``veriscale.selection.core.judging.run_inline``), no event loop.
 """
 
 from __future__ import annotations
@@ -48,7 +54,15 @@ from veriscale.selection.core.bradley_terry import DEFAULT_PRIOR, BradleyTerryFi
 from veriscale.selection.budget.form import Budget, parse_budget  # noqa: F401 (parse_budget: callers import it from here too)
 from veriscale.selection.budget.steps import BudgetStep
 from veriscale.selection.core.groups import group_candidates
-from veriscale.selection.core.judging import Judgement, PairBook, PairVerdict
+from veriscale.selection.core.judging import (
+    Judgement,
+    PairBook,
+    PairVerdict,
+    SyncJudge,
+    answer_of,
+    check_answer,
+    run_inline,
+)
 from veriscale.selection.core.schedules import ring_pairs, shuffled
 
 SCREEN, FULL = 0, 1  # criteria levels: the first criterion alone, every criterion
@@ -71,6 +85,7 @@ class CostedJudge(Protocol):
     ``n_levels``: 1 when there is one criterion, else 2 (SCREEN, FULL). ``max_repeats``:
     judgements per pair and level that can each bring something new (2 slot orders without
     sampled reasoning). ``level_names[level]``: what the level judges, for the step log.
+    For :meth:`BudgetController.arun`, ``__call__`` is async (``cost`` stays synchronous).
     """
 
     n_levels: int
@@ -105,8 +120,10 @@ class BudgetOutcome:
 class _Ledger(PairBook):
     """Judgements per (pair, level), with the orientation a pair was first judged in."""
 
-    def __init__(self, judge: CostedJudge, reps: Sequence[int], weights: Sequence[float]) -> None:
+    def __init__(self, judge: CostedJudge, reps: Sequence[int], weights: Sequence[float], *,
+                 inline: bool = True) -> None:
         self.judge, self.reps, self.level_weight = judge, list(reps), list(weights)
+        self._call: Any = SyncJudge(judge) if inline else judge  # inline: a sync judge, called in turn
         self.names = [str(r) for r in reps]  # what the step log calls each local candidate
         self._orientation: dict[frozenset[int], tuple[int, int]] = {}
         self._values: dict[frozenset[int], list[float]] = {}
@@ -126,14 +143,14 @@ class _Ledger(PairBook):
         return self.judge.cost(*self.next_call(a, b, level), level)
 
     def judge_pair(self, a: int, b: int, level: int) -> None:
+        run_inline(self.ajudge_pair(a, b, level))
+
+    async def ajudge_pair(self, a: int, b: int, level: int) -> None:
         key = frozenset((a, b))
         first, second = self._orientation.setdefault(key, (a, b))
         repeat = self.repeats_done(a, b, level)
-        answer = self.judge(self.reps[first], self.reps[second], repeat, level)
-        p, rewards, calls = (answer.p, answer.rewards, answer.calls) if isinstance(answer, PairVerdict) else (answer, None, ())
-        p = float(p)
-        if not 0.0 <= p <= 1.0:
-            raise UserError(f"judge({first}, {second}, {repeat}) returned {p!r}: a judge must return P(i beats j) in [0, 1]")
+        answer = await answer_of(self._call, self.reps[first], self.reps[second], repeat, level)
+        p, rewards, calls = check_answer(answer, f"judge({first}, {second}, {repeat})")
         self._done[(key, level)] = repeat + 1
         self._values.setdefault(key, []).append(p)
         self.judgements.append(Judgement(first, second, repeat, p, rewards, tuple(calls)))
@@ -197,11 +214,22 @@ class BudgetController:
         """Judge inside the budget and return the result with its steps (``names``: candidate ids for the
         log; ``on_step(step)`` after each step, e.g. to record it on the run; ``granularity``: the
         :meth:`plan_scale` the judge runs on, recorded as the first step)."""
+        return run_inline(self._arun(n_candidates, judge, True, groups, names, on_step, granularity))
+
+    async def arun(self, n_candidates: int, judge: CostedJudge, *, groups: Sequence[Hashable] | None = None,
+                   names: Sequence[str] | None = None, on_step: Callable[[BudgetStep], None] | None = None,
+                   granularity: Any = None) -> BudgetOutcome:
+        """:meth:`run` with a judge whose ``__call__`` is async (awaited one judgement at a time)."""
+        return await self._arun(n_candidates, judge, False, groups, names, on_step, granularity)
+
+    async def _arun(self, n_candidates: int, judge: CostedJudge, inline: bool, groups: Sequence[Hashable] | None,
+                    names: Sequence[str] | None, on_step: Callable[[BudgetStep], None] | None,
+                    granularity: Any) -> BudgetOutcome:
         grouped = group_candidates(n_candidates, groups)
         reps = grouped.representatives
         n = len(reps)
         weights = [1.0, float(self.full_weight)][:max(1, judge.n_levels)]
-        ledger = _Ledger(judge, reps, weights)
+        ledger = _Ledger(judge, reps, weights, inline=inline)
         if names is not None:
             ledger.names = [str(names[r]) for r in reps]
         kind, amount = self.budget.kind, self.budget.amount
@@ -217,7 +245,7 @@ class BudgetController:
 
         ring = self.ring(n)
         level, why = self._screen_level(n, judge, ring, reps)
-        done = self._play(ledger, state, [(a, b, level) for a, b in ring])
+        done = await self._play(ledger, state, [(a, b, level) for a, b in ring])
         fit = self._fit(n, ledger)
         steps.append(BudgetStep("ring", f"{done} ring comparisons on {judge.level_names[level]}",
                                 "a first pass: every candidate meets its neighbour in a seeded ring; " + why,
@@ -246,7 +274,7 @@ class BudgetController:
                 stop = "budget spent" if wanted else "nothing left to judge"
                 break
             step_kind, actions, added, why = chosen
-            done = self._play(ledger, state, actions)
+            done = await self._play(ledger, state, actions)
             if step_kind == "pivot" and actions[0][0] not in pivots:
                 pivots.append(actions[0][0])
             fit = self._fit(n, ledger)
@@ -328,15 +356,15 @@ class BudgetController:
         return SCREEN, (f"the budget is below PPT with one pivot on {judge.level_names[FULL]} (about {need}), "
                         f"so the ring screens on {judge.level_names[SCREEN]} and more criteria come last")
 
-    def _play(self, ledger: _Ledger, state: "_Purse", actions: Sequence[tuple[int, int, int]]) -> int:
-        """Judge each action the purse can still pay for; returns how many were judged."""
+    async def _play(self, ledger: _Ledger, state: "_Purse", actions: Sequence[tuple[int, int, int]]) -> int:
+        """Judge each action the purse can still pay for, in turn; returns how many were judged."""
         done = 0
         for a, b, level in actions:
             price = ledger.cost(a, b, level).of(state.kind)
             if price > state.left:
                 continue
             state.spent += price
-            ledger.judge_pair(a, b, level)
+            await ledger.ajudge_pair(a, b, level)
             done += 1
         return done
 

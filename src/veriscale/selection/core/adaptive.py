@@ -8,6 +8,15 @@ soon as the confidence that the leader is best reaches ``min_confidence``. If th
 out first, the leader's comparisons whose mean preference is within ``close_margin`` of 0.5
 are judged again, closest first, until confident or each such pair has ``max_repeats``
 judgements. The reason it stopped is "confident" or "max repeats".
+
+The async forms play the same rounds with ``await ledger.aplay(...)`` (a concurrent ledger judges
+a round's pairs at once); the stopping decisions read the ledger only between rounds, so they
+are the same as played one call at a time::
+
+    fit, reason, rounds_played = await aplay_adaptively(rounds, ledger, stop, refit)
+    await aplay_all(rounds, ledger, repeats)
+
+``play_all`` and ``play_adaptively`` are their synchronous forms (a ledger of a sync judge).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import numpy as np
 
 from veriscale.errors import UserError
 from veriscale.selection.core.bradley_terry import BradleyTerryFit
-from veriscale.selection.core.judging import JudgeLedger
+from veriscale.selection.core.judging import JudgeLedger, run_inline
 from veriscale.selection.core.schedules import Pair
 
 Refit = Callable[[], BradleyTerryFit]
@@ -52,28 +61,42 @@ ADAPTIVE_MAX_REPEATS_SAMPLED = 4
 
 def play_all(rounds: Sequence[Sequence[Pair]], ledger: JudgeLedger, repeats: int) -> None:
     """Judge every pair of every round ``repeats`` times (the schedule without stopping early)."""
+    run_inline(aplay_all(rounds, ledger, repeats))
+
+
+async def aplay_all(rounds: Sequence[Sequence[Pair]], ledger: JudgeLedger, repeats: int) -> None:
+    """:func:`play_all`, one ``ledger.aplay`` per round."""
     for pairs in rounds:
-        for a, b in pairs:
-            for _ in range(repeats):
-                ledger.judge_pair(a, b)
+        await ledger.aplay(pairs, repeats)
 
 
 def play_adaptively(
     rounds: Sequence[Sequence[Pair]], ledger: JudgeLedger, stop: AdaptiveStop, refit: Refit
 ) -> tuple[BradleyTerryFit, str, int]:
     """Judge ``rounds`` one at a time until confident, then re-judge close pairs; returns the fit, why it stopped, rounds played."""
+    return run_inline(aplay_adaptively(rounds, ledger, stop, refit))
+
+
+async def aplay_adaptively(
+    rounds: Sequence[Sequence[Pair]], ledger: JudgeLedger, stop: AdaptiveStop, refit: Refit
+) -> tuple[BradleyTerryFit, str, int]:
+    """:func:`play_adaptively`, one ``ledger.aplay`` per round."""
     for played, pairs in enumerate(rounds, start=1):
-        for a, b in pairs:
-            ledger.judge_pair(a, b)
+        await ledger.aplay(pairs)
         fit = refit()
         if fit.confidence >= stop.min_confidence:
             return fit, "confident", played
-    fit, reason = extra_repeats(ledger, stop, refit)
+    fit, reason = await aextra_repeats(ledger, stop, refit)
     return fit, reason, len(rounds)
 
 
 def extra_repeats(ledger: JudgeLedger, stop: AdaptiveStop, refit: Refit) -> tuple[BradleyTerryFit, str]:
     """Re-judge the leader's close comparisons, closest first, until confident or out of repeats."""
+    return run_inline(aextra_repeats(ledger, stop, refit))
+
+
+async def aextra_repeats(ledger: JudgeLedger, stop: AdaptiveStop, refit: Refit) -> tuple[BradleyTerryFit, str]:
+    """:func:`extra_repeats`; one judgement at a time (each choice reads the fit before it)."""
     while True:
         fit = refit()
         if fit.confidence >= stop.min_confidence:
@@ -89,4 +112,4 @@ def extra_repeats(ledger: JudgeLedger, stop: AdaptiveStop, refit: Refit) -> tupl
                 close.append((gap, other))
         if not close:
             return fit, "max repeats"
-        ledger.judge_pair(leader, min(close)[1])
+        await ledger.ajudge_pair(leader, min(close)[1])

@@ -13,12 +13,28 @@ cache keyed on it is safe) and repeated judgements of a pair alternate slots::
     ledger.judge_pair(5, 2)   # judge(2, 5, 1): same pair, 5 in slot A
     ledger.mean_preference(5, 2)   # mean P(5 ≻ 2) over both
     ledger.judgements[0].rewards   # {"Output": (reward of 2, reward of 5), ...} or None
+
+An async judge (``async def judge(i, j, repeat)``, or any judge returning an awaitable) is
+played a round at a time: ``await ledger.aplay(meetings, repeats)`` judges each meeting
+``repeats`` times, the round's pairs concurrently (``asyncio.gather``) and each pair's repeats in
+turn. Repeat indices are handed out, and judgements recorded, in the schedule's order whatever
+order they finish in, so a round gives the same ledger played one call at a time::
+
+    ledger = JudgeLedger(ajudge, concurrent=True)
+    await ledger.aplay([(0, 1), (2, 3)], repeats=2)   # [[P(0≻1), …], [P(2≻3), …]]
+
+The sync tournaments wrap their judge in :class:`SyncJudge` and drive the same async code with
+:func:`run_inline`: no event loop, one call at a time in today's order (a sync judge may block,
+e.g. on the gateway's own loop).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import math
-from typing import Any, Callable, Mapping, NamedTuple
+from collections.abc import Awaitable, Coroutine
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence, TypeVar
 
 from veriscale.errors import UserError
 
@@ -43,6 +59,82 @@ class ScoreVerdict(NamedTuple):
 
 Judge = Callable[[int, int, int], float | PairVerdict]
 """``judge(i, j, repeat) -> P(i ≻ j)`` (or a ``PairVerdict``); ``i`` is in slot A when ``repeat`` is even."""
+
+AsyncJudge = Callable[[int, int, int], Awaitable[float | PairVerdict]]
+"""``await judge(i, j, repeat) -> P(i ≻ j)`` (or a ``PairVerdict``): the judge of the async tournaments."""
+
+T = TypeVar("T")
+
+
+class SyncJudge:
+    """Marks a synchronous judge: the async tournament code calls it inline, one call at a time.
+
+    The sync tournaments (``ppt``, ``round_robin``, …) wrap their judge in it and run the async
+    core with :func:`run_inline`; ``__call__`` passes through, ``judge`` is the wrapped callable.
+    """
+
+    __slots__ = ("judge",)
+
+    def __init__(self, judge: Callable[..., Any]) -> None:
+        self.judge = judge.judge if isinstance(judge, SyncJudge) else judge
+
+    def __call__(self, *args: Any) -> Any:
+        return self.judge(*args)
+
+
+def run_inline(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end on this thread without an event loop (the sync tournaments' driver).
+
+    It must never suspend: every judge it calls is a :class:`SyncJudge`, answered inline. Works
+    from any thread, one with a running loop included, as the sync tournaments always have.
+    """
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a synchronous tournament waited on an awaitable: pass an async judge to the async "
+                       "form instead (appt, around_robin, aknockout, apointwise, asparse_ranking, arun)")
+
+
+async def all_or_cancel(coros: Iterable[Awaitable[T]]) -> list[T]:
+    """``asyncio.gather`` that, when one fails (or the caller is cancelled), cancels the others and
+    waits for them before the error goes on: no judge call of a failed round is left running."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def check_answer(answer: Any, where: str) -> tuple[float, PairRewards | None, tuple[str, ...]]:
+    """A judge's answer as ``(p, rewards, calls)``; a UserError for a P outside [0, 1] (``where``: the call)."""
+    value, rewards, calls = ((answer.p, answer.rewards, answer.calls) if isinstance(answer, PairVerdict)
+                             else (answer, None, ()))
+    try:
+        p = float(value)
+    except (TypeError, ValueError):
+        p = math.nan
+    if not 0.0 <= p <= 1.0:
+        raise UserError(f"{where} returned {value!r}: a judge must return P(i beats j) in [0, 1]")
+    return p, rewards, tuple(calls)
+
+
+async def answer_of(judge: Callable[..., Any], *args: Any) -> Any:
+    """``judge(*args)``, awaited when it gives an awaitable; a :class:`SyncJudge` must not (see
+    :func:`run_inline`), so one that does is refused, naming the async forms."""
+    answer = judge(*args)
+    if inspect.isawaitable(answer):
+        if isinstance(judge, SyncJudge):
+            if inspect.iscoroutine(answer):
+                answer.close()
+            raise UserError(f"judge {judge.judge!r} is async: await the async form of the tournament "
+                            "(appt, around_robin, aknockout, apointwise, asparse_ranking) instead")
+        answer = await answer
+    return answer
 
 
 class Judgement(NamedTuple):
@@ -100,37 +192,104 @@ class PairBook:
         return [(j.i, j.j, j.p) for j in self.judgements]
 
 
-class JudgeLedger(PairBook):
-    """Calls the judge, records every judgement, and tracks repeats per unordered pair."""
+class _Slot(NamedTuple):
+    """One judgement reserved in a round: pair ``key`` judged as ``(first, second, repeat)``;
+    ``flip`` when the meeting asked for ``P(second ≻ first)``."""
 
-    def __init__(self, judge: Judge, index_map: list[int] | None = None) -> None:
+    key: frozenset[int]
+    first: int
+    second: int
+    repeat: int
+    flip: bool
+
+
+class JudgeLedger(PairBook):
+    """Calls the judge, records every judgement, and tracks repeats per unordered pair.
+
+    ``concurrent``: :meth:`aplay` judges a round's pairs concurrently (an async judge on a running
+    loop); False plays them one call at a time, in the schedule's order.
+    """
+
+    def __init__(self, judge: Judge | AsyncJudge, index_map: list[int] | None = None, *,
+                 concurrent: bool = False) -> None:
         """``index_map`` translates local indices to the judge's candidate indices (identity if None)."""
-        if not callable(judge):
-            raise UserError(f"judge {judge!r} is not callable: pass a function judge(i, j, repeat) -> P(i beats j)")
+        if not callable(judge.judge if isinstance(judge, SyncJudge) else judge):
+            shown = judge.judge if isinstance(judge, SyncJudge) else judge
+            raise UserError(f"judge {shown!r} is not callable: pass a function judge(i, j, repeat) -> P(i beats j)")
         self._judge = judge
         self._index_map = index_map
+        self.concurrent = concurrent and not isinstance(judge, SyncJudge)
         self._orientation: dict[frozenset[int], tuple[int, int]] = {}
         self._values: dict[frozenset[int], list[float]] = {}
         self.judgements: list[Judgement] = []
+
+    @classmethod
+    def for_judge(cls, judge: Judge | AsyncJudge, index_map: list[int] | None = None) -> "JudgeLedger":
+        """The async tournaments' ledger: concurrent rounds unless ``judge`` is a :class:`SyncJudge`."""
+        return cls(judge, index_map, concurrent=True)
 
     def repeats_done(self, a: int, b: int) -> int:
         """How many times the pair {a, b} has been judged."""
         return len(self._values.get(frozenset((a, b)), ()))
 
     def judge_pair(self, a: int, b: int) -> float:
-        """Judge the pair once more and return ``P(a ≻ b)``.
+        """Judge the pair once more and return ``P(a ≻ b)`` (a synchronous judge).
 
         The first judgement of a pair uses ``(a, b)`` as its orientation, so ``a`` takes slot A;
         later ones reuse that orientation with the next repeat index.
         """
-        key = frozenset((a, b))
-        first, second = self._orientation.setdefault(key, (a, b))
-        values = self._values.setdefault(key, [])
-        repeat = len(values)
-        p, rewards, calls = self._call(first, second, repeat)
-        values.append(p)
-        self.judgements.append(Judgement(first, second, repeat, p, rewards, calls))
-        return p if first == a else 1.0 - p
+        return run_inline(self._play([(a, b)], 1, concurrent=False))[0][0]
+
+    async def ajudge_pair(self, a: int, b: int) -> float:
+        """:meth:`judge_pair`, awaiting the judge."""
+        return (await self.aplay([(a, b)]))[0][0]
+
+    async def aplay(self, meetings: Sequence[tuple[int, int]], repeats: int = 1) -> list[list[float]]:
+        """Judge each meeting ``(a, b)`` ``repeats`` times; per meeting, ``P(a ≻ b)`` of each judgement.
+
+        One round: with ``concurrent`` its pairs are judged at once, each pair's judgements in turn
+        (repeat 0, 1, …). Repeat indices and the recorded order follow the schedule, whatever order
+        the calls finish in; nothing of a round that failed is recorded.
+        """
+        return await self._play(meetings, repeats, concurrent=self.concurrent)
+
+    async def _play(self, meetings: Sequence[tuple[int, int]], repeats: int, *, concurrent: bool) -> list[list[float]]:
+        slots = self._reserve(meetings, repeats)
+        answers: list[Any] = [None] * len(slots)
+        if concurrent and len(slots) > 1:
+            per_pair: dict[frozenset[int], list[int]] = {}
+            for index, slot in enumerate(slots):
+                per_pair.setdefault(slot.key, []).append(index)
+
+            async def judge_in_turn(indices: list[int]) -> None:
+                for index in indices:
+                    answers[index] = await self._acall(slots[index])
+
+            await all_or_cancel(judge_in_turn(indices) for indices in per_pair.values())
+        else:
+            for index, slot in enumerate(slots):
+                answers[index] = await self._acall(slot)
+        out: list[list[float]] = [[] for _ in meetings]
+        for index, (slot, (p, rewards, calls)) in enumerate(zip(slots, answers)):
+            self._orientation.setdefault(slot.key, (slot.first, slot.second))
+            self._values.setdefault(slot.key, []).append(p)
+            self.judgements.append(Judgement(slot.first, slot.second, slot.repeat, p, rewards, calls))
+            out[index // repeats].append(1.0 - p if slot.flip else p)
+        return out
+
+    def _reserve(self, meetings: Sequence[tuple[int, int]], repeats: int) -> list[_Slot]:
+        """The round's judgements in schedule order, each with its pair's orientation and repeat index."""
+        slots: list[_Slot] = []
+        planned: dict[frozenset[int], int] = {}
+        orientation: dict[frozenset[int], tuple[int, int]] = {}
+        for a, b in meetings:
+            key = frozenset((a, b))
+            first, second = self._orientation.get(key) or orientation.setdefault(key, (a, b))
+            for _ in range(repeats):
+                repeat = self.repeats_done(a, b) + planned.get(key, 0)
+                planned[key] = planned.get(key, 0) + 1
+                slots.append(_Slot(key, first, second, repeat, first != a))
+        return slots
 
     def slot_a_next(self, a: int, b: int) -> int | None:
         """Who sits in slot A when the pair {a, b} is judged next; None if it was never judged."""
@@ -140,16 +299,8 @@ class JudgeLedger(PairBook):
         first, second = self._orientation[key]
         return first if len(self._values[key]) % 2 == 0 else second
 
-    def _call(self, a: int, b: int, repeat: int) -> tuple[float, PairRewards | None, tuple[str, ...]]:
+    async def _acall(self, slot: _Slot) -> tuple[float, PairRewards | None, tuple[str, ...]]:
+        a, b = slot.first, slot.second
         ga, gb = (a, b) if self._index_map is None else (self._index_map[a], self._index_map[b])
-        answer = self._judge(ga, gb, repeat)
-        value, rewards, calls = (answer.p, answer.rewards, answer.calls) if isinstance(answer, PairVerdict) else (answer, None, ())
-        try:
-            p = float(value)
-        except (TypeError, ValueError):
-            p = math.nan
-        if not 0.0 <= p <= 1.0:
-            raise UserError(
-                f"judge({ga}, {gb}, {repeat}) returned {value!r}: a judge must return P(i beats j) in [0, 1]"
-            )
-        return p, rewards, tuple(calls)
+        answer = await answer_of(self._judge, ga, gb, slot.repeat)
+        return check_answer(answer, f"judge({ga}, {gb}, {slot.repeat})")

@@ -22,11 +22,16 @@ Bradley–Terry over a sparse graph stays finite (its L2 prior). ``groups`` (one
 candidate, equal = identical output) judges identical candidates once. Same seed, same judge
 answers → same comparisons and result. The stop reason is "settled", "budget spent" or
 "single candidate".
+
+``await asparse_ranking(8, ajudge, seed=3)`` takes an async judge: the ring is one concurrent
+round, each pivot's meetings another; the unsettled pairs go one at a time (each choice reads
+the fit before it). Judgements are recorded in the schedule's order, so the result is the sync
+form's. ``sparse_ranking`` runs the same code with its judge called inline (``judging.run_inline``).
 """
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 from scipy.special import ndtr
@@ -35,7 +40,7 @@ from veriscale.errors import UserError
 from veriscale.selection.core.aggregate import TournamentResult, bradley_terry_result
 from veriscale.selection.core.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
 from veriscale.selection.core.groups import group_candidates
-from veriscale.selection.core.judging import Judge, JudgeLedger
+from veriscale.selection.core.judging import AsyncJudge, Judge, JudgeLedger, SyncJudge, run_inline
 from veriscale.selection.core.schedules import ring_pairs, shuffled
 
 COMPARISONS_PER_MEMBER = 3
@@ -71,6 +76,26 @@ def sparse_ranking(
     prior: float = DEFAULT_PRIOR,
 ) -> TournamentResult:
     """Rank every candidate with at most :func:`comparison_budget` comparisons (see the module docstring)."""
+    return run_inline(asparse_ranking(
+        n_candidates, SyncJudge(judge), repeats=repeats, pivots=pivots, max_comparisons=max_comparisons,
+        settled=settled, groups=groups, seed=seed, tie_tolerance=tie_tolerance, prior=prior,
+    ))
+
+
+async def asparse_ranking(
+    n_candidates: int,
+    judge: AsyncJudge,
+    *,
+    repeats: int = 2,
+    pivots: int = 0,
+    max_comparisons: int | None = None,
+    settled: float = DEFAULT_SETTLED,
+    groups: Sequence[Hashable] | None = None,
+    seed: int = 0,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
+    prior: float = DEFAULT_PRIOR,
+) -> TournamentResult:
+    """:func:`sparse_ranking` with an async judge (rounds concurrent; see the module docstring)."""
     if not isinstance(n_candidates, (int, np.integer)) or isinstance(n_candidates, bool) or n_candidates < 1:
         raise UserError(f"n_candidates={n_candidates!r}: ranking needs at least one candidate, so pass N >= 1")
     if not isinstance(repeats, (int, np.integer)) or repeats < 1:
@@ -83,29 +108,29 @@ def sparse_ranking(
         raise UserError(f"settled={settled!r} must be in (0.5, 1]: e.g. {DEFAULT_SETTLED}")
     grouped = group_candidates(n_candidates, groups)
     n = len(grouped.representatives)
-    ledger = JudgeLedger(judge, list(grouped.representatives))
+    ledger = JudgeLedger.for_judge(judge, list(grouped.representatives))
     budget = comparison_budget(n, max_comparisons)
     met: set[frozenset[int]] = set()
 
     def fit(samples: int = _QUICK_SAMPLES) -> BradleyTerryFit:
         return fit_bradley_terry(n, ledger.outcomes(), prior=prior, n_samples=samples, seed=seed)
 
-    def meet(a: int, b: int) -> bool:
-        if a == b or frozenset((a, b)) in met or len(met) >= budget:
-            return False
-        met.add(frozenset((a, b)))
-        for _ in range(repeats):
-            ledger.judge_pair(a, b)
-        return True
+    async def meet(meetings: Iterable[tuple[int, int]]) -> None:
+        """Judge, as one round, each meeting that is new and still fits the budget (in this order)."""
+        fresh = []
+        for a, b in meetings:
+            if a == b or frozenset((a, b)) in met or len(met) >= budget:
+                continue
+            met.add(frozenset((a, b)))
+            fresh.append((a, b))
+        await ledger.aplay(fresh, repeats)
 
     stop = "single candidate" if n == 1 else "budget spent"
     if n > 1:
         cycle = shuffled(n, np.random.default_rng(seed))
-        for a, b in ring_pairs(cycle):
-            meet(a, b)
+        await meet(ring_pairs(cycle))
         for pivot in fit().ranking[:pivots] if pivots else ():
-            for position, other in enumerate(cycle):
-                meet(*((pivot, other) if position % 2 else (other, pivot)))
+            await meet(((pivot, other) if position % 2 else (other, pivot)) for position, other in enumerate(cycle))
         while len(met) < budget:
             current = fit()
             unmet = [(a, b) for a in range(n) for b in range(a + 1, n) if frozenset((a, b)) not in met]
@@ -113,7 +138,7 @@ def sparse_ranking(
             if doubt < 1.0 - settled:
                 stop = "settled"
                 break
-            meet(-a, -b)
+            await meet([(-a, -b)])
     return bradley_terry_result(
         "sparse", grouped, ledger, fit(samples=4000), n_comparisons=len(met), planned=budget * repeats,
         adaptive=True, stop=stop, tie_tolerance=tie_tolerance,

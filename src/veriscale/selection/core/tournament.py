@@ -40,21 +40,45 @@ judgements. ``judgements_saved`` is the non-adaptive plan's judge calls minus th
 ``groups`` (one id per candidate; equal ids = identical output): the tournament runs over one
 representative per group; members share their representative's strength and score and are
 reported as ties with it. Same ``seed``, same judge answers → same comparisons and result.
+
+Async forms (``appt``, ``around_robin``, ``aknockout``, ``apointwise``) take an async judge
+``async def judge(i, j, repeat) -> P`` (or ``PairVerdict``; ``apointwise``: ``async def score(i)``)
+and judge each round's meetings concurrently: PPT's ring, each pivot round, each circle-method
+round, each knockout round, all pointwise scores. A pair's repeats stay in turn, and judgements
+are recorded in the schedule's order, so the result is the one the sync form gives for the same
+answers (adaptive stops included)::
+
+    result = await appt(20, ajudge, k=4, seed=7)
+
+The sync forms are thin wrappers: they mark the judge as synchronous
+(``judging.SyncJudge``) and run the same async code with ``judging.run_inline``, without an
+event loop and one call at a time in the order they always used, so they still work from any
+thread (and a judge that blocks on the gateway's loop is fine).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Hashable, Sequence
+import inspect
+from typing import Any, Awaitable, Callable, Hashable, Sequence
 
 import numpy as np
 
 from veriscale.errors import UserError
-from veriscale.selection.core.adaptive import AdaptiveStop, play_adaptively, play_all
+from veriscale.selection.core.adaptive import AdaptiveStop, aplay_adaptively, aplay_all
 from veriscale.selection.core.aggregate import TournamentResult, bradley_terry_result, pointwise_result
 from veriscale.selection.core.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
 from veriscale.selection.core.groups import group_candidates
-from veriscale.selection.core.judging import Judge, JudgeLedger, Scored, ScoreVerdict
+from veriscale.selection.core.judging import (
+    AsyncJudge,
+    Judge,
+    JudgeLedger,
+    Scored,
+    ScoreVerdict,
+    SyncJudge,
+    all_or_cancel,
+    run_inline,
+)
 from veriscale.selection.core.schedules import (
     choose_pivots,
     circle_rounds,
@@ -69,9 +93,13 @@ from veriscale.selection.core.schedules import (
 Score = Callable[[int], "float | ScoreVerdict"]
 """``score(i) -> reward`` of candidate ``i`` (for ``pointwise``), or a ``ScoreVerdict`` with per-criterion rewards."""
 
+AsyncScore = Callable[[int], Awaitable["float | ScoreVerdict"]]
+"""``await score(i) -> reward`` (for ``apointwise``)."""
+
 DEFAULT_TIE_TOLERANCE = 0.02
 
-__all__ = ["Score", "TournamentResult", "knockout", "pointwise", "ppt", "ppt_comparison_count", "round_robin"]
+__all__ = ["AsyncScore", "Score", "TournamentResult", "aknockout", "apointwise", "appt", "around_robin", "knockout",
+           "pointwise", "ppt", "ppt_comparison_count", "round_robin"]
 
 
 def round_robin(
@@ -89,13 +117,35 @@ def round_robin(
     prior: float = DEFAULT_PRIOR,
 ) -> TournamentResult:
     """Every pair meets; ``repeats`` judgements per pair (default 2 = both slot orders)."""
+    return run_inline(around_robin(
+        n_candidates, SyncJudge(judge), repeats=repeats, adaptive=adaptive, min_confidence=min_confidence,
+        max_repeats=max_repeats, close_margin=close_margin, groups=groups, seed=seed, tie_tolerance=tie_tolerance,
+        prior=prior,
+    ))
+
+
+async def around_robin(
+    n_candidates: int,
+    judge: AsyncJudge,
+    *,
+    repeats: int = 2,
+    adaptive: bool = False,
+    min_confidence: float = 0.9,
+    max_repeats: int = 4,
+    close_margin: float = 0.2,
+    groups: Sequence[Hashable] | None = None,
+    seed: int = 0,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
+    prior: float = DEFAULT_PRIOR,
+) -> TournamentResult:
+    """:func:`round_robin` with an async judge; each circle-method round's pairs are judged concurrently."""
     _check_common(n_candidates, repeats, tie_tolerance)
     stop_rule = AdaptiveStop(min_confidence, max_repeats, close_margin)
     if adaptive:
         stop_rule.check(repeats)
     grouped = group_candidates(n_candidates, groups)
     n = len(grouped.representatives)
-    ledger = JudgeLedger(judge, list(grouped.representatives))
+    ledger = JudgeLedger.for_judge(judge, list(grouped.representatives))
     refit = _refit(n, ledger, prior, seed)
     rounds = circle_rounds(n)
     stop = "plan complete"
@@ -103,9 +153,9 @@ def round_robin(
     if n == 1:
         stop = "single candidate"
     elif adaptive:
-        fit, stop, _ = play_adaptively(rounds, ledger, stop_rule, refit)
+        fit, stop, _ = await aplay_adaptively(rounds, ledger, stop_rule, refit)
     else:
-        play_all(rounds, ledger, repeats)
+        await aplay_all(rounds, ledger, repeats)
     return bradley_terry_result(
         "round_robin", grouped, ledger, fit or refit(), n_comparisons=len(ledger.judged_pairs()),
         planned=n * (n - 1) // 2 * repeats, adaptive=adaptive, stop=stop, tie_tolerance=tie_tolerance,
@@ -134,6 +184,30 @@ def ppt(
     is shown first in its meetings, played in a row, so its text is their shared prompt prefix
     (``schedules.pivot_first_rounds``); False alternates who is shown first (``pivot_rounds``).
     """
+    return run_inline(appt(
+        n_candidates, SyncJudge(judge), k=k, repeats=repeats, adaptive=adaptive, min_confidence=min_confidence,
+        max_repeats=max_repeats, close_margin=close_margin, groups=groups, seed=seed, tie_tolerance=tie_tolerance,
+        prior=prior, pivot_first=pivot_first,
+    ))
+
+
+async def appt(
+    n_candidates: int,
+    judge: AsyncJudge,
+    *,
+    k: int = 3,
+    repeats: int = 1,
+    adaptive: bool = False,
+    min_confidence: float = 0.9,
+    max_repeats: int = 4,
+    close_margin: float = 0.2,
+    groups: Sequence[Hashable] | None = None,
+    seed: int = 0,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
+    prior: float = DEFAULT_PRIOR,
+    pivot_first: bool = True,
+) -> TournamentResult:
+    """:func:`ppt` with an async judge: the ring is one concurrent round, then each pivot's round."""
     _check_common(n_candidates, repeats, tie_tolerance)
     if not isinstance(k, (int, np.integer)) or not 1 <= k <= n_candidates:
         raise UserError(
@@ -145,7 +219,7 @@ def ppt(
     grouped = group_candidates(n_candidates, groups)
     n = len(grouped.representatives)
     k = min(int(k), n)
-    ledger = JudgeLedger(judge, list(grouped.representatives))
+    ledger = JudgeLedger.for_judge(judge, list(grouped.representatives))
     refit = _refit(n, ledger, prior, seed)
     if n == 1:
         return bradley_terry_result(
@@ -155,9 +229,9 @@ def ppt(
     per_meeting = 1 if adaptive else repeats
     cycle = shuffled(n, np.random.default_rng(seed))
     ring_preference: dict[int, list[float]] = {c: [] for c in cycle}
-    for a, b in ring_pairs(cycle):
-        for _ in range(per_meeting):
-            p = ledger.judge_pair(a, b)
+    ring = ring_pairs(cycle)
+    for (a, b), preferences in zip(ring, await ledger.aplay(ring, per_meeting)):
+        for p in preferences:
             ring_preference[a].append(p)
             ring_preference[b].append(1.0 - p)
     pivots = choose_pivots(cycle, {c: sum(v) / len(v) for c, v in ring_preference.items()}, k)
@@ -168,9 +242,9 @@ def ppt(
 
     stop = "plan complete"
     if adaptive:
-        fit, stop, played = play_adaptively(rounds, ledger, stop_rule, refit)
+        fit, stop, played = await aplay_adaptively(rounds, ledger, stop_rule, refit)
     else:
-        play_all(rounds, ledger, per_meeting)
+        await aplay_all(rounds, ledger, per_meeting)
         fit, played = refit(), len(rounds)
     return bradley_terry_result(
         "ppt", grouped, ledger, fit, n_comparisons=n + sum(len(r) for r in rounds[:played]),
@@ -194,10 +268,26 @@ def knockout(
     A match goes to the higher mean preference; an exact 0.5 is settled by a seeded coin. The
     ranking orders candidates by the round they fell in (later is better), then by strength.
     """
+    return run_inline(aknockout(n_candidates, SyncJudge(judge), repeats=repeats, groups=groups, seed=seed,
+                                tie_tolerance=tie_tolerance, prior=prior))
+
+
+async def aknockout(
+    n_candidates: int,
+    judge: AsyncJudge,
+    *,
+    repeats: int = 2,
+    groups: Sequence[Hashable] | None = None,
+    seed: int = 0,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
+    prior: float = DEFAULT_PRIOR,
+) -> TournamentResult:
+    """:func:`knockout` with an async judge: each bracket round's matches are judged concurrently
+    (the coins of exact ties are tossed afterwards, in match order, as the sync form tosses them)."""
     _check_common(n_candidates, repeats, tie_tolerance)
     grouped = group_candidates(n_candidates, groups)
     n = len(grouped.representatives)
-    ledger = JudgeLedger(judge, list(grouped.representatives))
+    ledger = JudgeLedger.for_judge(judge, list(grouped.representatives))
     rng = np.random.default_rng(seed)
     entrants = shuffled(n, rng)
     survived = {c: 0 for c in entrants}
@@ -206,8 +296,8 @@ def knockout(
         round_number += 1
         matches, bye = pair_up(entrants)
         winners = []
-        for a, b in matches:
-            preference = sum(ledger.judge_pair(a, b) for _ in range(repeats)) / repeats
+        for (a, b), preferences in zip(matches, await ledger.aplay(matches, repeats)):
+            preference = sum(preferences) / repeats
             a_wins = preference > 0.5 or (preference == 0.5 and rng.random() < 0.5)
             winners.append(a if a_wins else b)
         entrants = winners + bye
@@ -230,13 +320,31 @@ def pointwise(
     tie_tolerance: float = 1e-9,
 ) -> TournamentResult:
     """Pick the candidate with the highest ``score(i)``; candidates within ``tie_tolerance`` tie."""
-    _check_common(n_candidates, 1, tie_tolerance)
     if not callable(score):
+        _check_common(n_candidates, 1, tie_tolerance)
+        raise UserError(f"score {score!r} is not callable: pass a function score(i) -> reward")
+    return run_inline(apointwise(n_candidates, SyncJudge(score), groups=groups, tie_tolerance=tie_tolerance))
+
+
+async def apointwise(
+    n_candidates: int,
+    score: AsyncScore,
+    *,
+    groups: Sequence[Hashable] | None = None,
+    tie_tolerance: float = 1e-9,
+) -> TournamentResult:
+    """:func:`pointwise` with an async ``score(i)``; every distinct candidate is scored concurrently."""
+    _check_common(n_candidates, 1, tie_tolerance)
+    if not callable(score.judge if isinstance(score, SyncJudge) else score):
         raise UserError(f"score {score!r} is not callable: pass a function score(i) -> reward")
     grouped = group_candidates(n_candidates, groups)
+    reps = list(grouped.representatives)
+    if isinstance(score, SyncJudge):
+        answers = [await _score_of(score, rep) for rep in reps]
+    else:
+        answers = await all_or_cancel(_score_of(score, rep) for rep in reps)
     scored = []
-    for rep in grouped.representatives:
-        answer = score(rep)
+    for rep, answer in zip(reps, answers):
         raw, rewards = (answer.reward, answer.rewards) if isinstance(answer, ScoreVerdict) else (answer, None)
         try:
             value = float(raw)
@@ -246,6 +354,18 @@ def pointwise(
             raise UserError(f"score({rep}) returned {raw!r}: a score function must return a finite number")
         scored.append(Scored(rep, value, rewards))
     return pointwise_result(grouped, scored, tie_tolerance)
+
+
+async def _score_of(score: Callable[[int], Any], rep: int) -> Any:
+    """``score(rep)``, awaited when it gives an awaitable (a sync score must not: see ``judging.answer_of``)."""
+    answer = score(rep)
+    if inspect.isawaitable(answer):
+        if isinstance(score, SyncJudge):
+            if inspect.iscoroutine(answer):
+                answer.close()
+            raise UserError(f"score {score.judge!r} is async: await apointwise instead of calling pointwise")
+        answer = await answer
+    return answer
 
 
 def _check_common(n_candidates: int, repeats: int, tie_tolerance: float) -> None:
