@@ -18,6 +18,31 @@ import httpx
 DATA = Path(os.environ.get("VERISCALE_DEV_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 
+class Progress:
+    """Progress lines on stderr for a benchmark's main loop, in bench_injection.py's style
+    (``joint on: pair 3 of 20 (41 s)``): at most one every ``every_s`` seconds, and the last one
+    always, so a piped or logged run shows it is alive and stdout keeps only the results::
+
+        tick = Progress("joint on", len(pairs), "pair")
+        for pair in pairs:
+            ...
+            tick()
+    """
+
+    def __init__(self, label: str, total: int, unit: str = "item", every_s: float = 5.0) -> None:
+        self.label, self.total, self.unit, self.every_s = label, total, unit, every_s
+        self.done, self.started = 0, time.perf_counter()
+        self._last = float("-inf")
+
+    def __call__(self, n: int = 1) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if self.done >= self.total or now - self._last >= self.every_s:
+            self._last = now
+            print(f"{self.label}: {self.unit} {self.done} of {self.total} ({now - self.started:.0f} s)",
+                  file=sys.stderr, flush=True)
+
+
 def dev_data() -> Path:
     """The shared dev data folder (``$VERISCALE_DEV_DATA``, else ``shared/data`` beside the clone);
     a missing folder ends the benchmark with one sentence, not a traceback."""

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from _common import dev_file  # noqa: E402
 from veriscale.bench.datasets import load_labelled_pools, load_pairs, sample  # noqa: E402
-from veriscale.bench.runner import Bench, BenchConfig, expand_configs  # noqa: E402
+from veriscale.bench.bench_runner import Bench, BenchConfig, expand_configs  # noqa: E402
 from veriscale.engine.store import Store  # noqa: E402
 from veriscale.models.uri import load_backend  # noqa: E402
 

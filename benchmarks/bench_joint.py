@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from _common import dev_file  # noqa: E402
+from _common import Progress, dev_file  # noqa: E402
 from veriscale.bench.datasets import load_pairs, sample  # noqa: E402
 from veriscale.engine.store import Store  # noqa: E402
 from veriscale.models.uri import load_backend  # noqa: E402
@@ -44,8 +44,10 @@ def run_mode(model, store, pairs, criteria: str, joint: bool, tau: float) -> dic
     v = Verifier(model, store=store, criteria=criteria, joint=joint, tau=tau)
     started = time.perf_counter()
     rows = []
+    tick = Progress(f"joint {'on' if joint else 'off'}", len(pairs), "pair")
     for pair in pairs:
         res = v.compare(pair.instruction, pair.output_1, pair.output_2)
+        tick()
         rows.append({"id": pair.id, "label": pair.label, "p": res.p_a_wins, "failed": res.failed,
                      "values": {(r.criterion, r.repeat, r.candidate): r.value for r in res.readings},
                      "first": {(r.criterion, r.repeat, r.candidate) for r in res.readings  # each call's first slot

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common
 
-from _common import dev_pairs  # noqa: E402
+from _common import Progress, dev_pairs  # noqa: E402
 from veriscale.models.uri import load_backend  # noqa: E402
 from veriscale.rewards.group import GroupRewarder  # noqa: E402
 from veriscale.rewards.length import DEFAULT_WINDOW, LengthControl, correlation  # noqa: E402
@@ -55,8 +55,10 @@ def main() -> None:
     rows = dev_pairs(args.pairs, args.max_chars, args.data)
     rewards, lengths, groups, labels = [], [], [], []
     start = time.monotonic()
+    tick = Progress("length control", len(rows), "pair")
     for i, row in enumerate(rows):
         result = rewarder.group(row["instruction"], [row["output_1"], row["output_2"]])
+        tick()
         rewards += result.rewards
         lengths += [len(row["output_1"]), len(row["output_2"])]
         groups += [i, i]

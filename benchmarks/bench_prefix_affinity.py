@@ -22,7 +22,7 @@ from pathlib import Path
 
 from _common import dev_pairs, evaluated_counts, start_verbose_server
 
-from veriscale.engine.executor import CallExecutor
+from veriscale.engine.sync_facade import CallExecutor
 from veriscale.engine.routing import EndpointPool
 from veriscale.models.openai_compat import OpenAICompatModel
 from veriscale.verify.prompts import PROMPT_VERSION

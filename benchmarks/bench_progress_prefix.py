@@ -28,13 +28,13 @@ import numpy as np
 from _common import dev_file, evaluated_counts, start_verbose_server
 
 from veriscale.data.importers.atif import load as load_atif
-from veriscale.engine.executor import CallExecutor
+from veriscale.engine.sync_facade import CallExecutor
 from veriscale.models.base import Message, ScoreRequest
 from veriscale.models.embedded import EmbeddedModel
 from veriscale.models.openai_compat import OpenAICompatModel
-from veriscale.progress.judge import ProgressJudge
+from veriscale.progress.progress_judge import ProgressJudge
 from veriscale.progress.prompt import PROGRESS_PROMPT_VERSION
-from veriscale.progress.track import plan_track
+from veriscale.progress.offline_track import plan_track
 
 TASK = "Work in the repository you are given until its test suite passes; do not change the tests."
 STEP_TOKENS, BUDGET = 60, 6000  # 40 steps fit without elision, so the layouts are comparable

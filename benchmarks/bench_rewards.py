@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import dev_file
+from _common import Progress, dev_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support.tiny_policy
 
@@ -82,6 +82,7 @@ def reward_rows(groups: list[tuple[str, list[str]]], judge: EmbeddedModel, modes
     for name in modes:
         mode, discrete = MODES[name]
         seconds, calls, stds, ranges, failed = 0.0, 0, [], [], 0
+        tick = Progress(f"rewards {name}", len(groups), "group")
         for problem, completions in groups:
             rewarder = BatchRewarder(Verifier(judge, scale=SCALE, discrete=discrete), mode=mode)
             start = time.perf_counter()
@@ -92,6 +93,7 @@ def reward_rows(groups: list[tuple[str, list[str]]], judge: EmbeddedModel, modes
             std, rng = spread(batch.rewards)
             stds.append(std)
             ranges.append(rng)
+            tick()
         n = sum(len(c) for _, c in groups)
         rows[name] = {"rewards_per_s": n / seconds, "model_calls_per_group": calls / len(groups),
                       "mean_std": statistics.mean(stds), "mean_range": statistics.mean(ranges),

@@ -24,8 +24,8 @@ def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def _forget_runtime_choices():
-    """A command's settings are process-wide (veriscale.runtime): each test starts without them."""
-    from veriscale import runtime
+    """A command's settings are process-wide (veriscale.settings.choose): each test starts without them."""
+    from veriscale import settings as runtime
 
     runtime.choose({})
     yield

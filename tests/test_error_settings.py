@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.scripted_model import ScriptedScoreModel
 from veriscale.cli.flags import FLAG_FOR, cli_text
-from veriscale.engine.executor import CallExecutor, PlannedCall
+from veriscale.engine.sync_facade import CallExecutor, PlannedCall
 from veriscale.errors import BudgetExceeded, UserError, setting, settings_in
 from veriscale.models.base import Message, ScoreRequest
 

@@ -41,6 +41,8 @@ from typing import Any
 import platformdirs
 
 from veriscale.errors import UserError, setting
+from veriscale.settings.registry import ROUTINGS
+from veriscale.settings.source import environment
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -48,7 +50,6 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 CONFIG_ENV = "VERISCALE_CONFIG"
-ROUTINGS = ("affinity", "round_robin")
 MAX_CONFIG_DEPTH = 32  # tables and arrays inside each other; no setting needs more than a few
 UNKNOWN_SHOWN = 5  # unknown top-level keys a note names (then their count)
 
@@ -122,7 +123,7 @@ def _expect(value: Any, kind: type | tuple[type, ...], where: str, path: Path) -
     return value
 
 
-# The settings tables of the file: table -> key -> allowed TOML types (veriscale.cli.settings reads them).
+# The settings tables of the file: table -> key -> allowed TOML types (veriscale.settings.resolve reads them).
 TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "gateway": {"concurrency": int, "rpm": int, "tpm": int, "deadline_s": (int, float), "routing": str},
     "embedded": {"threads": int},
@@ -196,7 +197,8 @@ def _config_text(chosen: Path) -> str:
 
 def load_config(path: Path | str | None = None) -> Config:
     """Read the config file (``path``, ``$VERISCALE_CONFIG`` or the default location)."""
-    chosen = Path(path) if path else (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
+    named = environment(CONFIG_ENV)  # the one environment reader (veriscale.settings.source)
+    chosen = Path(path) if path else (Path(named) if named else None)
     if chosen is None:
         chosen = default_config_path()
         if not chosen.is_file():
@@ -239,6 +241,7 @@ def pick(*, flag: Any = None, env: str | None = None, file: Any = None, default:
     """The first of flag, environment variable ``env``, file value, default that is set."""
     if flag is not None:
         return flag
-    if env and os.environ.get(env):
-        return os.environ[env]
+    found = environment(env) if env else None
+    if found:
+        return found
     return file if file is not None else default

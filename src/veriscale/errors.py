@@ -54,7 +54,7 @@ class Worded(str):
 
         note = worded(f"use {setting('reasoning')} to sample anew")
         note                 # 'use reasoning to sample anew'
-        note.template        # the text with the reference, for veriscale.cli.flags.cli_text
+        note.template        # the text with the reference, for veriscale.settings.words.cli_text
     """
 
     template: str

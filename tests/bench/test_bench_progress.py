@@ -12,7 +12,7 @@ from veriscale.bench.progress import (f1_score, first_error_metrics, load_progre
                                       predict_first_error, run_progress, spaced_checkpoints)
 from veriscale.data.model import Candidate
 from veriscale.errors import UserError
-from veriscale.progress.judge import ProgressJudge
+from veriscale.progress.progress_judge import ProgressJudge
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "progress"
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from veriscale.bench.datasets import LabelledPair, LabelledPool, load_labelled_pools, load_pairs, sample
-from veriscale.bench.runner import Bench, BenchConfig, expand_configs, parse_sweeps
+from veriscale.bench.bench_runner import Bench, BenchConfig, expand_configs, parse_sweeps
 from veriscale.data.model import Candidate, Task
 from veriscale.engine.store import Store
 from veriscale.errors import UserError

@@ -71,7 +71,7 @@ def test_follow_a_growing_file_until_done(tmp_path: Path) -> None:
     _write(steps, _step("I will create the file."))
     half = _step("echo hello > hello.txt")
     _write(steps, half[:10])  # a partial line is waited for, not read as malformed
-    time.sleep(0.5)
+    _wait_read_to_end(proc, steps)  # track has read the partial line before the rest of it is written
     _write(steps, half[10:])
     _write(steps, "{not json\n")
     _write(steps, _step("cat hello.txt shows hello; done."))
@@ -108,6 +108,24 @@ def test_follow_ctrl_c_saves_the_curve_so_far(tmp_path: Path) -> None:
 
 
 _seen: dict[int, bytes] = {}
+
+
+def _wait_read_to_end(proc: subprocess.Popen, path: Path, guard_s: float = 600) -> None:
+    """Wait until ``proc``'s open handle on ``path`` has read all of it (its offset in /proc's fdinfo);
+    ``guard_s`` is a hang guard only."""
+    size, target = path.stat().st_size, str(path)
+    deadline = time.monotonic() + guard_s
+    while True:
+        assert proc.poll() is None, f"track exited {proc.returncode} before reading '{path}' to its end"
+        fds = Path(f"/proc/{proc.pid}/fd")
+        for fd in fds.iterdir():
+            try:
+                if os.readlink(fd) == target and int((fds.parent / "fdinfo" / fd.name).read_text().split()[1]) >= size:
+                    return
+            except (OSError, ValueError, IndexError):
+                continue
+        assert time.monotonic() < deadline, f"track did not read '{path}' to its end"
+        time.sleep(0.05)
 
 
 def _peek(proc: subprocess.Popen, stream) -> bytes:

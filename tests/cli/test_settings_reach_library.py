@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from veriscale import runtime
+from veriscale import settings as runtime  # the CLI's hand-over
 from veriscale.cli import app
-from veriscale.cli.settings import SPECS
+from veriscale.settings import SPECS
 from veriscale.engine import run_liveness
 
 SOURCES = ("flag", "env", "file")

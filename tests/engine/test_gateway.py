@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.scripted_model import ScriptedScoreModel
-from veriscale.engine.executor import CallExecutor, PlannedCall
+from veriscale.engine.sync_facade import CallExecutor, PlannedCall
 from veriscale.engine.gateway import Gateway
 from veriscale.engine.store import Store
 from veriscale.errors import BudgetExceeded, ModelCallError

@@ -206,7 +206,7 @@ def test_a_real_llama_cpp_server_reports_no_cache_so_processed_stays_unknown(lla
 
 def test_a_bench_row_carries_the_same_cost_fields_and_money_only_with_a_table():
     from veriscale.bench.configs import BenchConfig
-    from veriscale.bench.report import BenchRow
+    from veriscale.bench.bench_report import BenchRow
     from veriscale.engine.usage import CallTokens, Usage
 
     usage = Usage()

@@ -90,7 +90,7 @@ def test_a_dead_owners_claim_is_taken_over_without_waiting_out_its_lease(tmp_pat
     import asyncio
 
     from veriscale.engine.call_leases import lease_owner
-    from veriscale.engine.claims import CallClaims
+    from veriscale.engine.call_claims import CallClaims
 
     async def io(fn, *args, **kwargs):
         return fn(*args, **kwargs)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.fault_server import FaultServer
 from tests.support.scripted_model import ScriptedScoreModel
-from veriscale.engine.executor import CallExecutor, PlannedCall
+from veriscale.engine.sync_facade import CallExecutor, PlannedCall
 from veriscale.engine.store import Store
 from veriscale.errors import BudgetExceeded
 from veriscale.models.base import Message, ScoreRequest

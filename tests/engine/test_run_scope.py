@@ -10,7 +10,7 @@ import pytest
 import typer
 
 from tests.support.scripted_model import ScriptedScoreModel
-from veriscale.engine.executor import CallExecutor, PlannedCall
+from veriscale.engine.sync_facade import CallExecutor, PlannedCall
 from veriscale.engine.loop import on_gateway_loop
 from veriscale.engine.run_scope import RunCancelled, Terminated, current_run_id, open_run, recorded_run
 from veriscale.engine.store import Store

@@ -45,6 +45,28 @@ def cli(*args: str, store: Path, timeout: float = 120, **env: str) -> subprocess
                           text=True, timeout=timeout, env=_env(**env))
 
 
+# ``python -m veriscale`` with every sqlite3 connection to the store recording the busy wait SQLite
+# applies to it (``PRAGMA busy_timeout``, ms) into the file $RECORD_WAITS names
+_RECORDING_MAIN = """\
+import os, runpy, sqlite3, sys
+real, store, record = sqlite3.connect, os.path.realpath(sys.argv[1]), os.environ["RECORD_WAITS"]
+def connect(target, *args, **kwargs):
+    conn = real(target, *args, **kwargs)
+    if os.path.realpath(str(target).removeprefix("file:").split("?")[0]) == store:
+        with open(record, "a") as out:
+            out.write(f"{conn.execute('PRAGMA busy_timeout').fetchone()[0]}\\n")
+    return conn
+sqlite3.connect = connect
+sys.argv[1:2] = []
+runpy.run_module("veriscale", run_name="__main__", alter_sys=True)
+"""
+
+
+def _cli_recording_waits(*args: str, store: Path, record: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _RECORDING_MAIN, str(store), *args, "--store", str(store)],
+                          capture_output=True, text=True, timeout=120, env=_env(RECORD_WAITS=str(record), **env))
+
+
 def assert_one_sentence(proc: subprocess.CompletedProcess, *needles: str) -> str:
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
@@ -155,10 +177,12 @@ def test_a_store_locked_by_another_process_fails_after_the_wait_setting_naming_i
          "print('held', flush=True)\ntime.sleep(120)", str(store)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        started = time.monotonic()
-        proc = cli(*_compare(server.url), store=store, VERISCALE_STORE_WAIT="0.5")
-        assert time.monotonic() - started < 25  # not the 30 s default wait
+        waits = store.parent / "busy-waits.txt"
+        proc = _cli_recording_waits(*_compare(server.url), store=store, record=waits, VERISCALE_STORE_WAIT="0.5")
         assert_one_sentence(proc, f"store file '{store}' is locked by another process", "0.5 s", "--store-wait")
+        # the wait SQLite applied to each store connection is the 0.5 s setting, not the 30 s default
+        applied = waits.read_text().split()
+        assert applied and set(applied) == {"500"}, applied
         listed = cli("runs", "list", "--json", store=store, VERISCALE_STORE_WAIT="0.5")  # reading still works
         assert listed.returncode == 0, listed.stderr
         assert [r["command"] for r in json.loads(listed.stdout)] == ["compare"]

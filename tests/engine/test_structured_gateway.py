@@ -13,7 +13,7 @@ import pytest
 from tests.support.fault_server import FaultServer
 from tests.support.scripted_model import ScriptedScoreModel
 from veriscale import acompare, ascore, compare, score
-from veriscale.engine.executor import CallExecutor, PlannedCall
+from veriscale.engine.sync_facade import CallExecutor, PlannedCall
 from veriscale.engine.gateway import Gateway
 from veriscale.engine.store import Store
 from veriscale.errors import UserError

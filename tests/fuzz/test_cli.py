@@ -34,7 +34,7 @@ from veriscale.models.registry import SCHEMES, register_backend
 SUITE = "cli"
 INTS = ["-1", "0", "1", "2", "3", "7", "64", "2147483648", "9223372036854775808", "1" + "0" * 30, "x", "1.5", ""]
 FLOATS = ["0", "0.5", "0.9", "1", "1.5", "-1", "nan", "inf", "1e309", "x", ""]
-PREFIXES = ("error:", "note:", "warning:")
+PREFIXES = ("error:", "note:", "warning:", "progress:")  # progress: lines on a piped stderr
 
 
 @pytest.fixture(scope="module")

@@ -81,6 +81,30 @@ def _jailed(marker: str, harness: subprocess.Popen | None = None) -> tuple[list[
     return pids, {stat[1] for pid in pids if (stat := _stat(pid)) is not None} - {os.getpgrp()}
 
 
+def _launchers(harness: subprocess.Popen) -> tuple[list[int], set[int]]:
+    """The live bubblewrap processes descended from the harness run, and their process groups (their
+    command lines no longer name any host path: bubblewrap reads its options from a descriptor)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    below, frontier = set(), {harness.pid}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - below
+        below |= frontier
+    pids = []
+    for pid in sorted(below):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap" and _running(pid):
+                pids.append(pid)
+        except OSError:
+            pass
+    return pids, {stat[1] for pid in pids if (stat := _stat(pid)) is not None} - {os.getpgrp()}
+
+
 def _calls(store: Path, kind: str = "chat") -> dict[str, int]:
     con = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
     try:
@@ -157,7 +181,7 @@ def test_a_stop_kills_the_jailed_command_and_leaves_the_host_copy_as_it_was(mate
     with FaultServer(chat_reply=reply) as srv:
         proc = _start(task, srv, store)
         _wait_for(lambda: len(_jailed(mark)[0]) >= 2, proc, "both sessions running a jailed command")
-        jailed, groups = _jailed(str(task), proc)  # the launchers (bwrap) name the task folder
+        jailed, groups = _launchers(proc)  # the sessions' bubblewrap launchers
         _stop_and_check(proc, sig, code, words, store)
     assert len(groups) >= 2 and not [pid for pid in jailed if _running(pid)], "a jailed process outlived the run"
     assert _live_in_groups(groups) == [] and _jailed(mark) == ([], set())
@@ -188,7 +212,7 @@ def test_sigint_kills_a_jailed_pi_waiting_on_the_relay_and_records_its_call_canc
         proc = _start(task, srv, store, "--executor", "pi", VERISCALE_PI=str(cli))
         _wait_for(lambda: sum(r["path"].endswith("/chat/completions") for r in srv.requests) >= 2, proc,
                   "both pi sessions waiting on the model")
-        jailed, groups = _jailed(str(task), proc)  # the launchers (bwrap) and pi's shell name the task folder
+        jailed, groups = _launchers(proc)  # the sessions' bubblewrap launchers
         _stop_and_check(proc, signal.SIGINT, 130, "Ctrl-C", store)
     assert len(groups) >= 2 and not [pid for pid in jailed if _running(pid)], "a jailed pi outlived the run"
     assert _live_in_groups(groups) == [], "a process of a jailed pi's group outlived the run"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from veriscale.harness.claims import claim_map
-from veriscale.harness.protocol import records
-from veriscale.harness.protocol.records import MAX_SCHEMA_PROBLEMS, RECORD_KINDS, read_record
+from veriscale.harness.protocol import session_records as records
+from veriscale.harness.protocol.session_records import MAX_SCHEMA_PROBLEMS, RECORD_KINDS, read_record
 
 
 class _CountingValidator:
@@ -110,8 +110,6 @@ def test_the_claim_map_check_raises_the_first_error_lazily(monkeypatch) -> None:
 
 # --- grep: the deadline reaches inside one file ------------------------------------------------
 
-#: A hang guard only: the slow path alone takes about a minute on this machine.
-HANG_GUARD_S = 30
 
 
 def test_a_slow_re2_search_over_one_long_line_is_killed_at_the_deadline(tmp_path: Path) -> None:
@@ -123,9 +121,9 @@ def test_a_slow_re2_search_over_one_long_line_is_killed_at_the_deadline(tmp_path
     (box.output_dir / "long.txt").write_text("a" * 2_000_000 + "\n")   # one 2 MB line: RE2 slow path
     (box.output_dir / "a.txt").write_text("needle\n")
     box.deadline = time.monotonic() + 3
-    started = time.monotonic()
     reply = box.call("grep", {"pattern": r"((a|b)*a(a|b){100}){10}c", "path": str(box.output_dir)})
-    assert time.monotonic() - started < HANG_GUARD_S
+    # the deadline, not the end of the search (about a minute of RE2's slow path), ended the call: the
+    # reply carries the stop note and the grep child was killed (SIGKILL), not left to finish
     assert not reply.is_error and reply.text.endswith("[stopped: the session's time is up]"), reply.text
     assert box.last_grep is not None and box.last_grep.killed and box.last_grep.returncode == -9
 

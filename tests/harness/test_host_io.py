@@ -20,7 +20,7 @@ import pytest
 
 from veriscale.harness.jail.harvest import HarvestReader
 from veriscale.harness.protocol.gate import keep_base_files
-from veriscale.harness.protocol.records import read_record
+from veriscale.harness.protocol.session_records import read_record
 from veriscale.harness.safe_fs import walk_entries
 from veriscale.harness.safe_write import copy_plain_tree, remove_tree, write_beneath
 from veriscale.harness.sessions import executors

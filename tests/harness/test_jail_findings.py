@@ -21,7 +21,7 @@ from tests.harness.jail_probe import failed, probe, session_spec
 from veriscale.harness.protocol.gate import copy_base, keep_base_files
 from veriscale.harness.sessions.executors import PiExecutor, SessionSpec
 from veriscale.harness.jail.sandbox import JailSpec, check_jail_available, run_jailed
-from veriscale.harness.protocol.records import read_record
+from veriscale.harness.protocol.session_records import read_record
 from veriscale.harness.sessions.tools import ToolBox
 
 ARCHIVED = "ARCHIVED-SCORE-91c2"

@@ -24,7 +24,7 @@ from tests.harness.jail_probe import failed, probe, session_spec
 from veriscale.harness.jail.sandbox import JailLimits, check_jail_available, run_jailed
 from veriscale.harness.jail.limits import MIB
 from veriscale.harness.jail.relay_gate import RelayPolicy
-from veriscale.harness.protocol.records import read_record
+from veriscale.harness.protocol.session_records import read_record
 from veriscale.harness.sessions.tools import ToolBox
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from veriscale.harness.protocol.records import RecordContext, check_challenger, check_finish, check_repair, check_resolver, evidence_ids
+from veriscale.harness.protocol.session_records import RecordContext, check_challenger, check_finish, check_repair, check_resolver, evidence_ids
 from veriscale.harness.protocol.gate import keep_base_files
 
 AGENDA = {"items": [{"key": "model.xlsx:Summary!B5", "candidates": [{"display": "0.1875"}, {"display": "0.14"}]}]}

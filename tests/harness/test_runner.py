@@ -13,7 +13,7 @@ from tests.support.scripted_chat import ScriptedChat, call, say
 from veriscale.cli import app
 from veriscale.errors import UserError
 from veriscale.harness.jail.sandbox import JAIL_OFF_MESSAGE
-from veriscale.harness.protocol.runner import RunOptions, run_tasks
+from veriscale.harness.protocol.protocol_runner import RunOptions, run_tasks
 
 
 def _good_scripts(base: str) -> dict:

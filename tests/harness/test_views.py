@@ -9,7 +9,7 @@ import docx
 import openpyxl
 
 from tests.harness.zip_bombs import one_page_pdf
-from veriscale.harness.workspace.views import is_sidecar, render_view, sidecar_path, write_view
+from veriscale.harness.workspace.text_views import is_sidecar, render_view, sidecar_path, write_view
 
 
 def _minimal_pdf(text: str) -> bytes:

@@ -27,7 +27,7 @@ from veriscale.errors import UserError
 from veriscale.harness.claims.extract_worker import extract_claims
 from veriscale.harness.workspace.safe_copy import extract_zip
 from veriscale.harness.workspace.view_worker import ViewWorker
-from veriscale.harness.workspace.views import render_view
+from veriscale.harness.workspace.text_views import render_view
 from veriscale.harness.workspace.zip_limits import ArchiveRefused, Inflation, ZipLimits, checked_pdf, checked_zip
 
 BOMB_MIB = 512

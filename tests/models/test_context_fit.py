@@ -124,7 +124,7 @@ def test_track_refits_once_to_the_context_an_overflow_names():
 def test_bench_pairs_refit_once_to_the_context_an_overflow_names(tmp_path):
     from veriscale.bench.configs import BenchConfig
     from veriscale.bench.datasets import LabelledPair
-    from veriscale.bench.runner import Bench
+    from veriscale.bench.bench_runner import Bench
     from veriscale.engine.store import Store
 
     pairs = [LabelledPair(id="p1", instruction="Review this.", output_1="x " * 20000, output_2="y " * 20000, label=1)]

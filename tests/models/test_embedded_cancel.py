@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from veriscale.engine.executor import PlannedCall
+from veriscale.engine.sync_facade import PlannedCall
 from veriscale.engine.gateway import Gateway
 from veriscale.engine.loop import background_loop
 from veriscale.engine.routing import endpoint_limits

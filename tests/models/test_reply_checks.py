@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.fault_server import FaultServer
 from veriscale import runtime
-from veriscale.engine.executor import CallExecutor, PlannedCall
+from veriscale.engine.sync_facade import CallExecutor, PlannedCall
 from veriscale.engine.replies import retried_key
 from veriscale.engine.store import Store, call_key
 from veriscale.errors import ModelCallError, UserError

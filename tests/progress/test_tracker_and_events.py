@@ -11,7 +11,7 @@ from veriscale.data.model import Step
 from veriscale.errors import UserError
 from veriscale.progress import ProgressJudge, ProgressTracker, track, value_order_correlation, voc_by_outcome
 from veriscale.progress.events import EventWatch
-from veriscale.progress.records import RecordError, step_from_record
+from veriscale.progress.step_records import RecordError, step_from_record
 
 TEXTS = ["UP", "UP", "x", "x", "x", "x", "x", "DOWN DOWN", "UP UP UP"]
 

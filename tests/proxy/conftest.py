@@ -25,7 +25,7 @@ import pytest
 
 from tests.support.served_app import served
 from veriscale.engine.store import RunRecord, Store
-from veriscale.proxy.service import ProxyService
+from veriscale.proxy.proxied_request import ProxyService
 from veriscale.proxy.settings import ProxySettings
 from veriscale.proxy.setup import open_proxy
 from veriscale.server.app import create_app
@@ -75,7 +75,7 @@ def scripted_verifier() -> Any:
 
 def index_of(body: dict[str, Any]) -> int:
     """Which candidate an upstream chat request is: its seed is base + index (``candidates.SEED_STRIDE``)."""
-    from veriscale.proxy.candidates import SEED_STRIDE
+    from veriscale.proxy.fan_out import SEED_STRIDE
 
     return body["seed"] % SEED_STRIDE
 

@@ -24,7 +24,7 @@ from veriscale import runtime
 from veriscale.config import load_config
 from veriscale.errors import UserError
 from veriscale.models.base import ScoreRequest, ScoreResponse
-from veriscale.proxy.candidates import Sampled
+from veriscale.proxy.fan_out import Sampled
 from veriscale.proxy.conversation import Reply
 from veriscale.proxy.pick import EarlySchedule
 from veriscale.proxy.settings import ProxySettings, proxy_settings
@@ -101,7 +101,8 @@ def test_a_bad_schedule_or_margin_in_the_file_is_one_sentence(tmp_path: Path) ->
 # -- the proxy ---------------------------------------------------------------------------------
 class Judge(ScriptedScoreModel):
     """TEST DOUBLE: the scripted scorer that answers the proxy's start-up probe, counts its score
-    calls (``scored`` is set once ``wait_for`` of them came) and can hang or fail."""
+    calls (``scored`` is set once ``wait_for`` of them came; ``finished`` counts those that returned)
+    and can hang or fail."""
 
     def __init__(self, wait_for: int = 2) -> None:
         super().__init__()
@@ -110,17 +111,24 @@ class Judge(ScriptedScoreModel):
         self.hang_s = 0.0
         self.lock = threading.Lock()
         self.judged = 0
+        self.finished = 0
+        self.questions: list[str] = []  # each score call's first user message, in the order they came
 
     def score(self, request: ScoreRequest) -> ScoreResponse:
         if (probe := probe_reply(request)) is not None:  # the start-up probe
             return probe
         with self.lock:
             self.judged += 1
+            self.questions.append(next((m.content for m in request.messages if m.role == "user"), ""))
             if self.judged >= self.wait_for:
                 self.scored.set()
-        if self.hang_s:
-            time.sleep(self.hang_s)
-        return super().score(request)
+        try:
+            if self.hang_s:
+                time.sleep(self.hang_s)
+            return super().score(request)
+        finally:
+            with self.lock:
+                self.finished += 1
 
 
 @pytest.fixture()
@@ -218,8 +226,16 @@ def test_the_timeout_gives_up_the_early_pick(store_path: Path, joint_on) -> None
         judge.hang_s = 2.0  # every judged call takes 2 s: past the 1 s timeout
         text, result, _ = ask(p)
         asked = judge.judged
-        time.sleep(2 * judge.hang_s)  # the calls in flight finish; the pick must not make more
-        assert judge.judged == asked <= 2
+        # the give-up cancelled the pick and waited for its calls in flight: all returned before the reply
+        assert 1 <= asked <= 2 and judge.finished == asked, (judge.finished, asked)
+        judge.hang_s = 0.0
+        # a barrier: another request's whole pick (its calls and their answers) runs through the same
+        # proxy after the first pick's calls returned; a pick left running would have asked again by then
+        other = p.openai().chat.completions.create(model="m", messages=[{"role": "user", "content": "And now?"}])
+        assert other.choices[0].message.content in replies
+        first, then = judge.questions[:asked], judge.questions[asked:]
+        assert all(QUESTION[0]["content"] in q for q in first), first
+        assert then and all("And now?" in q for q in then), then  # the other pick's calls only: none came late
     assert result["how"] == "verification failed" and "1 s timeout" in result["error"]
     assert result["winner"] == 0 and text == replies[0] and result["schedule"] == "early"
 

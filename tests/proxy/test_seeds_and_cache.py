@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.proxy.conftest import chat_requests, fault_uri, proxied, scripted_verifier, settings_for
 from tests.support.fault_server import FaultServer
-from veriscale.proxy.candidates import candidate_seed
+from veriscale.proxy.fan_out import candidate_seed
 
 HI = [{"role": "user", "content": "Say something."}]
 

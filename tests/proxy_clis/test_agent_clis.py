@@ -285,11 +285,9 @@ def test_codex_exec_runs_one_turn_through_the_proxy_responses_api(tmp_path: Path
     with _proxy_server(tmp_path) as served:
         (codex_home / "config.toml").write_text(CODEX_TOML.format(base_url=served.url, instructions=instructions))
         env = {**served.offline_env(home), "CODEX_HOME": str(codex_home), "VERISCALE_TOKEN": TOKEN}
-        started = time.monotonic()
         out = _run([str(codex), "exec", "--strict-config", "--skip-git-repo-check", "--ephemeral", "--json",
                     "--color", "never", "-C", str(work), "-o", str(last), CODEX_PROMPT], env, work)
-        took = time.monotonic() - started
-        assert out.returncode == 0, f"codex exited {out.returncode} after {took:.0f} s:\n{out.stdout}\n{out.stderr}"
+        assert out.returncode == 0, f"codex exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
         (run,) = _check_proxied(served, "proxy responses", "/v1/responses")
     # TMPDIR outside CODEX_HOME: under a temp dir Codex makes no helper links and its sandbox cannot start
     assert "could not create PATH aliases" not in out.stderr, out.stderr
@@ -315,11 +313,9 @@ def test_claude_code_print_runs_one_turn_through_the_proxy_messages_api(tmp_path
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
                "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
                "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "256", "CLAUDE_CODE_MAX_RETRIES": "0"}
-        started = time.monotonic()
         out = _run([str(claude), "-p", CLAUDE_PROMPT, "--model", "veriscale", "--system-prompt", CLAUDE_SYSTEM,
                     "--tools", "", "--output-format", "json", "--no-session-persistence"], env, work)
-        took = time.monotonic() - started
-        assert out.returncode == 0, f"claude exited {out.returncode} after {took:.0f} s:\n{out.stdout}\n{out.stderr}"
+        assert out.returncode == 0, f"claude exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
         runs = _check_proxied(served, "proxy anthropic", "/v1/messages")
 
     result = json.loads(out.stdout)

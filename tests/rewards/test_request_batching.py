@@ -13,7 +13,7 @@ from veriscale.errors import UserError
 from veriscale.rewards import BatchRewarder
 from veriscale.rewards.batching import RequestBatcher
 from veriscale.rewards.server import create_reward_app
-from veriscale.rewards.service import RewardService
+from veriscale.rewards.batch_rewards import RewardService
 from veriscale.verify.reward import Verifier
 
 PROMPT = "Q: what is 17 * 23? A:"

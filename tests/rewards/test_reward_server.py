@@ -12,7 +12,7 @@ from tests.rewards.test_group_and_shaping import GradedModel
 from tests.support.served_app import served
 from veriscale.rewards import BatchRewarder
 from veriscale.rewards.server import create_reward_app
-from veriscale.rewards.service import RewardService
+from veriscale.rewards.batch_rewards import RewardService
 from veriscale.verify.reward import Verifier
 
 PROMPT = "Q: what is 17 * 23? A:"

@@ -29,7 +29,7 @@ from tests.support.serve_process import free_port, wait_up
 from tests.support.tiny_policy import byte_tokenizer
 from veriscale.rewards import BatchRewarder
 from veriscale.rewards.server import create_reward_app
-from veriscale.rewards.service import RewardService
+from veriscale.rewards.batch_rewards import RewardService
 from veriscale.verify.criteria import load_criteria
 from veriscale.verify.reward import Verifier
 

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from veriscale.data.model import Candidate, Step, Task, Trajectory
-from veriscale.engine.executor import Usage
+from veriscale.engine.sync_facade import Usage
 from veriscale.errors import UserError
 from veriscale.selection.select import SelectionFailed, SelectionSettings, plan_selection, run_selection, select
 from veriscale.verify.criteria import load_criteria

@@ -13,7 +13,7 @@ import pytest
 from tests.support.scripted_chat import ScriptedChat, call, say
 from veriscale.engine.store import Store
 from veriscale.harness.protocol.layout import RunLayout
-from veriscale.harness.protocol.runner import RunOptions, run_tasks
+from veriscale.harness.protocol.protocol_runner import RunOptions, run_tasks
 from veriscale.harness.workspace.materialize import materialize
 from veriscale.server.harness_view import HarnessViewError, harness_view
 

@@ -102,29 +102,51 @@ def test_a_track_job_streams_its_points_and_the_progress_view_has_the_curve(tmp_
                      params={"trajectory": "t1", "q": "down"}).json()["matches"] == [3]
 
 
-class SlowProgressModel(ScriptedProgressModel):
-    """TEST DOUBLE — the scripted progress judge, a fifth of a second a call."""
+GUARD_S = 60  # hang guard only: a held call the test never let go
+
+
+class HeldProgressModel(ScriptedProgressModel):
+    """TEST DOUBLE — the scripted progress judge that answers ``free`` calls, then holds each later
+    one until the test sets ``release``."""
+
+    def __init__(self, free: int) -> None:
+        super().__init__()
+        self.free = free
+        self.release = threading.Event()
+        self.lock = threading.Lock()
 
     def score(self, request):
-        time.sleep(0.2)
+        with self.lock:
+            self.free -= 1
+            held = self.free < 0
+        if held:
+            assert self.release.wait(GUARD_S), "the test never released the held progress call"
         return super().score(request)
 
 
 def test_a_track_jobs_points_reach_the_stream_while_it_runs(tmp_path):
     traj = _trajectory(tmp_path / "t1.jsonl", ["UP"] * 10)
-    with dashboard(tmp_path / "s.sqlite3", SlowProgressModel(), roots=(tmp_path,)) as d, d.client() as c:
-        job = d.submit("track", {"paths": [str(traj)]})
-        deadline = time.monotonic() + 30
-        while (run_id := c.get(f"/api/jobs/{job['id']}").json()["run_id"]) is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        with c.stream("GET", f"/api/runs/{run_id}/stream") as stream:
-            for chunk in stream.iter_text():
-                if "event: point" in chunk:
-                    break
-        so_far = c.get(f"/api/runs/{run_id}/progress").json()["curves"][0]["points"]
-        assert len(so_far) < 10, "the first points came while the later ones were still being scored"
+    model = HeldProgressModel(free=3)  # three steps scored, the other seven held until the test says
+    with dashboard(tmp_path / "s.sqlite3", model, roots=(tmp_path,)) as d, d.client() as c:
+        try:
+            job = d.submit("track", {"paths": [str(traj)]})
+            deadline = time.monotonic() + GUARD_S
+            while (run_id := c.get(f"/api/jobs/{job['id']}").json()["run_id"]) is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            with c.stream("GET", f"/api/runs/{run_id}/stream") as stream:
+                for chunk in stream.iter_text():
+                    if "event: point" in chunk:
+                        break
+                else:
+                    raise AssertionError("the stream ended with no point while later steps were held")
+            so_far = c.get(f"/api/runs/{run_id}/progress").json()["curves"][0]["points"]
+            assert 1 <= len(so_far) <= 3, "the first points came while the later ones were still being scored"
+            assert c.get(f"/api/jobs/{job['id']}").json()["status"] == "running"
+        finally:
+            model.release.set()
         assert d.wait(job["id"])["status"] == "done"
+        assert len(c.get(f"/api/runs/{run_id}/progress").json()["curves"][0]["points"]) == 10
 
 
 def test_the_stream_resumes_after_the_last_event_id_it_was_given(tmp_path):
@@ -135,36 +157,53 @@ def test_the_stream_resumes_after_the_last_event_id_it_was_given(tmp_path):
         log = RunLog(d.store)
         ids = [log.emit(run, "point", {"trajectory": "t", "point": {"step": k, "value": 0.1 * k}}) for k in (1, 2, 3)]
 
-        def finish_later() -> None:
-            time.sleep(0.8)
-            log.emit(run, "point", {"trajectory": "t", "point": {"step": 4, "value": 0.4}})
-            d.store.finish_run(run, "ok", {"curves": []})
+        def steps_in(text: str) -> list[int]:
+            blocks = text.split("\n\n")[:-1]  # whole events only
+            return [json.loads(b.split("data: ", 1)[1])["point"]["step"] for b in blocks if "event: point" in b]
 
-        threading.Thread(target=finish_later).start()
+        text, written = "", False
         with c.stream("GET", f"/api/runs/{run}/stream", headers={"last-event-id": str(ids[1])}) as stream:
-            text = "".join(stream.iter_text())
-        steps = [json.loads(b.split("data: ", 1)[1])["point"]["step"] for b in text.split("\n\n") if "event: point" in b]
-        assert steps == [3, 4], "after event 2 come 3, then the one written while the stream was open"
+            for chunk in stream.iter_text():
+                text += chunk
+                if not written and steps_in(text):  # the stream is open and caught up: write one more, then end
+                    written = True
+                    log.emit(run, "point", {"trajectory": "t", "point": {"step": 4, "value": 0.4}})
+                    d.store.finish_run(run, "ok", {"curves": []})
+        assert written, text
+        assert steps_in(text) == [3, 4], "after event 2 come 3, then the one written while the stream was open"
 
 
-class SlowScoreModel(ScriptedScoreModel):
-    """TEST DOUBLE — the scripted scorer, a tenth of a second a call, so a job can be caught running."""
+class HeldScoreModel(ScriptedScoreModel):
+    """TEST DOUBLE — the scripted scorer whose calls wait while ``gate`` is clear (``entered`` is set
+    once one does), so a job can be caught running, mid-call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
 
     def score(self, request):
-        time.sleep(0.1)
+        if not self.gate.is_set():
+            self.entered.set()
+            assert self.gate.wait(GUARD_S), "the test never opened the gate"
         return super().score(request)
 
 
 def test_cancel_stops_a_queued_job_at_once_and_a_running_one_between_calls(tmp_path, pool):
-    with dashboard(tmp_path / "s.sqlite3", SlowScoreModel(), roots=(tmp_path,)) as d, d.client() as c:
-        running = d.submit("select", {"paths": _paths(pool), "method": "round_robin"})
-        queued = d.submit("score", {"task": TASK, "candidate": "x"})
-        deadline = time.monotonic() + 30
-        while c.get(f"/api/jobs/{running['id']}").json()["status"] != "running" and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert c.get(f"/api/jobs/{running['id']}/result").status_code == 409
-        assert c.post(f"/api/jobs/{queued['id']}/cancel").json()["status"] == "cancelled"
-        c.post(f"/api/jobs/{running['id']}/cancel")
+    model = HeldScoreModel()
+    with dashboard(tmp_path / "s.sqlite3", model, roots=(tmp_path,)) as d, d.client() as c:
+        model.gate.clear()  # the running job's calls wait here until it was asked to cancel
+        try:
+            running = d.submit("select", {"paths": _paths(pool), "method": "round_robin"})
+            queued = d.submit("score", {"task": TASK, "candidate": "x"})
+            assert model.entered.wait(GUARD_S), "the select job never called the model"
+            assert c.get(f"/api/jobs/{running['id']}").json()["status"] == "running"
+            assert c.get(f"/api/jobs/{running['id']}/result").status_code == 409
+            assert c.post(f"/api/jobs/{queued['id']}/cancel").json()["status"] == "cancelled"
+            c.post(f"/api/jobs/{running['id']}/cancel")
+        finally:
+            model.gate.set()  # the calls in flight return; the job stops before its next ones
         job = d.wait(running["id"])
         assert job["status"] == "cancelled"
         assert c.get(f"/api/runs/{job['run_id']}").json()["status"] == "cancelled"

@@ -4,7 +4,7 @@ import pytest
 
 from tests.support.scripted_model import ScriptedScoreModel
 from veriscale import runtime
-from veriscale.engine.executor import CallExecutor
+from veriscale.engine.sync_facade import CallExecutor
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
 from veriscale.models.base import ScoreResponse

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from veriscale.bench.configs import BenchConfig
-from veriscale.engine.executor import Usage
+from veriscale.engine.sync_facade import Usage
 from veriscale.engine.prices import PriceTable, usage_money
 
 

@@ -23,9 +23,9 @@ import numpy as np
 from veriscale.bench.configs import SWEEP_AXES, BenchConfig, expand_configs, parse_sweeps
 from veriscale.bench.datasets import LabelledPair, LabelledPool
 from veriscale.bench.metrics import PairOutcome, PoolOutcome, pairwise_metrics, pool_metrics
-from veriscale.bench.report import BenchEstimate, BenchReport, BenchRow
+from veriscale.bench.bench_report import BenchEstimate, BenchReport, BenchRow
 from veriscale.data.model import Candidate, Task
-from veriscale.engine.executor import Usage
+from veriscale.engine.sync_facade import Usage
 from veriscale.engine.store import Store
 from veriscale.models.base import ModelBackend
 from veriscale.models.context import ContextOverflow, learned_context, refit_note

@@ -29,8 +29,8 @@ from veriscale.bench.datasets import run_label, sample
 from veriscale.data.model import Candidate
 from veriscale.errors import UserError, setting
 from veriscale.progress.curve import ProgressCurve
-from veriscale.progress.judge import ProgressJudge
-from veriscale.progress.track import TrackPlan, plan_track, run_track
+from veriscale.progress.progress_judge import ProgressJudge
+from veriscale.progress.offline_track import TrackPlan, plan_track, run_track
 from veriscale.progress.voc import value_order_correlation, voc_by_outcome
 
 DEFAULT_LIMITS = {"voc": 4, "first_error": 40}  # tasks (voc) or solutions (first_error)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from veriscale.bench.runner import BenchReport
+from veriscale.bench.bench_runner import BenchReport
 from veriscale.errors import UserError
 from veriscale.plotting import png_path, pyplot, save_figure
 

@@ -41,34 +41,27 @@ def main(
     joint: Optional[bool] = typer.Option(None, "--joint/--no-joint", help="Joint scoring: one model call reads every criterion's grade (and both responses of a pair), each at its own slot (config scoring.joint; $VERISCALE_JOINT)."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
+    given = dict(locals())  # every option, by parameter name
     from veriscale.cli import settings
     from veriscale.cli.common import user_errors
-    from veriscale import runtime
+    from veriscale.cli.setting_flags import setting_flags
     from veriscale.engine.run_scope import install_sigterm_handler
-
-    caps = {"zip_member_mb": zip_member_mb, "zip_file_mb": zip_file_mb, "zip_members": zip_members,
-            "view_timeout_s": view_timeout_s, "view_memory_mb": view_memory_mb,
-            "handback_max_files": handback_max_files, "handback_max_depth": handback_max_depth}
 
     install_sigterm_handler()  # SIGTERM ends the command's run (cancelled) like Ctrl-C, not silently
     with user_errors():
-        resolved = settings.configure(config, {"rpm": rpm, "tpm": tpm, "deadline_s": deadline, "routing": routing,
-                                               "threads": threads, "max_input_mb": max_input_mb,
-                                               "run_stale_s": run_stale_s, "store_wait_s": store_wait,
-                                               "injection_detect": injection_detect,
-                                               "injection_policy": injection_policy,
-                                               "injection_mitigation": injection_mitigation,
-                                               "joint": joint, "model_mismatch": model_mismatch, **caps})
-        # what the library reads while it works (the input cap, liveness, host caps, joint, threads):
-        # a flag's or the file's choice; the library reads the environment itself
-        runtime.choose({spec.name: resolved.chosen(spec.name) for spec in settings.SPECS if spec.library})
+        # every global flag, by setting name; the library reads a flag's or the file's choice through
+        # veriscale.settings.value (configure hands it over), else the environment, else the default.
+        # The same flags given after the sub-command are resolved again there (cli/setting_flags.py).
+        settings.configure(config, setting_flags(given))
 
 
 def _register_all() -> None:
     from veriscale.cli import commands_registry
+    from veriscale.cli.setting_flags import install
 
     for register in commands_registry.registrars():
         register(app)
+    install(app, main)  # every global option after the sub-command too; unused flags refused
 
 
 _register_all()

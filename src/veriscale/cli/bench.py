@@ -30,7 +30,7 @@ from veriscale.verify.criteria import load_criteria
 from veriscale.shown_text import for_terminal
 
 if TYPE_CHECKING:  # the bench machinery (numpy) is imported when the command runs
-    from veriscale.bench.runner import BenchEstimate, BenchReport
+    from veriscale.bench.bench_runner import BenchEstimate, BenchReport
 
 DEFAULT_LIMITS = {"pairs": 10, "pools": 2}
 
@@ -128,7 +128,7 @@ def register(app: typer.Typer) -> None:
             if checkpoints is not None:
                 raise UserError("--checkpoints applies to a progress bench: add --progress FILE")
             from veriscale.bench.datasets import detect_kind, load_labelled_pools, load_pairs, sample
-            from veriscale.bench.runner import Bench, BenchConfig, BenchReport, expand_configs, parse_sweeps
+            from veriscale.bench.bench_runner import Bench, BenchConfig, BenchReport, expand_configs, parse_sweeps
 
             scale = scale or "letters"
             kind = kind or detect_kind(data)
@@ -181,7 +181,7 @@ def register(app: typer.Typer) -> None:
                                  notes=notes, prices=price_table(_current()))
             if dry_run:
                 if json_out:
-                    emit_json({"dry_run": True, **report.to_dict()})
+                    emit_json({"dry_run": True, **report.to_dict()}, "bench.dry-run")
                 return
             beyond = []
             if sweeps:
@@ -195,16 +195,17 @@ def register(app: typer.Typer) -> None:
             with recorded_run(bench.store, "bench", bench.model.uri, {
                     "data": data, "kind": kind, "limit": chosen_limit, "seed": seed, "sweep": sweep,
                     "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name}) as run:
-                with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out) as advance:
+                with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out,
+                                     what="bench", unit=kind if len(configs) == 1 else f"{kind} x configurations") as advance:
                     report.rows = bench.run(plan, on_progress=lambda done, total: advance())
                 report.notes += bench.notes
                 payload = finish_with(run, report.to_dict(), output)
             if plot is not None:
-                from veriscale.bench.plot import plot_report
+                from veriscale.bench.report_plot import plot_report
 
                 plot_report(report, plot)
             if json_out:
-                emit_json(payload)
+                emit_json(payload, "bench")
             else:
                 _render(report)
                 if plot is not None:

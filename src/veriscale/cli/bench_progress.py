@@ -18,7 +18,7 @@ from veriscale.bench.progress import DEFAULT_LIMITS, load_progress_data, plan_pr
 from veriscale.cli import options as o
 from veriscale.cli.common import confirm_cost, console, emit_json, err_console, finish_with, note, prompt_tokens_text
 from veriscale.engine.run_scope import recorded_run
-from veriscale.progress.judge import ProgressJudge
+from veriscale.progress.progress_judge import ProgressJudge
 from veriscale.progress.prompt import DEFAULT_PROGRESS_SCALE
 
 SEED_REFERENCE = "published reference (frontier verifier, Terminal-Bench): success 0.848, failure 0.769"
@@ -47,22 +47,24 @@ def bench_progress(path: Path, *, limit: Optional[int], seed: int, all_tasks: bo
     if dry_run:
         if json_out:
             emit_json({"dry_run": True, "kind": data.kind, "items": len(plans), "calls": len(calls),
-                       "new_calls": est.calls, "cached": est.cached, "prompt_tokens": est.prompt_tokens})
+                       "new_calls": est.calls, "cached": est.cached, "prompt_tokens": est.prompt_tokens},
+                      "bench-progress.dry-run")
         return
     default = DEFAULT_LIMITS[data.kind]
     if (limit is not None and (limit == 0 or limit > default)) or all_tasks:
         confirm_cost(f"this goes beyond the default subsample ({default} {'tasks' if data.kind == 'voc' else 'solutions'})", yes)
     with recorded_run(judge.executor.store, "bench --progress", judge.model.uri, {
             "data": str(path), "kind": data.kind, "limit": limit, "seed": seed, "checkpoints": checkpoints}) as run:
-        with o.call_progress(len(calls), f"progress bench ({data.kind})", not json_out) as advance:
+        with o.call_progress(len(calls), f"progress bench ({data.kind})", not json_out,
+                             what="bench --progress", unit="checkpoint calls") as advance:
             report = run_progress(judge, data, plans, on_call=advance)
         payload = finish_with(run, report.to_dict(), output)
     if plot is not None:
-        from veriscale.progress.plot import plot_bench_rows
+        from veriscale.progress.curve_plot import plot_bench_rows
 
         plot_bench_rows(report, plot)
     if json_out:
-        emit_json(payload)
+        emit_json(payload, "bench-progress")
         return
     _render(payload)
     for text in report.notes:

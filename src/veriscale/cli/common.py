@@ -120,10 +120,32 @@ def escape_c1(text: str) -> str:
     return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def emit_json(payload: Any) -> None:
+SCHEMA_VERSION = 1
+
+
+def schema_id(name: str) -> str:
+    """The ``schema`` value a ``--json`` output of kind ``name`` carries: ``'veriscale.score/1'``.
+    Each is described by ``src/veriscale/schemas/<name>.schema.json`` (docs/JSON.md)."""
+    return f"veriscale.{name}/{SCHEMA_VERSION}"
+
+
+def with_schema(payload: Any, name: str | None) -> Any:
+    """``payload`` with ``"schema": schema_id(name)`` as its first key; a list gets it on each object
+    it holds (as a JSONL file gets it on each line). Existing fields are kept as they are."""
+    if name is None:
+        return payload
+    if isinstance(payload, dict):
+        return {"schema": schema_id(name), **{k: v for k, v in payload.items() if k != "schema"}}
+    if isinstance(payload, (list, tuple)):
+        return [with_schema(item, name) if isinstance(item, dict) else item for item in payload]
+    return payload
+
+
+def emit_json(payload: Any, schema: str | None = None) -> None:
     """Write ``payload`` as JSON on stdout (for pipes), settings in its texts named as flags; always
-    valid JSON (see :func:`json_text`)."""
-    sys.stdout.write(json_text(payload, indent=2) + "\n")
+    valid JSON (see :func:`json_text`). ``schema``: the output's kind (``"score"``), written as the
+    top-level ``"schema": "veriscale.score/1"`` field (see :func:`with_schema`)."""
+    sys.stdout.write(json_text(with_schema(payload, schema), indent=2) + "\n")
 
 
 def write_json_file(path, payload: Any, what: str = "report") -> None:

@@ -58,7 +58,7 @@ def materialize_command(
             exclude_patterns=patterns if no_default_excludes else list(DEFAULT_ANSWER_KEY_PATTERNS) + patterns,
         )
     if as_json:
-        emit_json(report.to_dict())
+        emit_json(report.to_dict(), "harness-materialize")
         return
     console.print(assembled(  # rollout names and paths are shown as text: never markup, never a terminal escape
         for_terminal(report.task_dir, "bold"),
@@ -95,7 +95,7 @@ def claims_command(
         paths = write_claim_map(claim_map, out if out is not None else task_dir / "claims")
     agenda = build_agenda(claim_map)
     if as_json:
-        emit_json({"claims": claim_map.to_dict(), "agenda": agenda, "files": {k: str(v) for k, v in paths.items()}})
+        emit_json({"claims": claim_map.to_dict(), "agenda": agenda, "files": {k: str(v) for k, v in paths.items()}}, "harness-claims")
         return
     counts = claim_map.counts()  # rollout text is shown as text: never markup, never a terminal escape
     console.print(Text.assemble(
@@ -158,7 +158,7 @@ def skills_list_command(
             {"name": s.name, "phase": s.phase, "description": s.description, "applies_to": list(s.applies_to),
              "path": str(s.path), "scripts": [str(p) for p in s.scripts]}
             for s in found
-        ])
+        ], "harness-skills")
         return
     table = Table(title=for_terminal(f"skills for {phase}" if phase else "skills"))
     for column in ("name", "applies to", "scripts", "description"):
@@ -270,7 +270,7 @@ def score_command(
     if as_json:
         payload = report.to_dict()
         payload["file"] = str(written)
-        emit_json(payload)
+        emit_json(payload, "harness-score")
     else:
         if report.preflight:
             console.print(for_terminal_lines(cli_text(report.preflight)), highlight=False)
@@ -307,7 +307,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _add_run_command(sub_app: typer.Typer) -> None:
-    """``veriscale harness run``: the protocol over one or more tasks (see veriscale.harness.protocol.runner)."""
+    """``veriscale harness run``: the protocol over one or more tasks (see veriscale.harness.protocol.protocol_runner)."""
     if any(getattr(c, "name", None) == "run" for c in sub_app.registered_commands):
         return
 
@@ -334,7 +334,7 @@ def _add_run_command(sub_app: typer.Typer) -> None:
 
         Example: veriscale harness run tasks/finance --model http://127.0.0.1:8000/v1#qwen --contract pick-only
         """
-        from veriscale.harness.protocol.runner import RunOptions, run_tasks
+        from veriscale.harness.protocol.protocol_runner import RunOptions, run_tasks
 
         with user_errors():
             options = RunOptions(model_uri=model, contract=contract, concurrency=concurrency,
@@ -345,7 +345,7 @@ def _add_run_command(sub_app: typer.Typer) -> None:
             summary = run_tasks(task_dirs, options,
                                 log=lambda line: err_console.print(for_terminal(cli_text(line)), highlight=False, soft_wrap=True))
         if as_json:
-            emit_json(summary)
+            emit_json(summary, "harness-run")
         else:
             table = Table(title=for_terminal(f"run {summary['run_id']} ({summary['contract']}, jail {summary['jail']})"))
             for column in ("task", "outcome", "base", "revisions", "calls", "tokens", "wall s", "run folder"):

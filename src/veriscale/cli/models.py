@@ -11,7 +11,7 @@ from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, user_errors
 from veriscale.cli.flags import cli_text
 from veriscale.errors import ModelCallError, UserError
-from veriscale.engine.executor import CallExecutor, PlannedCall
+from veriscale.engine.sync_facade import CallExecutor, PlannedCall
 from veriscale.engine.run_scope import recorded_run
 from veriscale.verify.prompts import probe_request
 from veriscale.verify.scale import parse_scale
@@ -55,7 +55,7 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
                 report.update(logprobs=None, logprob_error=exc.template)
             run.finish("ok" if report.get("logprobs") else "failed", report)
         if json_out:
-            emit_json(report)
+            emit_json(report, "models-check")
             return
         table = Table(title=for_terminal(f"models check · {backend.display_name}"), show_header=False)
         table.add_row("fingerprint", for_terminal(report["fingerprint"]))  # server text: shown as text
@@ -103,7 +103,7 @@ def calibrate(
                      max_calls=max_calls, tau=1.0)
         diffs, wins = [], []
         total = len(v.plan_compare(rows[0]["task"], rows[0]["a"], rows[0]["b"])[0]) * len(rows)
-        with o.call_progress(total, "calibrating", not json_out) as advance:
+        with o.call_progress(total, "calibrating", not json_out, what="models calibrate") as advance:
             for r in rows:
                 res = v.compare(r["task"], r["a"], r["b"], progress=advance)
                 if res.failed:
@@ -123,7 +123,7 @@ def calibrate(
                   "p_5th_95th_percentile": [float(np.quantile(p, 0.05)), float(np.quantile(p, 0.95))],
                   "usage": v.usage.to_dict()}
         if json_out:
-            emit_json(report)
+            emit_json(report, "models-calibrate")
             return
         table = Table(title=f"calibration · {v.model.display_name} · {v.scale.name}", show_header=False)
         for key in ("pairs", "accuracy", "tie_rate", "tau_spread", "tau_mle", "tau"):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+import sys
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Callable, Iterator, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -86,10 +90,70 @@ def open_store(settings: Settings | Path | None) -> Store:
     return Store.open(settings.store)
 
 
+class LineProgress:
+    """Progress as plain lines on stderr, for a stderr that is not a terminal (a pipe, a log file,
+    CI): ``progress: track 3/10 checkpoint calls (30 %, 2 s)`` at the start, then at most once a
+    second or every 10 %, and at the end; never on stdout, so ``--json`` there stays clean."""
+
+    def __init__(self, total: int, what: str, unit: str, *, every_s: float = 1.0, step: float = 0.1,
+                 clock: Callable[[], float] = time.monotonic, write: Callable[[str], None] | None = None) -> None:
+        self.total, self.what, self.unit, self.every_s, self.step, self.clock = total, what, unit, every_s, step, clock
+        self.write = write or _stderr_line
+        self.done, self.started = 0, clock()
+        self._last_at, self._last_done = self.started, 0
+        self._every_n = max(1, math.ceil(step * total))  # calls in one step of the share
+        self._lock = threading.Lock()  # calls finish on the gateway's worker threads
+        self._say()
+
+    def _say(self) -> None:
+        share = self.done / self.total if self.total else 1.0
+        self.write(f"progress: {self.what} {self.done}/{self.total} {self.unit} "
+                   f"({share * 100:.0f} %, {self.clock() - self.started:.0f} s)")
+
+    def advance(self, _outcome=None) -> None:
+        with self._lock:
+            if self.done >= self.total:  # more calls than planned (adaptive selection): said once at the end
+                return
+            self.done += 1
+            now = self.clock()
+            if self.done == self.total or now - self._last_at >= self.every_s or self.done - self._last_done >= self._every_n:
+                self._last_at, self._last_done = now, self.done
+                self._say()
+
+    def finish(self) -> None:
+        """Say where it ended if the last line did not (an adaptive selection that stopped early)."""
+        with self._lock:
+            if self.done != self._last_done:
+                self._last_done = self.done
+                self._say()
+
+
+def _stderr_line(text: str) -> None:
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed or broken stderr never stops the command
+        pass
+
+
 @contextmanager
-def call_progress(total: int, label: str, enabled: bool = True) -> Iterator[callable]:
-    """A progress bar on stderr; yields the callback to advance it per finished call."""
-    if not enabled or total == 0:
+def call_progress(total: int, label: str, enabled: bool = True, *, what: str | None = None,
+                  unit: str = "calls") -> Iterator[callable]:
+    """Progress on stderr; yields the callback to advance it per finished call.
+
+    On a terminal: a bar labelled ``label`` (not with ``enabled=False``, which commands pass with
+    ``--json``). Elsewhere (stderr piped or in a file): :class:`LineProgress` lines naming ``what``
+    (default ``label``) and ``unit``, with or without ``--json``: stdout carries only the result.
+    """
+    if total == 0:
+        yield lambda _outcome=None: None
+        return
+    if not err_console.is_terminal:
+        lines = LineProgress(total, what or label, unit)
+        yield lines.advance
+        lines.finish()
+        return
+    if not enabled:
         yield lambda _outcome=None: None
         return
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -33,8 +33,8 @@ from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import RunHandle, recorded_run
 from veriscale.errors import UserError
 from veriscale.race.apply import apply_patch, refusal, uncommitted_paths
-from veriscale.race.candidates import to_candidates
-from veriscale.race.runner import RunResult, run_race
+from veriscale.race.run_candidates import to_candidates
+from veriscale.race.agent_runs import RunResult, run_race
 from veriscale.race.worktrees import Repo, find_repo, git
 from veriscale.selection.inputs import task_from_file
 from veriscale.selection.settings import SelectionSettings
@@ -129,7 +129,7 @@ def _race(repo: Repo, command: list[str], n: int, task: Path, trajectory: str | 
     if uncommitted_paths(repo.root):
         note(f"the worktrees start from HEAD ({repo.head[:12]}): your uncommitted changes are not in them, "
              "and stay untouched")
-    with o.call_progress(n, "runs finished", not json_out) as advance:
+    with o.call_progress(n, "runs finished", not json_out, what="race", unit="runs finished") as advance:
         results = run_race(repo, command, n, timeout_s=timeout, task_file=task, trajectory=trajectory,
                            on_finished=lambda run: advance())
     outcome["runs"] = [_run_dict(r) for r in results]
@@ -149,7 +149,8 @@ def _race(repo: Repo, command: list[str], n: int, task: Path, trajectory: str | 
     candidates, notes = to_candidates(results, trajectory)
     RunLog(run.store).record_candidates(run.id, candidates)  # for the dashboard's trajectory viewer
     plan = plan_selection(task_obj, candidates, verifier=verifier, settings=settings)
-    with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out) as step:
+    with o.call_progress(plan.judgements_planned * plan.calls_per_judgement, "selecting", not json_out,
+                         what="race selection") as step:
         sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: step())
     winner = results[sel.index]
     payload = {**sel.to_dict(), **outcome, "winner": winner.id}
@@ -163,7 +164,7 @@ def _race(repo: Repo, command: list[str], n: int, task: Path, trajectory: str | 
     payload["apply"] = {"status": status, "message": message}
     run.finish("ok", payload)
     if json_out:
-        emit_json({**payload, "run_id": run.id})
+        emit_json({**payload, "run_id": run.id}, "race")
     if status == "applied" and not json_out:
         console.print(for_terminal(message), highlight=False, soft_wrap=True)
     elif code:
@@ -205,7 +206,7 @@ def _all_failed(results: list[RunResult], run: RunHandle, outcome: dict[str, Any
     message = f"every run failed ({', '.join(f'{r.id}: {r.status}' for r in results)}): nothing was selected or applied"
     run.finish("failed", {"error": message, **outcome})
     if json_out:
-        emit_json({"error": message, **outcome, "run_id": run.id})
+        emit_json({"error": message, **outcome, "run_id": run.id}, "race")
     else:
         table = Table(title=f"race · {len(results)} runs · every run failed")
         for name, justify in (("run", "left"), ("status", "left"), ("time", "right"), ("last stderr lines", "left")):
@@ -221,7 +222,7 @@ def _all_failed(results: list[RunResult], run: RunHandle, outcome: dict[str, Any
 def _report(sel: Selection | None, results: list[RunResult], json_out: bool, payload: dict[str, Any]) -> None:
     """The ranking (or, with no selection, the runs) as a table, then the reason and the pick."""
     if json_out:
-        emit_json(payload)
+        emit_json(payload, "race")
         return
     order = list(sel.ranking) if sel else list(range(len(results)))
     conf = "" if sel is None else f" · {sel.method} · confidence {'n/a' if sel.confidence is None else f'{sel.confidence:.2f}'}"

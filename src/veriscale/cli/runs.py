@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from veriscale.cli import options as o
-from veriscale.cli.common import cli_data, console, emit_json, escape_c1, user_errors
+from veriscale.cli.common import cli_data, console, emit_json, escape_c1, user_errors, with_schema
 from veriscale.cli.flags import cli_text
 from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.ids import parse_id
@@ -45,7 +45,7 @@ def list_runs(store: o.StoreOpt = None, limit: Annotated[int, typer.Option(min=1
         runs = _settled(o.open_store(store)).runs(limit)
         if json_out:
             emit_json(redactor([{"id": r.id, "command": r.command, "model": r.model, "status": r.status,
-                                 "created_at": r.created_at, "args": r.args, "summary": run_summary(r)} for r in runs]))
+                                 "created_at": r.created_at, "args": r.args, "summary": run_summary(r)} for r in runs]), "runs-list")
             return
         table = Table(title="runs")
         for col in ("id", "when", "command", "model", "status", "summary"):
@@ -97,7 +97,7 @@ def show_run(run_id: Annotated[str, typer.Argument(help="Run id from `runs list`
     with user_errors():
         redactor = o.output_redactor(redact, no_redact)
         st = _settled(o.open_store(store))
-        emit_json(redactor(_run_doc(st, _found(st, run_id), calls="summary" if calls else None)))
+        emit_json(redactor(_run_doc(st, _found(st, run_id), calls="summary" if calls else None)), "run")
 
 
 @runs_app.command("export")
@@ -114,12 +114,14 @@ def export_runs(run_id: Annotated[Optional[str], typer.Argument(
         redactor = o.output_redactor(redact, no_redact)
         st = _settled(o.open_store(store))
         if run_id is None:
-            docs = [{"id": r.id, "command": r.command, "model": r.model, "status": r.status,
-                     "created_at": r.created_at, "args": r.args, "result": r.result} for r in reversed(st.runs())]
+            docs = [with_schema({"id": r.id, "command": r.command, "model": r.model, "status": r.status,
+                                 "created_at": r.created_at, "args": r.args, "result": r.result}, "runs-export")
+                    for r in reversed(st.runs())]
             what = f"{len(docs)} runs"
         else:
             doc = _run_doc(st, _found(st, run_id), calls="full")
-            docs = [{k: v for k, v in doc.items() if k != "calls"}, *doc["calls"]] if jsonl else [doc]
+            docs = [with_schema({k: v for k, v in doc.items() if k != "calls"}, "run"),
+                    *with_schema(doc["calls"], "call")] if jsonl else [with_schema(doc, "run")]
             what = f"run {doc['id']} and its {len(doc['calls'])} calls"
         if run_id is not None and not jsonl:
             text = escape_c1(json.dumps(cli_data(redactor(docs[0])), indent=2, ensure_ascii=False, default=str)) + "\n"
@@ -169,7 +171,7 @@ def cost_run(run_id: Annotated[str, typer.Argument(help="Run id from `runs list`
         st = _settled(o.open_store(store))
         doc = run_cost_doc(st, _found(st, run_id), table)
         if json_out:
-            emit_json(doc)
+            emit_json(doc, "runs-cost")
             return
         out = Table(title=for_terminal(f"run {doc['id']} ({doc['command']}, {doc['status']}): cost"))
         out.add_column("what")

@@ -58,7 +58,7 @@ MIN_TAIL_SHOWN = 6
 
 def _print_plan(plan: SelectionPlan, as_json: bool, task_file: str | None) -> None:
     if as_json:
-        emit_json({"dry_run": True, **plan.to_dict(), **({"task_taken_from": task_file} if task_file else {})})
+        emit_json({"dry_run": True, **plan.to_dict(), **({"task_taken_from": task_file} if task_file else {})}, "select.dry-run")
         return
     bound = "" if plan.model_calls_upper_bound == plan.model_calls_planned else (
         f" (at most {plan.model_calls_upper_bound} with adaptive extra repeats)")
@@ -211,7 +211,7 @@ def register(app: typer.Typer) -> None:
                     **({"budget": plan.budget} if plan.budget else {})}) as run:
                 RunLog(run.store).record_candidates(run.id, candidates)  # for the dashboard's trajectory viewer
                 with o.call_progress(plan.model_calls_planned if plan.budget else plan.judgements_planned * plan.calls_per_judgement,
-                                     "selecting", not json_out) as advance:
+                                     "selecting", not json_out, what="select") as advance:
                     sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance(),
                                         on_step=lambda step: RunLog(run.store).emit(run.id, "budget", step))
                 payload = sel.to_dict()
@@ -220,7 +220,7 @@ def register(app: typer.Typer) -> None:
                 run.finish("ok", payload)
             payload["run_id"] = run.id
             if json_out:
-                emit_json(payload)
+                emit_json(payload, "select")
             else:
                 _render(sel)
             for text in sel.notes:

@@ -14,11 +14,11 @@ SIGTERM rewards the groups still filling, answers their requests, then exits.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Annotated, Optional
 
 import typer
 
+from veriscale.settings import environment
 from veriscale.cli import options as o
 from veriscale.cli.common import err_console, user_errors
 from veriscale.errors import UserError
@@ -52,13 +52,13 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             from veriscale.sizes import parse_size
 
-            token = token or os.environ.get(TOKEN_ENV) or None
+            token = token or environment(TOKEN_ENV)  # the settings layer's one environment reader
             if not is_loopback(host) and not token:
                 raise UserError(f"--host {host} is reachable from other machines: set --token (or ${TOKEN_ENV}) "
                                 "so only your trainer can ask for rewards, or bind 127.0.0.1")
             limit = parse_size(max_body)
             from veriscale.rewards.batch import MODES
-            from veriscale.rewards.service import ON_FAILURE
+            from veriscale.rewards.batch_rewards import ON_FAILURE
 
             if mode not in MODES:
                 raise UserError(f"--mode {mode} is unknown: use one of {', '.join(MODES)}")
@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
             except ImportError:
                 raise UserError("serve-reward needs FastAPI and uvicorn: pip install 'veriscale[server]'") from None
             from veriscale.rewards.batch import BatchRewarder
-            from veriscale.rewards.service import RewardService
+            from veriscale.rewards.batch_rewards import RewardService
             from veriscale.verify.reward import Verifier
 
             cs = o.command_settings(model, store, concurrency).with_flags(

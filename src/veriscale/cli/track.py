@@ -23,7 +23,7 @@ from veriscale.errors import UserError, setting
 from veriscale.progress.curve import ProgressCurve
 from veriscale.progress.events import (DEFAULT_DONE_THRESHOLD, DEFAULT_REGRESSION_DROP, DEFAULT_STALL_WINDOW,
                                        EventWatch)
-from veriscale.progress.judge import ProgressJudge
+from veriscale.progress.progress_judge import ProgressJudge
 from veriscale.progress.prompt import DEFAULT_PROGRESS_SCALE
 from veriscale.shown_text import assembled, for_terminal
 
@@ -141,7 +141,7 @@ def register(app: typer.Typer) -> None:
 def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every, judge_args, watch_args,
                  output, plot, json_out: bool, yes: bool) -> None:
     from veriscale.progress.checkpoints import parse_checkpoints, resolve_checkpoints
-    from veriscale.progress.track import track as track_curve
+    from veriscale.progress.offline_track import track as track_curve
 
     cands, task = _load(trajectory, task_file, only_id)
     if len(cands) > MANY_RUNS:
@@ -157,7 +157,7 @@ def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every,
         total = sum(len(points) for _, points in plans) * len(judge.repeats)
         curves: list[ProgressCurve] = []
         log = RunLog(store)  # the trajectory viewer's steps, and the curve as events for the dashboard
-        with o.call_progress(total, "progress calls", not json_out) as advance:
+        with o.call_progress(total, "progress calls", not json_out, what="track", unit="checkpoint calls") as advance:
             for cand, chosen in plans:
                 log.record_steps(run_id, cand.id, cand.trajectory.steps, start=0)
                 feed = judge.point_feed(log.point_emitter(run_id, cand.id))
@@ -177,11 +177,11 @@ def _payload(curves: list[ProgressCurve]) -> dict[str, Any]:
 
 def _emit(curves: list[ProgressCurve], payload: dict[str, Any], output, plot, json_out: bool) -> None:
     if plot is not None:
-        from veriscale.progress.plot import plot_curves
+        from veriscale.progress.curve_plot import plot_curves
 
         plot_curves(curves, plot)
     if json_out:
-        emit_json(payload)
+        emit_json(payload, "track")
     else:
         for curve in curves:
             render_curve(curve)

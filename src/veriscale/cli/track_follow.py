@@ -1,6 +1,6 @@
 """``veriscale track --follow FILE``: score a running agent's steps as it appends them.
 
-One step object per JSONL line (``veriscale.progress.records``); a partial line is waited for.
+One step object per JSONL line (``veriscale.progress.step_records``); a partial line is waited for.
 Each step prints its progress and any event at once. It stops on a ``{"done": true}`` line,
 after ``--idle-timeout`` seconds without a new line, or on Ctrl-C; each way the curve so far is
 written to the output file and recorded as a run in the store.
@@ -20,8 +20,8 @@ from veriscale.engine.run_scope import RunHandle, recorded_run
 from veriscale.errors import UserError, setting
 from veriscale.progress.events import EventWatch
 from veriscale.progress.follow import IdleTimeout, follow_lines
-from veriscale.progress.judge import ProgressJudge
-from veriscale.progress.records import RecordError, is_done, step_from_record, task_of
+from veriscale.progress.progress_judge import ProgressJudge
+from veriscale.progress.step_records import RecordError, is_done, step_from_record, task_of
 from veriscale.progress.tracker import ProgressTracker
 from veriscale.shown_text import assembled
 
@@ -108,11 +108,11 @@ def _finish(tracker: ProgressTracker | None, run: RunHandle, ended: str, output:
     status = "cancelled" if ended == "interrupted" else "failed" if curve.failed else "ok"  # Ctrl-C: the curve so far
     payload = finish_with(run, {"ended": ended, "curves": [curve.to_dict()]}, output, status)
     if plot is not None:
-        from veriscale.progress.plot import plot_curves
+        from veriscale.progress.curve_plot import plot_curves
 
         plot_curves([curve], plot)
     if json_out:
-        emit_json(payload)
+        emit_json(payload, "track")
     else:
         from veriscale.cli.track import render_curve
 

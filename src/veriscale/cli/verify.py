@@ -11,7 +11,7 @@ from veriscale.cli.common import console, emit_json, err_console, fail, note, pr
 from veriscale.cli import options as o
 from veriscale.data.task_order import task_order_note
 from veriscale.data.text_input import read_text_input
-from veriscale.engine.executor import Estimate
+from veriscale.engine.sync_facade import Estimate
 from veriscale.engine.run_scope import recorded_run
 from veriscale.verify.criteria import load_criteria
 from veriscale.verify.results import CompareResult, ScoreResult
@@ -30,11 +30,11 @@ def _verifier(model: str, store, scale: str, criteria: str, only, repeats: int, 
                     refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency, **cs.injection())
 
 
-def _print_estimate(est: Estimate, as_json: bool) -> None:
+def _print_estimate(est: Estimate, as_json: bool, command: str) -> None:
     payload = {"dry_run": True, "model_calls": est.calls, "cached_calls": est.cached,
                "prompt_tokens": est.prompt_tokens, "prompt_tokens_exact": est.token_count_exact}
     if as_json:
-        emit_json(payload)
+        emit_json(payload, f"{command}.dry-run")
         return
     approx = "" if est.token_count_exact else " (estimated at 4 characters a token)"
     console.print(f"would make {est.calls} model calls ({est.cached} already cached) sending "
@@ -54,16 +54,16 @@ def _execute(v: Verifier, command: str, args: dict[str, Any], calls: list, run: 
     """The flow every verdict command shares: estimate, or record a run, call with a progress
     bar, store the result, render it, and exit non-zero when the verdict failed."""
     if dry_run:
-        _print_estimate(v.executor.estimate(calls), json_out)
+        _print_estimate(v.executor.estimate(calls), json_out, command)
         return
     with recorded_run(v.executor.store, command, v.model.uri, args) as recorded:  # every call is linked to it
-        with o.call_progress(len(calls), f"{command} calls", not json_out) as advance:
+        with o.call_progress(len(calls), f"{command} calls", not json_out, what=command) as advance:
             result = run(advance)
         payload = result.to_dict()
         recorded.finish("failed" if result.failed else "ok", payload)
     payload["run_id"] = recorded.id
     if json_out:
-        emit_json(payload)
+        emit_json(payload, command)
     else:
         render(result)
     _report_problems(result)

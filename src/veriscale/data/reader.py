@@ -30,7 +30,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from veriscale import runtime
+from veriscale import settings
 from veriscale.errors import UserError, setting
 
 MAX_INPUT_ENV = "VERISCALE_MAX_INPUT_MB"
@@ -53,19 +53,7 @@ class BadInput(UserError):
 
 def max_input_bytes() -> int:
     """The size cap of one input: the CLI's choice, else ``$VERISCALE_MAX_INPUT_MB`` MiB, else 128 MiB."""
-    chosen_mb = runtime.chosen("max_input_mb")  # --max-input-mb or inputs.max_mb
-    if chosen_mb is not None:
-        return max(1, round(chosen_mb * (1 << 20)))
-    raw = os.environ.get(MAX_INPUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_INPUT_MB << 20
-    try:
-        mb = float(raw)
-    except ValueError:
-        mb = -1.0
-    if not 0 < mb < 1 << 20:
-        raise UserError(f"{MAX_INPUT_ENV}={raw!r} is not a size in MiB: give a positive number such as 64")
-    return max(1, round(mb * (1 << 20)))
+    return max(1, round(settings.value("max_input_mb") * (1 << 20)))  # --max-input-mb, inputs.max_mb, $ENV
 
 
 def _too_big(what: str, cap: int, size: int | None = None) -> BadInput:

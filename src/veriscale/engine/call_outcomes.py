@@ -26,6 +26,7 @@ from veriscale.engine.usage import CallTokens
 from veriscale.errors import BudgetExceeded, ModelCallError, worded
 from veriscale.models import weights
 from veriscale.models.base import ModelBackend
+from veriscale.engine.store_writer import landed
 
 
 class OutcomeRecording:
@@ -73,7 +74,7 @@ class OutcomeRecording:
 
     async def _committed(self, written: Any) -> None:
         if written is not None:
-            await asyncio.shield(asyncio.wrap_future(written))
+            await landed(written)
 
     async def _claimed_call(self, key: str, request: dict[str, Any], *, kind: str, owner: str | None,
                             make: Callable[[], Awaitable[tuple[Any, str | None]]], model: ModelBackend | None,

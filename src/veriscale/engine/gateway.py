@@ -12,7 +12,7 @@ counts usage, and links the call to the current run::
     reply = await gw.chat(messages, tools=tools, seed=0)        # cached by messages, tools, params, seed
     gw.usage.model_calls, gw.usage.cache_hits
 
-Synchronous code uses :class:`veriscale.engine.executor.CallExecutor`, a thin facade over this.
+Synchronous code uses :class:`veriscale.engine.sync_facade.CallExecutor`, a thin facade over this.
 
 Outcomes. Every call the gateway starts ends in a record: ``ok``; ``failed`` with its reason (the
 backend's error, or a reply with no probability on any score label, or no logprobs at the
@@ -49,7 +49,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from veriscale.engine.backend_calls import afingerprint, aweights_fingerprint, call_backend
-from veriscale.engine.claims import LEASE_S, CallClaims
+from veriscale.engine.call_claims import LEASE_S, CallClaims
 from veriscale.engine.call_outcomes import OutcomeRecording
 from veriscale.engine.composite_steps import CompositeSteps
 from veriscale.engine.planned import CallOutcome, PlannedCall, Progress
@@ -68,6 +68,7 @@ from veriscale.engine.usage import Estimate, Usage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting
 from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 from veriscale.models import weights
+from veriscale.engine.store_writer import landed
 
 
 
@@ -142,7 +143,7 @@ class Gateway(OutcomeRecording, CompositeSteps):
 
     async def _io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """A store operation on the store's writer thread; it lands even if the caller is cancelled."""
-        return await asyncio.shield(asyncio.wrap_future(self.store.submit(fn, *args, **kwargs)))
+        return await landed(self.store.submit(fn, *args, **kwargs))
 
     async def _hit(self, key: str, *, fresh: bool = False, owner: ModelBackend | None = None) -> dict[str, Any] | None:
         """The stored answer of ``key`` (``fresh``: also under refresh, if written after this gateway opened);

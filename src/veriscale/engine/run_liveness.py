@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Protocol
 
-from veriscale import runtime
-from veriscale.errors import UserError
+from veriscale import settings
 
 
 
@@ -49,20 +48,7 @@ MAX_BEAT_S = 5.0
 
 def stale_after_s() -> float:
     """The heartbeat age after which a run on this host with no live process is dead."""
-    chosen_s = runtime.chosen("run_stale_s")  # --run-stale-s or runs.stale_s
-    if chosen_s is not None:
-        return chosen_s
-    raw = os.environ.get(STALE_ENV)
-    if not raw:
-        return DEFAULT_STALE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise UserError(f"environment variable {STALE_ENV}={raw!r} is not a positive number of seconds: "
-                        f"set it to e.g. {DEFAULT_STALE_S:g}, or unset it")
-    return value
+    return float(settings.value("run_stale_s"))  # --run-stale-s, runs.stale_s, $VERISCALE_RUN_STALE_S, 30
 
 
 def beat_every_s(stale_s: float | None = None) -> float:

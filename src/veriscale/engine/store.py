@@ -27,7 +27,6 @@ import atexit
 import concurrent.futures
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -49,8 +48,10 @@ __all__ = ["RunRecord", "Store", "call_key", "default_store_path", "lease_owner"
 
 def default_store_path() -> Path:
     """``$VERISCALE_STORE`` if set, else ``<user data dir>/veriscale/store.sqlite3``."""
-    env = os.environ.get("VERISCALE_STORE")
-    if env:
+    from veriscale import settings
+
+    env = settings.from_environment("store")  # through the one reader (a path, ~ expanded)
+    if env is not None:
         return Path(env)
     return Path(platformdirs.user_data_dir("veriscale")) / "store.sqlite3"
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from veriscale import runtime
-from veriscale.errors import StoreFault, UserError, setting
+from veriscale import settings
+from veriscale.errors import StoreFault, setting
 
 WAIT_ENV = "VERISCALE_STORE_WAIT"
 DEFAULT_WAIT_S = 30.0
@@ -35,20 +35,7 @@ LOW_FREE = 2**20  # an I/O error with less than this free is a full disk
 
 def store_wait_s() -> float:
     """Seconds a statement waits for another process's lock on the store."""
-    chosen = runtime.chosen("store_wait_s")
-    if chosen is not None:
-        return float(chosen)
-    raw = os.environ.get(WAIT_ENV)
-    if not raw or not raw.strip():
-        return DEFAULT_WAIT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise UserError(f"environment variable {WAIT_ENV}={raw!r} is not a positive number of seconds: "
-                        f"set it to e.g. {DEFAULT_WAIT_S:g}, or unset it")
-    return value
+    return float(settings.value("store_wait_s"))  # --store-wait, storage.wait_s, $VERISCALE_STORE_WAIT, 30
 
 
 def _store_bytes(path: Path) -> int:
@@ -100,8 +87,8 @@ def _kind(exc: BaseException, path: Path) -> str | None:
     if not isinstance(exc, sqlite3.Error):
         return None
     name, text = getattr(exc, "sqlite_errorname", "") or "", str(exc).lower()
-    if name.startswith("SQLITE_CORRUPT") or "malformed" in text:
-        return "corrupt"
+    if name.startswith("SQLITE_CORRUPT") or "malformed" in text or text.startswith("could not decode to utf-8"):
+        return "corrupt"  # the last: bytes of a text value damaged (Python's sqlite3 says so, SQLite does not)
     if name == "SQLITE_NOTADB" or "not a database" in text:
         return "not_a_store"
     if name == "SQLITE_FULL" or "disk is full" in text:
@@ -116,6 +103,8 @@ def _kind(exc: BaseException, path: Path) -> str | None:
         return "full" if _disk_full(path) else "cannot_open"
     if text.startswith(("no such table", "no such column")) or "has no column named" in text:
         return "damaged"
+    if text.startswith("duplicate column name") or (text.startswith("table ") and text.endswith("already exists")):
+        return "damaged"  # its tables are newer than the schema version it records (meta dropped or edited)
     return None
 
 
@@ -126,6 +115,8 @@ def fault(exc: BaseException, path: Path, *, conn: sqlite3.Connection | None = N
     if kind is None:
         return None
     why = str(exc).strip() or type(exc).__name__
+    if why.lower().startswith("could not decode to utf-8"):
+        why = why.split(" with text ", 1)[0]  # not the damaged value itself (any length, any lines)
     store = f"store file '{path}'"
     recover = (f"recover what it holds with 'sqlite3 {path} .recover | sqlite3 {path}.recovered' and set "
                f"{setting('store')} to the recovered file, or move it aside and rerun (a new store is made; "

@@ -4,10 +4,13 @@
     future = writer.submit(store.put_call, (key,), {...})   # runs on the writer thread
     writer.flush()                                          # every job handed over is done
     writer.stop()
+    result = await landed(future)                           # from async code: the write lands even if
+                                                            # the caller is cancelled meanwhile
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import queue
 import threading
@@ -55,3 +58,13 @@ class StoreWriter:
 
     def stop(self) -> None:
         self.jobs.put(None)
+
+
+async def landed(future: concurrent.futures.Future) -> Any:
+    """The result of a store job, awaited from async code; the job lands even when the awaiting task
+    is cancelled (``asyncio.shield``), and a failure nobody awaits any more (a full disk while the
+    caller was being cancelled) is still retrieved, so asyncio never logs "exception was never
+    retrieved" beside the one sentence the caller already printed."""
+    inner = asyncio.wrap_future(future)
+    inner.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return await asyncio.shield(inner)

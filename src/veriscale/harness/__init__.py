@@ -8,5 +8,5 @@ loop, its tools and the executors), ``jail`` (the bubblewrap sandbox sessions ru
 holds the JSON read/write helpers they share, ``safe_fs`` the link-refusing reads of folders a
 session wrote and path containment, ``safe_write`` the matching writes and removals, and
 ``safe_names`` the one filter for names a session wrote. Import from the modules, e.g.
-``from veriscale.harness.protocol.runner import run_tasks``.
+``from veriscale.harness.protocol.protocol_runner import run_tasks``.
 """

@@ -14,12 +14,12 @@ under ``model_mismatch="note"`` (as for OpenAI-compatible servers: ``openai_comp
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from dataclasses import replace
 from typing import Any
 
 from veriscale.errors import ModelCallError, UserError, setting, worded
+from veriscale.settings import environment
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync
 from veriscale.models.context import estimate_tokens
 from veriscale.models.http_transport import HttpTransport
@@ -194,7 +194,7 @@ def from_uri(uri: str) -> AnthropicMessagesModel:
         raise UserError(f"unknown option {unknown[0]} in model URI '{uri}': an Anthropic model takes sample")
     if not model:
         raise UserError(f"model URI '{uri}' names no model: write anthropic:<model>, e.g. anthropic:claude-sonnet-4-5")
-    key = os.environ.get("ANTHROPIC_API_KEY")
+    key = environment("ANTHROPIC_API_KEY")
     if not key:
         raise UserError("anthropic: models need an API key: export ANTHROPIC_API_KEY=... "
                         f"(or point {setting('model')} at a model with logprobs)")
@@ -203,6 +203,6 @@ def from_uri(uri: str) -> AnthropicMessagesModel:
         sample = int(raw)
     except ValueError:
         raise UserError(f"option sample={raw} in model URI '{uri}' is not a whole number: give e.g. sample=16") from None
-    base = os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com").rstrip("/")
+    base = (environment("ANTHROPIC_BASE_URL") or "https://api.anthropic.com").rstrip("/")
     return AnthropicMessagesModel(base if base.endswith("/v1") else base + "/v1", model, api_key=key, sample=sample,
                                   uri=uri)

@@ -14,7 +14,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from veriscale import runtime
+from veriscale import settings
 from veriscale.errors import UserError
 
 THREADS_ENV = "VERISCALE_THREADS"
@@ -27,20 +27,7 @@ def all_cores() -> int:
 def default_threads() -> int | None:
     """Threads for embedded models loaded without a ``threads`` option: the command's ``--threads`` or
     ``embedded.threads``, else ``$VERISCALE_THREADS``; None (or 0): every core."""
-    chosen = runtime.chosen("threads")
-    if chosen is not None:
-        return chosen or None
-    raw = os.environ.get(THREADS_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        threads = int(raw)
-    except ValueError:
-        threads = -1
-    if threads < 0:
-        raise UserError(f"${THREADS_ENV}={raw!r} is not a whole number of CPU threads: give e.g. 2 (0: one per "
-                        f"core) or unset it")
-    return threads or None
+    return settings.value("threads") or None
 
 
 def default_gguf_path() -> Path:
@@ -58,7 +45,7 @@ def default_gguf_path() -> Path:
 def _hash_cache() -> Path:
     import platformdirs
 
-    folder = os.environ.get("VERISCALE_CACHE_DIR") or platformdirs.user_cache_dir("veriscale")
+    folder = settings.value("cache_dir") or platformdirs.user_cache_dir("veriscale")
     return Path(folder) / "gguf-hashes.json"
 
 

@@ -53,7 +53,7 @@ from typing import Any
 
 import httpx
 
-from veriscale import runtime
+from veriscale import settings
 from veriscale.errors import ModelCallError, UserError, setting, worded
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync, slot_entry
 from veriscale.models.chat_template import TEMPLATES, render_chat
@@ -98,14 +98,7 @@ MODEL_MISMATCH_ENV = "VERISCALE_MODEL_MISMATCH"
 def model_mismatch_mode() -> str:
     """What a reply naming another model is: the command's ``--model-mismatch`` or the file's
     ``scoring.model_mismatch``, else ``$VERISCALE_MODEL_MISMATCH``, else "fail"."""
-    chosen = runtime.chosen("model_mismatch")
-    if chosen is not None:
-        return str(chosen)
-    raw = os.environ.get(MODEL_MISMATCH_ENV, "").strip().lower()
-    if raw in ("", *MODEL_MISMATCH_MODES):
-        return raw or "fail"
-    raise UserError(f"{MODEL_MISMATCH_ENV}={raw!r} is not fail or note: use {setting('model_mismatch', 'note')} "
-                    f"or unset {MODEL_MISMATCH_ENV}")
+    return str(settings.value("model_mismatch"))
 
 
 def _alias_base(name: str) -> str:
@@ -205,7 +198,7 @@ class OpenAICompatModel(HttpTransport):
         self._sampler_extra = httpx.URL(self.base_url).host != "api.openai.com"
         self.uri = uri or f"{self.base_url}#{model or ''}"
         self.display_name = f"{model or 'model'} at {self.base_url}"
-        key = api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+        key = api_key or next(filter(None, map(settings.environment, API_KEY_ENV)), None)
         self.concurrency = concurrency  # this endpoint's cap in the gateway; None: the gateway's setting
         HttpTransport.__init__(self, self.base_url, api_key=key, timeout_s=timeout_s, max_retries=max_retries,
                                backoff_s=backoff_s, max_connections=max(concurrency or 0, 100))

@@ -23,11 +23,11 @@ model never pays for the backends it does not use.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from veriscale.errors import UserError, setting
+from veriscale.settings import environment
 from veriscale.models.base import ModelBackend
 from veriscale.models.registry import SCHEMES, load_plugins, register_backend, scheme_of
 
@@ -87,13 +87,14 @@ def http(uri: str) -> ModelBackend:
 
 def openai(uri: str) -> ModelBackend:
     """``openai:<model>``; needs ``$OPENAI_API_KEY``."""
-    if not os.environ.get("OPENAI_API_KEY"):
+    key = environment("OPENAI_API_KEY")
+    if not key:
         raise UserError("openai: models need an API key: export OPENAI_API_KEY=... "
                         f"(or point {setting('model')} at a local server)")
     from veriscale.models.openai_compat import OpenAICompatModel
 
-    base = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
-    return OpenAICompatModel(base, model=uri.split(":", 1)[1], api_key=os.environ["OPENAI_API_KEY"], uri=uri)
+    base = environment("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    return OpenAICompatModel(base, model=uri.split(":", 1)[1], api_key=key, uri=uri)
 
 
 def split_stages(uri: str) -> tuple[str, str]:

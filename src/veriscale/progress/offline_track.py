@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from veriscale.data.model import Candidate, Step, Task, Trajectory
-from veriscale.engine.executor import CallOutcome, PlannedCall
+from veriscale.engine.sync_facade import CallOutcome, PlannedCall
 from veriscale.errors import UserError
 from veriscale.models.context import ContextOverflow, learned_context, refit_note
 from veriscale.progress.checkpoints import resolve_checkpoints
 from veriscale.progress.curve import ProgressCurve
 from veriscale.progress.events import EventWatch
-from veriscale.progress.judge import ProgressJudge
+from veriscale.progress.progress_judge import ProgressJudge
 
 TrajectoryLike = Trajectory | Candidate | Sequence[Step]
 

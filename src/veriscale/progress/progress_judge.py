@@ -1,7 +1,7 @@
 """The progress judge: one model, scale and repeat count; turns step logs into scored points.
 
 Every call goes through the gateway (``veriscale.engine``): cached, counted, linked to the run.
-Offline tracking (:func:`veriscale.progress.track.track`) and the live tracker share it::
+Offline tracking (:func:`veriscale.progress.offline_track.track`) and the live tracker share it::
 
     judge = ProgressJudge(load_backend("embedded"), store=Store.open())
     log = judge.new_log(task_text)
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from veriscale.data.render import MIN_BUDGET_TOKENS, estimate_tokens, truncate_middle
-from veriscale.engine.executor import CallExecutor, CallOutcome, PlannedCall
+from veriscale.engine.sync_facade import CallExecutor, CallOutcome, PlannedCall
 from veriscale.engine.loop import on_gateway_loop
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded

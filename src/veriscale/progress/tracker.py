@@ -22,8 +22,8 @@ from veriscale.data.model import Step, Task
 from veriscale.errors import UserError
 from veriscale.progress.curve import ProgressCurve, ProgressPoint
 from veriscale.progress.events import EventWatch, ProgressEvent
-from veriscale.progress.judge import ProgressJudge
-from veriscale.progress.records import RecordError, step_from_record
+from veriscale.progress.progress_judge import ProgressJudge
+from veriscale.progress.step_records import RecordError, step_from_record
 
 
 class ProgressTracker:
@@ -52,7 +52,7 @@ class ProgressTracker:
             try:
                 step = step_from_record(step)
             except RecordError as exc:
-                raise UserError(f"step {len(self.log) + 1} is not a step object ({exc}): see veriscale.progress.records") from None
+                raise UserError(f"step {len(self.log) + 1} is not a step object ({exc}): see veriscale.progress.step_records") from None
         rerendered = self.log.append(step)
         self.curve.n_steps = len(self.log)
         self.curve.rerenders = self.log.rerenders

@@ -11,7 +11,7 @@ blocks → ``tool`` messages (before its text); an assistant turn's ``tool_use``
 out (a chat upstream gets their place as text). Keep-alive while candidates run is the
 ``ping`` event Anthropic's own streams send. ``message_start`` goes out once the valid candidate
 with the lowest number is back, with its input token count: the one the non-streamed reply and
-``message_delta`` give too (``veriscale.proxy.service``, **Numbers**; pings before it, which the
+``message_delta`` give too (``veriscale.proxy.proxied_request``, **Numbers**; pings before it, which the
 SDK skips). ``stop_reason`` is "stop_sequence", with the string, only when the upstream said which
 of the request's ``stop_sequences`` it stopped on (:func:`stop_of`). Text and ``tool_use`` input
 are streamed in pieces (``veriscale.proxy.streaming.pieces``).

@@ -49,7 +49,7 @@ class Conversation:
     stream: bool = False
     model: str = ""  # the model name the client asked for, echoed back
     #: upstream chat parameters the client set, by their Chat Completions names: stop, top_p, top_k,
-    #: presence_penalty, frequency_penalty, tool_choice, response_format (veriscale.proxy.candidates.OPTIONS)
+    #: presence_penalty, frequency_penalty, tool_choice, response_format (veriscale.proxy.fan_out.OPTIONS)
     options: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None  # the client's seed: candidate seeds derive from it, and only then are samples cached
     max_tool_calls: int | None = None  # parallel_tool_calls false: 1; Responses' max_tool_calls

@@ -39,7 +39,7 @@ from typing import Any
 
 from veriscale.errors import ModelCallError
 from veriscale.proxy.budget_plan import Purse, compare_cost, score_cost
-from veriscale.proxy.candidates import Sampled, canonical_form
+from veriscale.proxy.fan_out import Sampled, canonical_form
 from veriscale.proxy.conversation import reply_text
 
 CLOSE_MARGIN = 0.1  # a pointwise lead below this is "close": the top two are compared pairwise

@@ -45,12 +45,13 @@ from veriscale.engine.run_scope import RunHandle, open_run, recorded_run
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError
 from veriscale.models.cancel import in_worker, stopped
-from veriscale.proxy.candidates import Sampled, UpstreamPools, agreeing
+from veriscale.proxy.fan_out import Sampled, UpstreamPools, agreeing
 from veriscale.proxy.conversation import Conversation, Reply, content_text, recorded_conversation, reply_text, transcript
 from veriscale.proxy.budget_plan import PickPlan, Purse, plan_pick
 from veriscale.proxy.pick import EarlyPick
 from veriscale.proxy.request_scope import RequestScope
 from veriscale.proxy.settings import ProxySettings
+from veriscale.engine.store_writer import landed
 
 MAX_TRACKED_CONVERSATIONS = 64
 
@@ -205,7 +206,7 @@ class ProxyService:
 
     async def _landed(self) -> None:
         """Wait until the call records handed to the store's writer so far have landed (before the run ends)."""
-        await asyncio.shield(asyncio.wrap_future(self.store.submit(lambda: None)))
+        await landed(self.store.submit(lambda: None))
 
     def _select(self, conv: Conversation, valid: list[Sampled], n: int, run_id: int, budget: Any = None,
                 stop: Any = None) -> dict[str, Any]:
@@ -239,7 +240,7 @@ class ProxyService:
             threading.Thread(target=self._track, args=(conv, outcome), daemon=True, name="proxy-progress").start()
 
     def _track(self, conv: Conversation, outcome: Outcome) -> None:
-        from veriscale.progress.judge import ProgressJudge
+        from veriscale.progress.progress_judge import ProgressJudge
         from veriscale.progress.tracker import ProgressTracker
 
         steps = _steps(conv, outcome.reply)

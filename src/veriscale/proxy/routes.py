@@ -22,7 +22,7 @@ from veriscale.data.reader import JsonLimit, decode_json
 from veriscale.proxy import anthropic, openai_chat, responses
 from veriscale.proxy.body_schemas import BODIES
 from veriscale.proxy.conversation import ApiError, new_id, transcript, unknown_model
-from veriscale.proxy.service import Outcome, ProxyService
+from veriscale.proxy.proxied_request import Outcome, ProxyService
 from veriscale.proxy.streaming import while_choosing
 from veriscale.server.stream import sse
 

@@ -37,7 +37,7 @@ from veriscale.errors import UserError, setting
 from veriscale.verify.injection import check_policy
 
 if TYPE_CHECKING:
-    from veriscale.cli.settings import Settings
+    from veriscale.settings.resolve import Settings
 
 #: the model name of the [[proxy.candidates]] pool, listed on GET /v1/models
 DEFAULT_NAME = "veriscale"
@@ -150,13 +150,13 @@ def proxy_settings(source: "Config | Settings", *, fallback_model: str | None = 
                    injection: Mapping[str, Any] | None = None) -> ProxySettings | None:
     """The ``[proxy]`` table, checked; None when there is none and no ``n`` is given.
 
-    ``source`` is the resolved settings (:func:`veriscale.cli.settings.resolve`: flag, environment,
+    ``source`` is the resolved settings (:func:`veriscale.settings.resolve.resolve`: flag, environment,
     file): ``proxy_schedule``, ``proxy_aliases`` and ``proxy_budget`` are read from it, so each has
     one fallback rule, the registry's. A bare :class:`Config` is resolved here (environment and file).
     ``n`` (``veriscale serve --proxy-n N``) fans out N candidates of ``fallback_model`` when the
     file names no candidates.
     """
-    from veriscale.cli.settings import resolve  # the settings registry (imported late: cli imports this module)
+    from veriscale.settings.resolve import resolve  # the settings registry (imported late: it imports the library)
 
     resolved = resolve(source) if isinstance(source, Config) else source
     cfg = resolved.config

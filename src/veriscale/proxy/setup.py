@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from veriscale.engine.executor import CallExecutor, PlannedCall
+from veriscale.engine.sync_facade import CallExecutor, PlannedCall
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError, UserError
 from veriscale.proxy.budget_plan import refuse_if_too_small
-from veriscale.proxy.candidates import UpstreamPools
-from veriscale.proxy.service import ProxyService
+from veriscale.proxy.fan_out import UpstreamPools
+from veriscale.proxy.proxied_request import ProxyService
 from veriscale.proxy.settings import ProxySettings
 from veriscale.verify.prompts import probe_request
 from veriscale.verify.scale import parse_scale

@@ -15,8 +15,8 @@ One concept per module: ``worktrees`` (detached worktrees in a temp folder, diff
 """
 
 from veriscale.race.apply import apply_patch, refusal, uncommitted_paths
-from veriscale.race.candidates import to_candidates
-from veriscale.race.runner import RunResult, run_race
+from veriscale.race.run_candidates import to_candidates
+from veriscale.race.agent_runs import RunResult, run_race
 from veriscale.race.worktrees import Diff, DiffStats, Repo, Worktrees, capture_diff, find_repo
 
 __all__ = ["Diff", "DiffStats", "Repo", "RunResult", "Worktrees", "apply_patch", "capture_diff", "find_repo",

@@ -19,7 +19,7 @@ from pathlib import Path
 from veriscale.data.importers import load_candidates
 from veriscale.data.model import Candidate, Step, Trajectory
 from veriscale.errors import UserError
-from veriscale.race.runner import RunResult
+from veriscale.race.agent_runs import RunResult
 
 STDOUT_LINES = 20
 STDERR_LINES = 20

@@ -48,7 +48,7 @@ from typing import Any
 from veriscale.errors import UserError, setting
 from veriscale.rewards.batch import NEUTRAL_REWARD, RewardBatch
 from veriscale.rewards.length import LengthMonitor
-from veriscale.rewards.service import RewardService, check_batch, check_labels, label_key, response_of
+from veriscale.rewards.batch_rewards import RewardService, check_batch, check_labels, label_key, response_of
 
 log = logging.getLogger("veriscale.rewards")
 

@@ -9,7 +9,7 @@ Settings, highest first: keyword arguments, environment (``VERISCALE_REWARD_MODE
 ``VERISCALE_REWARD_LENGTH_CONTROL``), the config file's ``[rewards]`` table (``model``, ``criteria``,
 ``scale``, ``mode``, ``group_scheme``, ``length_control``),
 then the file's ``model`` and the defaults (embedded; ``group_scheme`` is the
-``reward_group_scheme`` entry of :data:`veriscale.cli.settings.SPECS`, resolved by its rule). Trainers that load a reward function by module path (veRL) get their verifier this way::
+``reward_group_scheme`` entry of :data:`veriscale.settings.registry.SPECS`, resolved by its rule). Trainers that load a reward function by module path (veRL) get their verifier this way::
 
     [rewards]
     model = "http://127.0.0.1:8000/v1#judge"     # or the name of a [models.NAME] table
@@ -40,7 +40,7 @@ _default: BatchRewarder | None = None
 
 def reward_settings(cfg: Config | None = None) -> dict[str, Any]:
     """The ``[rewards]`` table of the config file (checked when it is read), with the environment over it."""
-    from veriscale.cli.settings import resolve
+    from veriscale.settings.resolve import resolve
 
     cfg = cfg or load_config(None)
     table = {key.split(".", 1)[1]: value for key, value in cfg.values.items() if key.startswith("rewards.")}

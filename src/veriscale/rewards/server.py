@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 
 from veriscale.errors import UserError
 from veriscale.rewards.batching import RequestBatcher
-from veriscale.rewards.service import RewardService
+from veriscale.rewards.batch_rewards import RewardService
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20
 DISCONNECT_POLL_S = 0.25  # how often a waiting request checks that its client is still there

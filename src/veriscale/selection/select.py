@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from veriscale.data.model import Candidate, Task
-from veriscale.engine.executor import Usage
+from veriscale.engine.sync_facade import Usage
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.context import ContextOverflow, learned_context, refit_note
 from veriscale.selection.budget.controller import BudgetController

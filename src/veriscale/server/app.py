@@ -29,14 +29,14 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from veriscale import __version__
-from veriscale.cli.flags import cli_text
+from veriscale.settings.words import cli_text
 from veriscale.engine.ids import MAX_ID
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
 from veriscale.data.reader import shown
 from veriscale.errors import UserError, one_line
 from veriscale.redact import Redactor
-from veriscale.server import views
+from veriscale.server import dashboard_data as views
 from veriscale.server.job_kinds import PARAMS, JobRequest
 from veriscale.server.jobs import InvalidParams, JobRunner
 from veriscale.server.security import TOKEN_COOKIE, AccessPolicy, Guard, error_document
@@ -98,7 +98,7 @@ _HTTP_SENTENCES = {
 
 def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: tuple[Path, ...] = (),
                proxy: Any = None, redactor: Redactor = Redactor(), prices: Any = None) -> FastAPI:
-    """The app; ``proxy`` (a ``veriscale.proxy.service.ProxyService``) adds the three proxy APIs.
+    """The app; ``proxy`` (a ``veriscale.proxy.proxied_request.ProxyService``) adds the three proxy APIs.
 
     Every document a route returns, and every event of a run's stream, goes through ``redactor``
     (known secret shapes become ``[redacted:KIND]``; the store keeps the raw text). The proxy APIs

@@ -29,7 +29,7 @@ from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.store import RunRecord, Store
 from veriscale.harness.claims.claim_map import STATUSES, validate
 from veriscale.harness.protocol.layout import DELIVERABLES_SUBDIR, RunLayout
-from veriscale.harness.protocol.records import BASE_NONE, schema_message, schema_problems
+from veriscale.harness.protocol.session_records import BASE_NONE, schema_message, schema_problems
 from veriscale.harness.safe_fs import (
     UnsafePath,
     describe,
@@ -39,7 +39,7 @@ from veriscale.harness.safe_fs import (
     walk_entries,
 )
 from veriscale.harness.workspace.contract import DELIVERABLES_DIR, ROLLOUTS_DIR
-from veriscale.harness.workspace.views import is_sidecar
+from veriscale.harness.workspace.text_views import is_sidecar
 
 HARNESS_COMMANDS = ("harness run", "harness task")
 RECORDS = (("resolver", "resolve"), ("challenger", "challenge"), ("finish", "adjudicate"), ("repair", "deliver"))

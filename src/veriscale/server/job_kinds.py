@@ -71,7 +71,7 @@ def _budget(value: str) -> None:
 
 
 def _contract(value: str) -> None:
-    from veriscale.harness.protocol.records import CONTRACTS
+    from veriscale.harness.protocol.session_records import CONTRACTS
 
     if value not in CONTRACTS:
         raise UserError(f"unknown contract '{value}': use one of {', '.join(CONTRACTS)}")
@@ -237,8 +237,8 @@ def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:
     from veriscale.data.text_input import read_text_input
     from veriscale.progress.checkpoints import resolve_checkpoints
     from veriscale.progress.events import EventWatch
-    from veriscale.progress.judge import ProgressJudge
-    from veriscale.progress.track import track
+    from veriscale.progress.progress_judge import ProgressJudge
+    from veriscale.progress.offline_track import track
     from veriscale.progress.voc import voc_by_outcome
 
     paths = [ctx.path(p) for p in params.paths]
@@ -266,7 +266,7 @@ def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:
 
 
 def run_harness(params: HarnessParams, ctx: Any) -> dict[str, Any]:
-    from veriscale.harness.protocol.runner import RunOptions, run_tasks
+    from veriscale.harness.protocol.protocol_runner import RunOptions, run_tasks
 
     options = RunOptions(model_uri=ctx.model.uri, contract=params.contract, executor=params.executor,
                          max_steps=params.max_steps, phase_timeout_s=params.phase_timeout_s,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from veriscale.cli.flags import cli_text
+from veriscale.settings.words import cli_text
 from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import RunCancelled, RunHandle, recorded_run
@@ -34,7 +34,7 @@ from veriscale.engine.store import Store
 from veriscale.errors import UserError, VeriscaleError, one_line
 from veriscale.harness.safe_fs import is_within
 from veriscale.server import job_kinds
-from veriscale.server.views import NotFound
+from veriscale.server.dashboard_data import NotFound
 from veriscale.verify.injection import check_policy
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
@@ -319,7 +319,7 @@ def _run_failed(result: Any, ctx: JobContext) -> str | None:
     adopted = None if ctx.run is not None else JobTable(ctx.store).get(ctx.job_id)["run_id"]
     run = ctx.store.run(adopted) if adopted is not None else None
     if result.get("failed") or (run is not None and run.status == "failed"):
-        from veriscale.harness.protocol.runner import FAILED_OUTCOMES
+        from veriscale.harness.protocol.protocol_runner import FAILED_OUTCOMES
 
         first = next((f"{t.get('task', 'a task')}: {t.get('error') or t.get('outcome')}" for t in tasks
                       if t.get("error") or t.get("outcome") in FAILED_OUTCOMES), None)

@@ -14,30 +14,20 @@ sampled reasoning are scored separately, with a note saying so.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from veriscale import runtime
-from veriscale.errors import UserError, setting
+from veriscale import settings
 
 if TYPE_CHECKING:  # keep this module light to import
-    from veriscale.engine.executor import CallOutcome, PlannedCall
+    from veriscale.engine.sync_facade import CallOutcome, PlannedCall
     from veriscale.verify.results import ReadingTag
 
 JOINT_ENV = "VERISCALE_JOINT"
 def joint_default() -> bool:
     """What Verifiers built without ``joint=`` do: the command's ``--joint`` or ``scoring.joint``, else
     ``$VERISCALE_JOINT`` (1/true/on or 0/false/off), else off."""
-    chosen = runtime.chosen("joint")  # "on" or "off"
-    if chosen is not None:
-        return chosen == "on"
-    raw = os.environ.get(JOINT_ENV, "").strip().lower()
-    if raw in ("", "0", "false", "off", "no"):
-        return False
-    if raw in ("1", "true", "on", "yes"):
-        return True
-    raise UserError(f"{JOINT_ENV}={raw!r} is not on or off: use {setting('joint')} or unset {JOINT_ENV}")
+    return settings.value("joint") == "on"  # --joint, scoring.joint, $VERISCALE_JOINT (1/true/on, 0/false/off)
 
 
 def supports(model: Any) -> bool:
@@ -47,7 +37,7 @@ def supports(model: Any) -> bool:
 
 def plan_score(v: Any, task: str, candidate: str, repeats: list) -> list["PlannedCall"]:
     """One joint call per repeat reading every criterion of ``candidate``."""
-    from veriscale.engine.executor import PlannedCall
+    from veriscale.engine.sync_facade import PlannedCall
     from veriscale.verify.joint_prompts import joint_pointwise_request, joint_slots
     from veriscale.verify.results import ReadingTag
 
@@ -62,7 +52,7 @@ def plan_score(v: Any, task: str, candidate: str, repeats: list) -> list["Planne
 
 def plan_compare(v: Any, task: str, a: str, b: str, repeats: list) -> list["PlannedCall"]:
     """One joint call per slot order reading every criterion of both responses."""
-    from veriscale.engine.executor import PlannedCall
+    from veriscale.engine.sync_facade import PlannedCall
     from veriscale.verify.joint_prompts import joint_pairwise_request, joint_slots
     from veriscale.verify.results import ReadingTag
 

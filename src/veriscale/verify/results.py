@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from veriscale.engine.executor import Usage
+from veriscale.engine.sync_facade import Usage
 from veriscale.models.sampled_read import pooled_se
 from veriscale.verify.slot_order import order_verdicts
 

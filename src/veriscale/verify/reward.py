@@ -20,7 +20,7 @@ import math
 from typing import Callable
 
 from veriscale.data.reader import require_utf8
-from veriscale.engine.executor import CallExecutor, CallOutcome, Estimate, PlannedCall
+from veriscale.engine.sync_facade import CallExecutor, CallOutcome, Estimate, PlannedCall
 from veriscale.engine.loop import run_sync
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Union
 
 from veriscale.harness.workspace.office_content import check_office_file
-from veriscale.harness.workspace.views import docx_lines, pdf_lines, xlsx_cells, xlsx_sheetnames
+from veriscale.harness.workspace.text_views import docx_lines, pdf_lines, xlsx_cells, xlsx_sheetnames
 from veriscale.harness.workspace.zip_limits import ArchiveRefused, ZipLimits
 
 Value = Union[float, str, bool, None]

@@ -33,6 +33,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from veriscale import settings
 from veriscale.errors import UserError, setting
 from veriscale.sizes import GIB, MIB
 
@@ -41,7 +42,7 @@ CPU_PERIOD_US = 100_000
 MIN_CPUS, MAX_CPUS = 0.01, 1024.0
 
 #: Host user ids given to sessions when veriscale runs as root: base + a slot free at the time.
-JAIL_UID_BASE = int(os.environ.get("VERISCALE_JAIL_UID_BASE", "1900000000"))
+JAIL_UID_BASE = int(settings.value("jail_uid_base"))  # $VERISCALE_JAIL_UID_BASE
 JAIL_UID_SLOTS = 10_000
 
 

@@ -39,7 +39,7 @@ from veriscale.harness.safe_write import (
     write_beneath,
 )
 from veriscale.harness.workspace.office_content import office_refusal, refuse_office_files
-from veriscale.harness.workspace.views import is_sidecar
+from veriscale.harness.workspace.text_views import is_sidecar
 from veriscale.harness.workspace.zip_limits import ZipLimits
 
 #: The largest deliverable file the gate hashes or copies.

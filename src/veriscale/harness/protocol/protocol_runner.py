@@ -38,7 +38,7 @@ from veriscale.errors import UserError, setting, worded
 from veriscale.harness.sessions.agent import AgentLimits
 from veriscale.harness.sessions.executors import Executor, make_executor
 from veriscale.harness.jail.sandbox import JAIL_OFF_MESSAGE, JailLimits, check_jail_available
-from veriscale.harness.protocol.records import CONTRACTS
+from veriscale.harness.protocol.session_records import CONTRACTS
 from veriscale.harness.protocol.layout import RunLayout
 from veriscale.harness.protocol.task_protocol import ProtocolConfig, run_protocol
 from veriscale.harness.safe_fs import resolved

@@ -43,7 +43,7 @@ from veriscale.harness.protocol.gate import copy_base, keep_base_files, publish_
 from veriscale.harness.sessions.executors import Executor, SessionSpec
 from veriscale.harness.sessions.result import SessionResult
 from veriscale.harness.jail.sandbox import JAIL_OFF_MESSAGE, JailLimits
-from veriscale.harness.protocol.records import (
+from veriscale.harness.protocol.session_records import (
     BASE_NONE,
     MAX_RECORD_BYTES,
     CONTRACTS,

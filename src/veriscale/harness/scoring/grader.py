@@ -37,7 +37,7 @@ from veriscale.errors import UserError, setting
 from veriscale.harness.safe_fs import UnsafePath
 from veriscale.harness.safe_write import copy_plain_tree
 from veriscale.harness.workspace.office_content import refuse_office_files
-from veriscale.harness.workspace.views import is_sidecar
+from veriscale.harness.workspace.text_views import is_sidecar
 
 try:
     import resource

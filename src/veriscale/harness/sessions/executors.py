@@ -41,10 +41,11 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from veriscale.data.reader import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, BadInput, parse_json
-from veriscale.engine.executor import CallExecutor
+from veriscale.engine.sync_facade import CallExecutor
 from veriscale.engine.gateway import CHAT_KEY_VERSION
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting
+from veriscale.settings import environment
 from veriscale.harness.safe_fs import resolved
 from veriscale.harness.sessions.agent import AgentLimits, AgentSession, RecordCheck, Transcript, nudge_text
 from veriscale.harness.jail.sandbox import HARVEST_GRACE_S, JailLimits, JailSpec, run_jailed
@@ -147,7 +148,7 @@ class BuiltinExecutor:
 
 
 def _auth_key() -> str | None:
-    return os.environ.get("VERISCALE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    return environment("VERISCALE_API_KEY") or environment("OPENAI_API_KEY")
 
 
 def _auth_headers() -> dict[str, str]:
@@ -159,8 +160,9 @@ def _auth_headers() -> dict[str, str]:
 def find_pi() -> Path:
     """The ``dist/cli.js`` of an installed pi; ``UserError`` with the install command if none."""
     candidates: list[Path] = []
-    if os.environ.get("VERISCALE_PI"):
-        candidates.append(Path(os.environ["VERISCALE_PI"]))
+    pi = environment("VERISCALE_PI")
+    if pi:
+        candidates.append(Path(pi))
     package = Path("node_modules") / PI_PACKAGE / "dist" / "cli.js"
     repo_root = Path(__file__).resolve().parents[4]
     for base in (Path.cwd(), repo_root):

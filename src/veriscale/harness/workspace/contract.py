@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from veriscale.errors import UserError
-from veriscale.harness.workspace.views import is_sidecar
+from veriscale.harness.workspace.text_views import is_sidecar
 
 SPEC_DIR = "spec"
 TASK_FILE = "task.md"

@@ -53,7 +53,7 @@ from veriscale.harness.workspace.safe_copy import (
     DEFAULT_MAX_EXTRACT_BYTES, DISK_FULL_ERRNOS, copy_tree, ensure_inside, extract_zip,
 )
 from veriscale.harness.workspace.view_worker import ViewWorker
-from veriscale.harness.workspace.views import SIDECAR_SUFFIX, is_sidecar, is_viewable, write_view
+from veriscale.harness.workspace.text_views import SIDECAR_SUFFIX, is_sidecar, is_viewable, write_view
 from veriscale.harness.workspace.zip_limits import ZipLimits
 
 DEFAULT_ANSWER_KEY_PATTERNS: tuple[str, ...] = (

@@ -24,7 +24,7 @@ from typing import Any
 
 import veriscale
 from veriscale.errors import UserError
-from veriscale.harness.workspace.views import DEFAULT_MAX_CHARS, DEFAULT_MAX_FILE_BYTES, ViewResult, refused_view, render_view
+from veriscale.harness.workspace.text_views import DEFAULT_MAX_CHARS, DEFAULT_MAX_FILE_BYTES, ViewResult, refused_view, render_view
 from veriscale.harness.workspace.zip_limits import RAISE_IT, ZipLimits, cap_text
 
 # The child imports the views module without running veriscale/__init__ (which loads the scoring
