@@ -92,8 +92,9 @@ def open_store(settings: Settings | Path | None) -> Store:
 
 class LineProgress:
     """Progress as plain lines on stderr, for a stderr that is not a terminal (a pipe, a log file,
-    CI): ``progress: track 3/10 checkpoint calls (30 %, 2 s)`` at the start, then at most once a
-    second or every 10 %, and at the end; never on stdout, so ``--json`` there stays clean."""
+    CI): ``progress: track 3/10 checkpoint calls (30 %, 2 s)`` at most once a second or every 10 %
+    of the calls, and at the end; never on stdout, so ``--json`` there stays clean. Nothing is said
+    before the first call finishes, so a command refused while it plans prints its one sentence alone."""
 
     def __init__(self, total: int, what: str, unit: str, *, every_s: float = 1.0, step: float = 0.1,
                  clock: Callable[[], float] = time.monotonic, write: Callable[[str], None] | None = None) -> None:
@@ -103,7 +104,6 @@ class LineProgress:
         self._last_at, self._last_done = self.started, 0
         self._every_n = max(1, math.ceil(step * total))  # calls in one step of the share
         self._lock = threading.Lock()  # calls finish on the gateway's worker threads
-        self._say()
 
     def _say(self) -> None:
         share = self.done / self.total if self.total else 1.0
