@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 
 from veriscale.cli import options as o
 from veriscale.cli.common import (confirm_cost, console, emit_json, fail, finish_with, note, positive_seconds,
@@ -20,12 +19,13 @@ from veriscale.cli.common import (confirm_cost, console, emit_json, fail, finish
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError, setting
-from veriscale.progress.curve import ProgressCurve
 from veriscale.progress.events import (DEFAULT_DONE_THRESHOLD, DEFAULT_REGRESSION_DROP, DEFAULT_STALL_WINDOW,
                                        EventWatch)
 from veriscale.progress.progress_judge import ProgressJudge
 from veriscale.progress.prompt import DEFAULT_PROGRESS_SCALE
 from veriscale.shown_text import assembled, for_terminal
+from veriscale.cli.curve_view import render_curve
+from veriscale.progress.curve import ProgressCurve
 
 MANY_RUNS = 20  # tracking more runs than this at once asks first
 CheckpointsOpt = Annotated[Optional[str], typer.Option("--checkpoints", help="Score only these steps, e.g. 5,10,20.")]
@@ -44,33 +44,6 @@ def judge_from(model, store, scale, repeats, reasoning, discrete, seed, refresh,
     return ProgressJudge(o.open_model(cs), store=o.open_store(cs), scale=scale, repeats=repeats,
                          reasoning=reasoning, discrete=discrete, seed=seed, refresh=refresh, max_calls=max_calls,
                          concurrency=c, budget_tokens=budget_tokens, step_tokens=step_tokens)
-
-
-def render_curve(curve: ProgressCurve) -> None:
-    """The curve as a sparkline, a table of checkpoints, VOC, events and cost."""
-    name = curve.trajectory_id or "trajectory"
-    outcome = "" if curve.outcome is None else f" · outcome {curve.outcome}"
-    console.print(assembled(for_terminal(name, "bold"), f"{outcome} · {len(curve.points)} checkpoints of {curve.n_steps} steps"),
-                  highlight=False)  # the trajectory's id and outcome come from its file: shown as text
-    console.print(f"  progress {curve.sparkline()}  {_pct(curve.points[0].value)} → {_pct(curve.points[-1].value)}",
-                  highlight=False)
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in ("step", "progress", "label mass", "tokens processed"):
-        table.add_column(col, justify="right")
-    for p in curve.points:
-        table.add_row(str(p.step), "failed" if p.value is None else _pct(p.value), f"{p.label_mass:.2f}",
-                      str(p.prompt_tokens) + (" (re-rendered)" if p.rerendered else ""))
-    console.print(table)
-    voc = "n/a" if curve.voc is None else f"{curve.voc:.3f}"
-    console.print(f"  VOC (Spearman of step and progress): [bold]{voc}[/]", highlight=False)
-    for event in curve.events:
-        console.print(assembled(("  ", ""), (event.kind, "yellow"), (" ", ""), event.message), highlight=False)
-    console.print(f"  {curve.prompt_tokens} prompt tokens processed of {curve.prompt_tokens_total} sent "
-                  f"({curve.rerenders} re-render(s))", style="dim", highlight=False)
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.0f}%"
 
 
 def _load(trajectories: list[Path], task_file: Optional[Path], only_id: Optional[str]):

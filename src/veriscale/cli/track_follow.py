@@ -114,7 +114,7 @@ def _finish(tracker: ProgressTracker | None, run: RunHandle, ended: str, output:
     if json_out:
         emit_json(payload, "track")
     else:
-        from veriscale.cli.track import render_curve
+        from veriscale.cli.curve_view import render_curve
 
         render_curve(curve)
         console.print(assembled((f"followed run ended ({ended}); curve so far written to ", ""), str(output)),

@@ -9,7 +9,7 @@ and linked to the run, like any call. :class:`Gateway` is a :class:`CompositeSte
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from veriscale.engine.backend_calls import afingerprint, call_backend
 from veriscale.engine.replies import score_reply_problem, usable_reply
@@ -17,8 +17,13 @@ from veriscale.engine.routing import Endpoint, endpoint_limits
 from veriscale.engine.store import CHAT_KEY_VERSION, call_key
 from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 
-if TYPE_CHECKING:
-    from veriscale.engine.gateway import Gateway
+
+class StepCalls(Protocol):
+    """What :class:`SubCalls` asks of the gateway (:class:`CompositeSteps` provides it)."""
+
+    async def sub_chat(self, backend: ModelBackend, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse: ...
+
+    async def sub_score(self, backend: ModelBackend, request: ScoreRequest, **kwargs: Any) -> ScoreResponse: ...
 
 
 
@@ -30,7 +35,7 @@ class SubCalls:
             return await calls.score(self.scorer, scorer_request)
     """
 
-    def __init__(self, gateway: "Gateway") -> None:
+    def __init__(self, gateway: StepCalls) -> None:
         self._gateway = gateway
 
     async def chat(self, backend: ModelBackend, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:

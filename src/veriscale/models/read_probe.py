@@ -43,7 +43,7 @@ note. ::
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from veriscale.errors import ModelCallError
 from veriscale.models.base import Message
@@ -51,10 +51,36 @@ from veriscale.models.chat_template import detect_template, render_chat
 from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
 from veriscale.models.read_strategy import EQUAL_BIAS, EQUAL_BIAS_METHOD, ReadKind, ReadPlan
 
-if TYPE_CHECKING:
-    from veriscale.models.openai_compat import OpenAICompatModel
-
 Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class ProbedBackend(Protocol):
+    """What the probe reads and asks of an OpenAI-compatible backend
+    (``veriscale.models.openai_compat.OpenAICompatModel`` is one)."""
+
+    base_url: str
+    endpoint: str
+    endpoint_chosen: bool
+    template: Any
+    top_logprobs: int
+    grammar: bool | None
+    sample: int | None
+    read: str | None
+    _sync_post: Post
+    _sync_probe: Any
+    _aprobe: Any
+
+    async def slot_token_ids(self, labels: tuple[str, ...], post: Post) -> list[int] | None: ...
+
+    async def sentinel_token_id(self, post: Post) -> int | None: ...
+
+    async def _tokenize(self, root: str, text: str, probe: Any) -> list[int] | None: ...
+
+    async def _ident(self, post: Post) -> str: ...
+
+    async def _server_info(self, post: Post) -> Any: ...
+
+    def prefer_completions(self, template: str) -> None: ...
 
 #: the logprobs count a wide read asks for (llama_cpp.server shows about this many tokens)
 WIDE_LOGPROBS = 1000
@@ -81,7 +107,7 @@ def bias_texts(labels: tuple[str, ...]) -> list[str]:
     return [*labels, *(" " + lab for lab in labels), " ", "\n"]
 
 
-async def bias_tokens(m: "OpenAICompatModel", labels: tuple[str, ...], post: Post) -> dict[str, int] | None:
+async def bias_tokens(m: ProbedBackend, labels: tuple[str, ...], post: Post) -> dict[str, int] | None:
     """Each text of :func:`bias_texts` that is one token, with its id, from the server's tokenizer (the
     path the ``logprob_token_ids`` read takes; each text asked once per server, then remembered); None
     when the server has no tokenizer endpoint."""
@@ -128,7 +154,7 @@ def _tv(p: dict[str, float], q: dict[str, float], labels: list[str]) -> float:
 class _Asker:
     """One probe's requests: the body of a one-token read at the probe slot, sent through ``post``."""
 
-    def __init__(self, model: "OpenAICompatModel", post: Post, model_id: str) -> None:
+    def __init__(self, model: ProbedBackend, post: Post, model_id: str) -> None:
         self.m, self.post, self.model_id = model, post, model_id
         self.requests = 0
 
@@ -213,7 +239,7 @@ async def _joint_constraint(asker: _Asker, fields: tuple[tuple[str, Any], ...], 
     return None
 
 
-async def probe_read_plan(m: "OpenAICompatModel", post: Post) -> ReadPlan:
+async def probe_read_plan(m: ProbedBackend, post: Post) -> ReadPlan:
     """The best read ``m``'s server gives (see the module's text)."""
     asker = _Asker(m, post, await m._ident(post))
     notes: list[str] = []
@@ -347,7 +373,7 @@ async def equal_bias_check(asker: _Asker, prefill: str, fields: tuple[tuple[str,
     return True
 
 
-async def probe_equal_bias(m: "OpenAICompatModel", post: Post) -> tuple[bool, list[str]]:
+async def probe_equal_bias(m: ProbedBackend, post: Post) -> tuple[bool, list[str]]:
     """The equal-bias question alone, at the prefilled probe slot of ``m``'s endpoint (its plain top-k
     read, then the biased one): whether it holds and the probe's notes (for a check of one server)."""
     asker = _Asker(m, post, await m._ident(post))
