@@ -3,7 +3,7 @@
 Reading a rollout's files is host work on files the host did not write: a 9 KB xlsx whose shared
 strings expand one 4 MiB entity 99 times took 14 s, 2.9 GB and wrote an 830 MB claims.json, a
 2 MiB csv of 220,000 columns ran past 600 s (issue 30). So each file is read here, in
-``python -c`` (:data:`_BOOT`, as :mod:`veriscale.harness.workspace.view_worker` does), one JSON
+``python -c`` (:func:`~veriscale.harness.workspace.capped_child.start_child`, as the text views), one JSON
 request per stdin line, one JSON answer per stdout line:
 
 - the host waits ``view_timeout_s`` for a file (and at most ``ROLLOUT_TIMEOUT_FILES`` times that
@@ -36,8 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-import veriscale
-from veriscale.errors import UserError
 from veriscale.harness.claims.extract import (
     MAX_FILE_CLAIMS,
     MAX_ROLLOUT_CLAIM_BYTES,
@@ -52,16 +50,9 @@ from veriscale.harness.claims.extract import (
     key_column_of,
     read_csv,
 )
+from veriscale.harness.workspace.capped_child import READY, STARTUP_SECONDS, start_child, stop_child
 from veriscale.harness.workspace.zip_limits import RAISE_IT, ArchiveRefused, ZipLimits, cap_text
 
-_BOOT = (
-    "import sys, types; package = types.ModuleType('veriscale'); package.__path__ = [sys.argv[1]]; "
-    "sys.modules['veriscale'] = package; "
-    "from veriscale.harness.claims.extract_worker import serve; serve()"
-)
-READY = b"ready"
-_ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-_STARTUP_SECONDS = 120
 #: bytes an answer may hold past the claim text the file may still add (warnings, a csv profile)
 ANSWER_SLACK = 8 << 20
 #: a csv profile (header names) larger than this is not sent: the file gets no key column
@@ -210,40 +201,16 @@ class ClaimsWorker:
     def close(self) -> None:
         """Stop the child (killed if it is still busy)."""
         child, self._child = self._child, None
-        if child is None:
-            return
-        if child.stdin is not None:
-            try:
-                child.stdin.close()
-            except OSError:
-                pass
-        try:
-            child.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        if child.stdout is not None:
-            child.stdout.close()
+        stop_child(child)
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self._child is not None and self._child.poll() is None:
             return self._child
         self.close()
-        package_dir = str(Path(veriscale.__file__).resolve().parent)
-        env = {**os.environ, **{name: "1" for name in _ONE_THREAD}}
-        child = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, package_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, bufsize=0, start_new_session=True, env=env,
-        )
-        if self._read_line(child, time.monotonic() + _STARTUP_SECONDS, 1 << 10) != READY:
-            child.kill()
-            child.wait()
-            if child.stdout is not None:
-                child.stdout.close()
-            raise UserError(f"the claims process ({sys.executable}) did not start: run "
-                            f"'{sys.executable} -c \"import veriscale.harness.claims.extract_worker\"' to see why")
-        self._child = child
-        return child
+        # the deadline of a request starts once the child has imported its readers, not before
+        self._child = start_child("veriscale.harness.claims.extract_worker", what="the claims process",
+                                  ready=lambda child: self._read_line(child, time.monotonic() + STARTUP_SECONDS, 1 << 10) == READY)
+        return self._child
 
     @staticmethod
     def _read_line(child: subprocess.Popen[bytes], deadline: float, max_line: int) -> bytes | None:

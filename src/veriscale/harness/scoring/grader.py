@@ -38,6 +38,7 @@ from veriscale.harness.safe_fs import UnsafePath
 from veriscale.harness.safe_write import copy_plain_tree
 from veriscale.harness.workspace.office_content import refuse_office_files
 from veriscale.harness.workspace.text_views import is_sidecar
+from veriscale.harness.workspace.capped_child import ONE_THREAD
 
 try:
     import resource
@@ -47,7 +48,6 @@ except ImportError:  # not POSIX
 DEFAULT_GRADER_TIMEOUT_S = 600.0
 #: MiB of address space one grader call may use (issue 30: one huge range took a grader to 3.4 GB)
 DEFAULT_GRADER_MEMORY_MB = 4096.0
-_ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 GRADER_ENV_TASK_DIR = "VERISCALE_TASK_DIR"
 GRADER_ENV_TASK_NAME = "VERISCALE_TASK_NAME"
 GRADER_ENV_DELIVERABLES = "VERISCALE_DELIVERABLES"
@@ -126,7 +126,7 @@ class GraderCommand:
         env[GRADER_ENV_TASK_DIR] = str(task_dir)
         env[GRADER_ENV_TASK_NAME] = task_dir.name
         env[GRADER_ENV_DELIVERABLES] = str(deliverables)
-        for name in _ONE_THREAD:
+        for name in ONE_THREAD:
             env.setdefault(name, "1")  # a thread pool reserves address space per thread
         argv = [*self.argv, "--task", str(task_dir), "--deliverables", str(deliverables)]
         try:

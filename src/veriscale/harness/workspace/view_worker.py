@@ -22,22 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import veriscale
-from veriscale.errors import UserError
 from veriscale.harness.workspace.text_views import DEFAULT_MAX_CHARS, DEFAULT_MAX_FILE_BYTES, ViewResult, refused_view, render_view
+from veriscale.harness.workspace.capped_child import READY, STARTUP_SECONDS, start_child, stop_child
 from veriscale.harness.workspace.zip_limits import RAISE_IT, ZipLimits, cap_text
 
-# The child imports the views module without running veriscale/__init__ (which loads the scoring
-# stack, about a second): the package is registered by path, its subpackages import as usual.
-_BOOT = (
-    "import sys, types; package = types.ModuleType('veriscale'); package.__path__ = [sys.argv[1]]; "
-    "sys.modules['veriscale'] = package; "
-    "from veriscale.harness.workspace.view_worker import serve; serve()"
-)
-
-READY = b"ready"
-_ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-_STARTUP_SECONDS = 120
 
 
 class ViewWorker:
@@ -86,41 +74,16 @@ class ViewWorker:
     def close(self) -> None:
         """Stop the child (killed if it is still busy)."""
         child, self._child = self._child, None
-        if child is None:
-            return
-        if child.stdin is not None:
-            try:
-                child.stdin.close()
-            except OSError:
-                pass
-        try:
-            child.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        if child.stdout is not None:
-            child.stdout.close()
+        stop_child(child)
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self._child is not None and self._child.poll() is None:
             return self._child
         self.close()
-        package_dir = str(Path(veriscale.__file__).resolve().parent)
-        env = {**os.environ, **{name: "1" for name in _ONE_THREAD}}  # no thread pools to swell the address space
-        child = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, package_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, bufsize=0, start_new_session=True, env=env,
-        )
-        # The deadline of a view starts once the child has imported its readers, not before.
-        if self._read_line(child, time.monotonic() + _STARTUP_SECONDS) != READY:
-            child.kill()
-            child.wait()
-            if child.stdout is not None:
-                child.stdout.close()
-            raise UserError(f"the text-view process ({sys.executable}) did not start: run "
-                            f"'{sys.executable} -c \"import veriscale.harness.workspace.view_worker\"' to see why")
-        self._child = child
-        return child
+        # the deadline of a request starts once the child has imported its readers, not before
+        self._child = start_child("veriscale.harness.workspace.view_worker", what="the text-view process",
+                                  ready=lambda child: self._read_line(child, time.monotonic() + STARTUP_SECONDS) == READY)
+        return self._child
 
     def _read_line(self, child: subprocess.Popen[bytes], deadline: float) -> bytes | None:
         """One answer line; ``None`` when the deadline passed first (the child is killed)."""
