@@ -200,7 +200,7 @@ def latency_pairs(client: httpx.Client, direct_url: str, proxy_url: str, request
 
 
 class ThreadProfiler:
-    """cProfile in every thread started between start() and stop(), plus the gateway's loop thread."""
+    """cProfile in every thread started between start() and stop() (the proxy and its event loop)."""
 
     def __init__(self) -> None:
         self.profiles: list[cProfile.Profile] = []
@@ -213,21 +213,10 @@ class ThreadProfiler:
         p.enable()  # replaces this hook in this thread
 
     def start(self) -> None:
-        from veriscale.engine import loop as gateway_loop
-
         threading.setprofile(self._hook)
-        self._gateway = gateway_loop.background_loop()
-        self._gateway_profile = cProfile.Profile()
-        self.profiles.append(self._gateway_profile)
-        done = threading.Event()
-        self._gateway.call_soon_threadsafe(lambda: (self._gateway_profile.enable(), done.set()))
-        done.wait(10)
 
     def stop(self) -> None:
         threading.setprofile(None)  # type: ignore[arg-type]
-        done = threading.Event()
-        self._gateway.call_soon_threadsafe(lambda: (self._gateway_profile.disable(), done.set()))
-        done.wait(10)
 
     def top(self, per: int, n: int = 5) -> list[dict[str, Any]]:
         stats = pstats.Stats(self.profiles[0])

@@ -35,7 +35,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from veriscale.engine.loop import run_sync
+from veriscale.engine import sync_edge
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
 from veriscale.models.base import ModelBackend
@@ -99,7 +99,7 @@ def score(task: str, candidate: str, *, model: ModelLike = "embedded", criteria:
         r = score("Say hi.", "hi", criteria="general")
         r.reward, r.criteria["Correctness"]["reward"], r.usage.model_calls   # ..., ..., 3
     """
-    return run_sync(ascore(task, candidate, model=model, criteria=criteria, scale=scale, repeats=repeats,
+    return sync_edge.run(ascore(task, candidate, model=model, criteria=criteria, scale=scale, repeats=repeats,
                            reasoning=reasoning, discrete=discrete, seed=seed, store=store, max_calls=max_calls,
                            concurrency=concurrency))
 
@@ -127,7 +127,7 @@ def compare(task: str, a: str, b: str, *, model: ModelLike = "embedded", criteri
         c = compare("Say hi.", "hi", "bye", store="runs.sqlite3")   # rerun: answered from the store
         c.p_a_wins, c.reward_a, c.reward_b, c.criteria["Correctness"]["label_probs"]["a"]
     """
-    return run_sync(acompare(task, a, b, model=model, criteria=criteria, scale=scale, repeats=repeats,
+    return sync_edge.run(acompare(task, a, b, model=model, criteria=criteria, scale=scale, repeats=repeats,
                              reasoning=reasoning, discrete=discrete, seed=seed, tau=tau, store=store,
                              max_calls=max_calls, concurrency=concurrency))
 
@@ -144,13 +144,13 @@ async def acompare(task: str, a: str, b: str, *, model: ModelLike = "embedded", 
 
 
 async def aselect(task: Any, candidates: Any, *, verifier: Verifier, **options: Any) -> Any:
-    """``veriscale.select`` awaited (same arguments): the tournament runs in a worker thread and its
-    model calls on the gateway loop, so the caller's loop keeps serving::
+    """``veriscale.select`` awaited (same arguments): planned in a worker thread, then every model
+    call of the tournament awaited on the caller's loop, which keeps serving meanwhile::
 
         sel = await aselect(None, candidates, verifier=Verifier(load_backend("embedded")))
         sel.best.id
     """
-    from veriscale.selection.select import select
+    from veriscale.selection.select import aselect as aselect_on_loop
 
     warn_if_embedded(verifier.model, stacklevel=2)
-    return await asyncio.to_thread(select, task, candidates, verifier=verifier, **options)
+    return await aselect_on_loop(task, candidates, verifier=verifier, **options)

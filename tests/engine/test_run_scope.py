@@ -11,7 +11,6 @@ import typer
 
 from tests.support.scripted_model import ScriptedScoreModel
 from veriscale.engine.sync_facade import CallExecutor, PlannedCall
-from veriscale.engine.loop import on_gateway_loop
 from veriscale.engine.run_scope import RunCancelled, Terminated, current_run_id, open_run, recorded_run
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting
@@ -73,14 +72,14 @@ def test_two_threads_each_link_to_their_own_run(tmp_path):
         assert all(name in text for text in request_texts), (name, request_texts)
 
 
-def test_an_async_caller_on_another_loop_keeps_its_run(tmp_path):
+def test_an_async_caller_on_its_own_loop_keeps_its_run(tmp_path):
     store = Store.open(tmp_path / "s.sqlite3")
     model = RunSeeingModel()
     ex = CallExecutor(model, store, prompt_version="t")
 
     async def request() -> int:
         with recorded_run(store, "proxy chat", "m", {}) as run:
-            await on_gateway_loop(ex.gateway.run(_calls("GOOD async")))
+            await ex.arun(_calls("GOOD async"))
             return run.id
 
     run_id = asyncio.run(request())

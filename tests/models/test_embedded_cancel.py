@@ -11,7 +11,6 @@ import pytest
 
 from veriscale.engine.sync_facade import PlannedCall
 from veriscale.engine.gateway import Gateway
-from veriscale.engine.loop import background_loop
 from veriscale.engine.routing import endpoint_limits
 from veriscale.models.base import Message, ScoreRequest
 from veriscale.models.embedded import EmbeddedModel
@@ -66,7 +65,9 @@ def test_the_gateway_loop_keeps_serving_while_two_callers_use_the_embedded_model
         return real(tokens, stop)
 
     monkeypatch.setattr(model, "_eval_prompt", held)
-    loop = background_loop()
+    loop = asyncio.new_event_loop()  # the callers' one loop, served by a thread of this test
+    serving = threading.Thread(target=loop.run_forever, daemon=True)
+    serving.start()
     first = asyncio.run_coroutine_threadsafe(verifier.ascore("Say hi.", "hi"), loop)
     assert inside.wait(GUARD_S)
     second = asyncio.run_coroutine_threadsafe(other.ascore("Say hi.", "hello"), loop)
@@ -86,3 +87,6 @@ def test_the_gateway_loop_keeps_serving_while_two_callers_use_the_embedded_model
     release.set()
     a, b = first.result(GUARD_S), second.result(GUARD_S)
     assert a.reward is not None and b.reward is not None
+    loop.call_soon_threadsafe(loop.stop)
+    serving.join(GUARD_S)
+    loop.close()

@@ -178,3 +178,35 @@ def test_a_pick_given_up_at_the_timeout_makes_no_more_verifier_calls(store_path:
                 time.sleep(0.02)
             assert judge.in_flight == 0
             assert len(judge.requests) <= asked + 4, "only the calls in flight (4 at a time) may still be sent"
+
+
+@pytest.mark.embedded
+def test_the_round_robin_pick_awaits_its_judge_calls_on_the_requests_loop(tmp_path: Path, store_path: Path,
+                                                                          verifier, monkeypatch) -> None:
+    """No thread hop: every verifier call of the pick runs on the loop (and thread) that serves the request."""
+    import asyncio
+    import threading
+
+    from veriscale.proxy.proxied_request import ProxyService
+
+    criteria = tmp_path / "criteria.md"
+    criteria.write_text("## Correctness\nThe reply answers the question correctly.\n")
+    picks, judged = [], []
+    real_select, real_ascore = ProxyService._select, verifier.ascore
+
+    async def select_here(self, *args: Any, **kwargs: Any) -> Any:
+        picks.append((asyncio.get_running_loop(), threading.get_ident()))
+        return await real_select(self, *args, **kwargs)
+
+    async def ascore_here(request: Any) -> Any:
+        judged.append((asyncio.get_running_loop(), threading.get_ident()))
+        return await real_ascore(request)
+
+    monkeypatch.setattr(ProxyService, "_select", select_here)
+    monkeypatch.setattr(verifier, "ascore", ascore_here)
+    settings = settings_for((fault_uri(up := FaultServer(chat_reply=by_seed)), 2), criteria=str(criteria))
+    with up, proxied(store_path, settings, verifier) as p:
+        judged.clear()  # the start-up's label check ran on the starting thread
+        raw = p.openai().chat.completions.with_raw_response.create(model="m", messages=QUESTION)
+        assert raw.headers["x-veriscale-pick"] == "verified"
+    assert len(picks) == 1 and judged and set(judged) == set(picks)

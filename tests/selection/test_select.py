@@ -81,6 +81,12 @@ class ScriptedVerifierDouble:
         return CompareResult(**self._base([]), reward_a=reward_a, reward_b=reward_b, p_a_wins=p, tau=TAU,
                              criteria=crits)
 
+    async def acompare(self, task: str, a: str, b: str, *, only_repeat: int | None = None) -> CompareResult:
+        return self.compare(task, a, b, only_repeat=only_repeat)  # the selection awaits this form
+
+    async def ascore(self, task: str, text: str) -> ScoreResult:
+        return self.score(task, text)
+
     def score(self, task: str, text: str) -> ScoreResult:
         self.score_calls.append(text)
         self.usage.model_calls += len(self.criteria.items)

@@ -1,7 +1,7 @@
 """The synchronous facade over the gateway (:mod:`veriscale.engine.gateway`).
 
 The CLI and the Python API call this; async callers await the :class:`Gateway` itself, or
-``await ex.arun(...)`` from any event loop (the gateway still runs on its own loop)::
+``await ex.arun(...)`` on their own loop (synchronous calls run through :mod:`veriscale.engine.sync_edge`)::
 
     ex = CallExecutor(model, store, prompt_version="v3", max_calls=100)
     outcomes = ex.run([PlannedCall(request=req) for req in requests], progress=lambda o: bar.advance())
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from veriscale.engine.gateway import CallOutcome, Gateway, PlannedCall, Progress
-from veriscale.engine.loop import on_gateway_loop, run_sync
+from veriscale.engine import sync_edge
 from veriscale.engine.routing import EndpointPool
 from veriscale.engine.store import Store
 from veriscale.engine.usage import Estimate, Usage
@@ -65,12 +65,12 @@ class CallExecutor:
 
     def run(self, calls: Sequence[PlannedCall], progress: Progress | None = None) -> list[CallOutcome]:
         """Answer every call (cache first), in order; raises BudgetExceeded before spending."""
-        return run_sync(self.gateway.run(calls, progress=progress or self.on_done))
+        return sync_edge.run(self.gateway.run(calls, progress=progress or self.on_done))
 
     async def arun(self, calls: Sequence[PlannedCall], progress: Progress | None = None) -> list[CallOutcome]:
-        """:meth:`run` awaited from any event loop (the gateway runs on its own)."""
-        return await on_gateway_loop(self.gateway.run(calls, progress=progress or self.on_done))
+        """:meth:`run` awaited on the caller's loop."""
+        return await self.gateway.run(calls, progress=progress or self.on_done)
 
     def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
         """One cached chat completion (see :meth:`Gateway.chat`)."""
-        return run_sync(self.gateway.chat(messages, **kwargs))
+        return sync_edge.run(self.gateway.chat(messages, **kwargs))

@@ -7,8 +7,8 @@ The worker gets a :class:`StopFlag` (a ``threading.Event``). Cancelling the awai
 deadline, a failed sibling, a job cancel, a client that left) sets it and then waits for the
 worker to return: the worker raises :class:`Stopped` at its next check (the embedded model checks
 before every token and every prompt batch), so a caller's slot is freed only once the work itself
-has stopped. The flag is also the worker's :func:`current_stop`: gateway work the worker awaits
-through ``veriscale.engine.loop.run_sync`` is cancelled when it is set (one scope across threads)::
+has stopped. The flag is also the worker's :func:`current_stop`: async work the worker runs
+through ``veriscale.engine.sync_edge.run`` is cancelled when it is set (one scope across threads)::
 
     stop = current_stop()            # inside the worker: its flag (None outside any in_worker)
     undo = stop.on_set(callback)     # called once, at the set (at once if already set)

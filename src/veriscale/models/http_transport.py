@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import weakref
 from typing import Any
 
 import httpx
@@ -103,6 +104,7 @@ class HttpTransport:
         self._client = httpx.Client(timeout=self._timeout, headers=self._headers, limits=self._limits)
         self._aclients: dict[int, tuple[Any, httpx.AsyncClient]] = {}
         self._lock = threading.Lock()
+        _TRANSPORTS.add(self)
         self.tokenize_posts = RequestCount()  # probe posts to a tokenizer route (a label check), for the cost
 
     def _learned_context(self, context: int | None) -> None:
@@ -167,9 +169,21 @@ class HttpTransport:
         with self._lock:
             found = self._aclients.get(id(loop))
             if found is None or found[0] is not loop:
+                for key in [k for k, (other, _) in self._aclients.items() if other.is_closed()]:
+                    del self._aclients[key]  # a loop that ended without closing its client
                 found = (loop, httpx.AsyncClient(timeout=self._timeout, headers=self._headers, limits=self._limits))
                 self._aclients[id(loop)] = found
         return found[1]
+
+    async def aclose_loop_client(self) -> None:
+        """Close the async client of the running loop, if this loop opened one (the rest stay open)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            found = self._aclients.get(id(loop))
+            if found is None or found[0] is not loop:
+                return
+            del self._aclients[id(loop)]
+        await found[1].aclose()
 
     async def _aget(self, url: str, timeout: float) -> httpx.Response:
         return await self._async_client().get(url, timeout=timeout)
@@ -217,4 +231,14 @@ class HttpTransport:
         await asyncio.to_thread(self.close)
 
 
-__all__ = ["MAX_RETRY_AFTER_S", "HttpTransport"]
+_TRANSPORTS: "weakref.WeakSet[HttpTransport]" = weakref.WeakSet()
+
+
+async def close_loop_clients() -> None:
+    """Close every HTTP backend's async client opened on the running loop: the last step of a
+    synchronous call (:mod:`veriscale.engine.sync_edge`), whose loop ends with it."""
+    for transport in list(_TRANSPORTS):
+        await transport.aclose_loop_client()
+
+
+__all__ = ["MAX_RETRY_AFTER_S", "HttpTransport", "close_loop_clients"]

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from veriscale.data.render import MIN_BUDGET_TOKENS, estimate_tokens, truncate_middle
 from veriscale.engine.sync_facade import CallExecutor, CallOutcome, PlannedCall
-from veriscale.engine.loop import on_gateway_loop
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ModelBackend
@@ -135,7 +134,7 @@ class ProgressJudge:
     async def arun(self, calls: Sequence[PlannedCall]) -> list[ProgressPoint]:
         """:meth:`run` for async callers (the gateway runs on its own loop; this awaits it)."""
         await asyncio.to_thread(self.check_labels)
-        return self.points(await on_gateway_loop(self.executor.gateway.run(calls)))
+        return self.points(await self.executor.gateway.run(calls))
 
     def point_feed(self, on_point: Callable[[ProgressPoint], None]) -> Callable[[CallOutcome], None]:
         """A ``progress`` callback for :meth:`run` that hands each checkpoint's point to ``on_point``

@@ -32,7 +32,6 @@ itself.
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import json
 import secrets
@@ -41,7 +40,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from veriscale.engine.gateway import Gateway
-from veriscale.engine.loop import on_gateway_loop
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError, UserError
 from veriscale.proxy.conversation import ApiError, Conversation, Reply, arguments_of, unknown_model
@@ -169,18 +167,10 @@ class UpstreamPools:
         ``on_arrival(sampled)`` is called on the caller's event loop as each candidate comes back
         (or fails), in arrival order, before the whole list is returned.
         """
-        hand_over = None
-        if on_arrival is not None:  # called on the gateway loop: each hand-over is queued on the caller's
-            hand_over = functools.partial(asyncio.get_running_loop().call_soon_threadsafe, on_arrival)
-        return await on_gateway_loop(self._fan_out(conv, run_id, hand_over))  # one hop for all N; the
-        # hand-overs were queued on this loop before the result's own callback, so they ran first
-
-    async def _fan_out(self, conv: Conversation, run_id: int | None,
-                       hand_over: Callable[[Sampled], None] | None = None) -> list[Sampled]:
         async def one(gateway: Gateway, index: int) -> Sampled:
             s = await self._one(gateway, index, conv, run_id)
-            if hand_over is not None:
-                hand_over(s)
+            if on_arrival is not None:
+                on_arrival(s)
             return s
 
         jobs = []

@@ -44,7 +44,6 @@ from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import RunHandle, open_run, recorded_run
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError
-from veriscale.models.cancel import in_worker, stopped
 from veriscale.proxy.fan_out import Sampled, UpstreamPools, agreeing
 from veriscale.proxy.conversation import Conversation, Reply, content_text, recorded_conversation, reply_text, transcript
 from veriscale.proxy.budget_plan import PickPlan, Purse, plan_pick
@@ -152,10 +151,10 @@ class ProxyService:
             elif len(valid) == 1:
                 how = "only one valid"
             elif not agreeing(results):
-                try:  # the worker thread inherits this context, so the pick's calls link to the request's run
-                    if picking is None:  # round robin: blocking code in a worker that the scope can stop
-                        picking = scope.start(in_worker(self._select, conv, valid, len(results), run.id,
-                                                        None if plan is None else plan.budget))
+                try:  # a task of the scope inherits this context, so the pick's calls link to the request's run
+                    if picking is None:  # round robin: awaited on this loop, stopped with the scope
+                        picking = scope.start(self._select(conv, valid, len(results), run.id,
+                                                           None if plan is None else plan.budget))
                     selection = await scope.within(picking, self.settings.timeout_s)  # early: scoring already
                     winner = next(r for r in valid if r.index == selection["index"])
                     how = "verified"
@@ -208,12 +207,22 @@ class ProxyService:
         """Wait until the call records handed to the store's writer so far have landed (before the run ends)."""
         await landed(self.store.submit(lambda: None))
 
-    def _select(self, conv: Conversation, valid: list[Sampled], n: int, run_id: int, budget: Any = None,
-                stop: Any = None) -> dict[str, Any]:
-        """The round-robin (or PPT) pick, blocking, numbered as the request's N candidates (:func:`numbered`);
-        ``stop`` (in_worker's flag) also cancels its calls in flight. With ``budget`` it is the cost
-        controller, each step recorded on the run as it is taken."""
-        from veriscale.selection.select import plan_selection, run_selection
+    async def _select(self, conv: Conversation, valid: list[Sampled], n: int, run_id: int,
+                      budget: Any = None) -> dict[str, Any]:
+        """The round-robin (or PPT) pick, numbered as the request's N candidates (:func:`numbered`):
+        planned in a worker thread (it may count tokens on the verifier's server), then every judge
+        call awaited on this loop, so cancelling the task cancels them. With ``budget`` it is the
+        cost controller, each step recorded on the run as it is taken."""
+        from veriscale.selection.select import arun_selection
+
+        plan, verifier = await asyncio.to_thread(self._selection_plan, conv, valid, budget)
+        selection = await arun_selection(plan, verifier=verifier,
+                                         on_step=lambda step: self.log.emit(run_id, "budget", step))
+        return numbered(selection.to_dict(), [r.index for r in valid], n)
+
+    def _selection_plan(self, conv: Conversation, valid: list[Sampled], budget: Any) -> tuple[Any, Any]:
+        """The pick's verifier and plan (blocking: rendering counts tokens)."""
+        from veriscale.selection.select import plan_selection
         from veriscale.selection.settings import SelectionSettings
 
         # every pair in both slot orders is cheaper than PPT's ring plus pivots, and shows position bias
@@ -225,13 +234,7 @@ class ProxyService:
         candidates = [Candidate(id=f"candidate-{r.index}", text=reply_text(r.reply), metadata={"model": r.model})
                       for r in valid]
         plan = plan_selection(Task(text=transcript(conv), id="proxy"), candidates, verifier=verifier, settings=settings)
-
-        def given_up(_done: int, _planned: int) -> None:
-            stopped(stop)  # between calls too: a set flag starts no next one
-
-        return numbered(run_selection(plan, verifier=verifier, on_progress=given_up,
-                                      on_step=lambda step: self.log.emit(run_id, "budget", step)).to_dict(),
-                        [r.index for r in valid], n)
+        return plan, verifier
 
     # -- progress of the agent's conversation, after the reply ---------------------------------
     def track_later(self, conv: Conversation, outcome: Outcome) -> None:

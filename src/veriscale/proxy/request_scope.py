@@ -9,9 +9,9 @@ until it has stopped, so the request's run ends only after its last call was rec
         selection = await scope.within(picking, 120)   # TimeoutError once it has been stopped
     # here nothing this request started is still running
 
-Blocking work (the round-robin pick in a thread) joins the scope through
-``veriscale.models.cancel.in_worker``: cancelling its task sets the worker's stop flag, which
-cancels the gateway calls the worker waits on (``veriscale.engine.loop.run_sync``).
+The round-robin pick is a task of the scope like the rest: its judge calls are awaited on the
+request's loop, so cancelling the task cancels them (blocking work joins through
+``veriscale.models.cancel.in_worker``, whose worker stops at its next check).
 """
 
 from __future__ import annotations

@@ -18,11 +18,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from veriscale.engine import sync_edge
 from veriscale.engine.usage import Usage
 from veriscale.errors import UserError, setting
 from veriscale.rewards.group import DEFAULT_GROUP_SCHEME, GROUP_SETTINGS, GroupRewarder, groups_by_prompt
@@ -141,6 +141,12 @@ class BatchRewarder:
         """``lengths``: each response's length for the length figures (default: its characters;
         TRL passes completion token counts)."""
         check_pairs(prompts, responses)
+        return sync_edge.run(self.arewards(prompts, responses, lengths))
+
+    async def arewards(self, prompts: Sequence[str], responses: Sequence[str | None],
+                       lengths: Sequence[int] | None = None) -> RewardBatch:
+        """:meth:`rewards` awaited on the caller's loop (each group's model calls too), one group after another."""
+        check_pairs(prompts, responses)
         n = len(prompts)
         batch = RewardBatch([None] * n, [0] * n, [{} for _ in range(n)], scheme=self.grouper.scheme)
         batch.lengths = list(lengths) if lengths is not None else [len(r) if isinstance(r, str) else 0 for r in responses]
@@ -149,10 +155,10 @@ class BatchRewarder:
             for i in members:
                 batch.groups[i] = members[0]  # the prompt's group, also in pointwise mode (neutral fill)
         if self.mode == "pointwise":
-            self._pointwise(prompts, responses, batch)
+            await self._pointwise(prompts, responses, batch)
             return self._length_figures(batch)
         for members in by_prompt:
-            result = self.grouper.group(prompts[members[0]], [responses[i] for i in members])
+            result = await self.grouper.agroup(prompts[members[0]], [responses[i] for i in members])
             batch.errors += [f"prompt {members[0]}: {e}" for e in result.errors]
             batch.usage.add(result.usage)
             batch.comparisons += result.comparisons
@@ -172,7 +178,7 @@ class BatchRewarder:
         batch.length_corr = correlation(batch.rewards, batch.lengths)
         return batch
 
-    def _pointwise(self, prompts: Sequence[str], responses: Sequence[str | None], batch: RewardBatch) -> None:
+    async def _pointwise(self, prompts: Sequence[str], responses: Sequence[str | None], batch: RewardBatch) -> None:
         """Each distinct (prompt, response) scored once (a group of one is scored pointwise); its
         duplicates get the same reward and criteria without a model call."""
         first: dict[tuple[str, Any], int] = {}
@@ -185,14 +191,9 @@ class BatchRewarder:
                 batch.pointwise[i] = True
                 continue
             first[key] = i
-            result = self.grouper.group(prompt, [response])
+            result = await self.grouper.agroup(prompt, [response])
             batch.errors += [f"prompt {i}: {e}" for e in result.errors]
             batch.usage.add(result.usage)
             batch.rewards[i], batch.criteria[i] = result.rewards[0], result.criteria[0]
             batch.unverified[i], batch.group_sizes[i] = result.rewards[0] is None, 1
             batch.pointwise[i] = True
-
-    async def arewards(self, prompts: Sequence[str], responses: Sequence[str | None],
-                       lengths: Sequence[int] | None = None) -> RewardBatch:
-        """:meth:`rewards` without blocking the caller's loop; model calls still go through the gateway."""
-        return await asyncio.to_thread(self.rewards, prompts, responses, lengths)

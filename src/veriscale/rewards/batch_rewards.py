@@ -47,13 +47,26 @@ class RewardService:
 
     def rewards(self, queries: Sequence[Any], prompts: Sequence[Any], labels: Sequence[Any] | None = None) -> RewardBatch:
         """``labels`` (OpenRLHF's reference answers, optional) are shown to the judge with each task."""
+        tasks, responses = self._pairs(queries, prompts, labels)
+        return self._filled(self.rewarder.rewards(tasks, responses))
+
+    async def arewards(self, queries: Sequence[Any], prompts: Sequence[Any],
+                       labels: Sequence[Any] | None = None) -> RewardBatch:
+        """:meth:`rewards` awaited on the caller's loop (the reward server's)."""
+        tasks, responses = self._pairs(queries, prompts, labels)
+        return self._filled(await self.rewarder.arewards(tasks, responses))
+
+    def _pairs(self, queries: Sequence[Any], prompts: Sequence[Any],
+               labels: Sequence[Any] | None) -> tuple[list[str], list[str]]:
         check_batch(queries, prompts)
         responses = [response_of(q, p) for q, p in zip(queries, prompts)]
         tasks = list(prompts)
         if labels is not None:
             check_labels(labels, len(queries))
             tasks = [with_reference(t, label_key(label)) for t, label in zip(tasks, labels)]
-        batch = self.rewarder.rewards(tasks, responses)
+        return tasks, responses
+
+    def _filled(self, batch: RewardBatch) -> RewardBatch:
         return batch.neutral_filled() if self.on_failure == "neutral" else batch
 
 

@@ -256,8 +256,8 @@ class RequestBatcher:
     async def _reward(self, items: list[_Query], partial: bool) -> None:
         labels = [item.label for item in items]
         try:
-            batch = await asyncio.to_thread(self.service.rewards, [i.query for i in items], [i.prompt for i in items],
-                                            labels if any(label is not None for label in labels) else None)
+            batch = await self.service.arewards([i.query for i in items], [i.prompt for i in items],
+                                                labels if any(label is not None for label in labels) else None)
         except Exception as exc:  # noqa: BLE001 - every waiting request must hear of it
             for item in items:
                 if not item.done.done():

@@ -28,12 +28,14 @@ for every member: a failed judgement is never a score.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from veriscale.data.model import Candidate, Task
+from veriscale.engine import sync_edge
 from veriscale.engine.usage import Usage
 from veriscale.errors import UserError, setting
 from veriscale.models.context import ContextOverflow, learned_context
@@ -42,9 +44,10 @@ from veriscale.selection.judge import VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection
 from veriscale.selection.prompt_fit import fit_prompt
 from veriscale.selection.rendering import Renderer
-from veriscale.selection.select import Selection, SelectionFailed, SelectionSettings, criteria_means, select
-from veriscale.selection.core.sparse import sparse_ranking
+from veriscale.selection.select import Selection, SelectionFailed, SelectionSettings, aselect, criteria_means
+from veriscale.selection.core.sparse import asparse_ranking
 from veriscale.verify.reward import Verifier
+from veriscale.verify.results import ScoreResult
 
 #: Tournament settings for a reward group: round robin judges every pair, so each completion's
 #: reward rests on the whole group, not on the pivots a PPT picked.
@@ -109,19 +112,23 @@ class GroupRewarder:
 
     def group(self, task: str, completions: Sequence[str | None]) -> GroupResult:
         """The rewards of one prompt's completions; None for a missing or empty completion."""
+        return sync_edge.run(self.agroup(task, completions))
+
+    async def agroup(self, task: str, completions: Sequence[str | None]) -> GroupResult:
+        """:meth:`group` on the running loop: planning in a worker thread, every model call awaited here."""
         present = [i for i, text in enumerate(completions) if isinstance(text, str) and text.strip()]
         rewards: list[float | None] = [None] * len(completions)
         errors = [f"completion {i} is empty: nothing to judge" for i in range(len(completions)) if i not in present]
         if not present:
             return GroupResult(rewards, errors, scheme=self.scheme)
         if len(present) == 1:
-            return self._alone(task, completions[present[0]], present[0], rewards, errors)
+            return await self._alone(task, completions[present[0]], present[0], rewards, errors)
         candidates = [Candidate(id=f"completion-{i}", text=completions[i]) for i in present]
         try:
             if self.scheme == "sparse":
-                result, criteria = self._sparse(task, candidates)
+                result, criteria = await self._sparse(task, candidates)
             else:
-                sel = select(Task(task), candidates, verifier=self.verifier, settings=self.settings)
+                sel = await aselect(Task(task), candidates, verifier=self.verifier, settings=self.settings)
                 result = GroupResult([], selection=sel, usage=sel.usage, scheme=self.scheme,
                                      comparisons=sel.n_comparisons, tournament=sel.tournament)
                 criteria = sel.criteria_scores
@@ -135,12 +142,13 @@ class GroupRewarder:
             result.criteria[index] = dict(criteria[local])
         return result
 
-    def _alone(self, task: str, text: str, index: int, rewards: list[float | None], errors: list[str]) -> GroupResult:
+    async def _alone(self, task: str, text: str, index: int, rewards: list[float | None],
+                     errors: list[str]) -> GroupResult:
         """One completion scored pointwise, rendered to the judge's budget as a selection renders it
         (a completion longer than the context keeps its head and tail); one that still overflows is
         "not scored" (None, with the reason) rather than an exception that ends the trainer's call."""
         try:
-            only = self._score_fitted(task, text)
+            only = await self._score_fitted(task, text)
         except ContextOverflow as overflow:
             return GroupResult(rewards, errors + [f"completion {index} not scored: {overflow}"], scheme=self.scheme,
                                pointwise=True)
@@ -150,35 +158,44 @@ class GroupRewarder:
             result.criteria[index] = {name: c["reward"] for name, c in only.criteria.items()}
         return result
 
-    def _score_fitted(self, task: str, text: str):
-        """``verifier.score`` on the task and completion as rendered for a one-slot prompt (planned
+    async def _score_fitted(self, task: str, text: str) -> ScoreResult:
+        """``verifier.ascore`` on the task and completion as rendered for a one-slot prompt (planned
         again, once, for the context an overflow reply names)."""
         for attempt in range(2):
-            fit = fit_prompt(self.verifier, Task(task), pairwise=False)
-            shown = Renderer.for_model(self.verifier.model).candidate(Candidate(id="completion", text=text),
-                                                                      fit.budget_tokens)
+            shown_task, shown = await asyncio.to_thread(self._fitted, task, text)
             try:
-                return self.verifier.score(fit.task_text or task, shown)
+                return await self.verifier.ascore(shown_task, shown)
             except ContextOverflow as overflow:
                 if attempt or learned_context(overflow, self.verifier.model) is None:
                     raise
         raise AssertionError("unreachable")
 
-    def _sparse(self, task: str, candidates: list[Candidate]) -> tuple[GroupResult, list[dict[str, float | None]]]:
+    def _fitted(self, task: str, text: str) -> tuple[str, str]:
+        """The task and completion as a one-slot prompt shows them (blocking: it counts tokens)."""
+        fit = fit_prompt(self.verifier, Task(task), pairwise=False)
+        shown = Renderer.for_model(self.verifier.model).candidate(Candidate(id="completion", text=text),
+                                                                  fit.budget_tokens)
+        return fit.task_text or task, shown
+
+    async def _sparse(self, task: str, candidates: list[Candidate]
+                      ) -> tuple[GroupResult, list[dict[str, float | None]]]:
         """The sparse scheme over the group, rendered as a selection renders it (planned once more
         for the context a too-long prompt's reply names)."""
-        plan = plan_selection(Task(task), candidates, verifier=self.verifier, settings=self.settings)
+        plan = await asyncio.to_thread(plan_selection, Task(task), candidates, verifier=self.verifier,
+                                       settings=self.settings)
         try:
-            return self._run_sparse(plan)
+            return await self._run_sparse(plan)
         except ContextOverflow as overflow:
             if learned_context(overflow, self.verifier.model) is None:
                 raise
-        return self._run_sparse(plan_selection(Task(task), candidates, verifier=self.verifier, settings=self.settings))
+        return await self._run_sparse(await asyncio.to_thread(plan_selection, Task(task), candidates,
+                                                              verifier=self.verifier, settings=self.settings))
 
-    def _run_sparse(self, plan: SelectionPlan) -> tuple[GroupResult, list[dict[str, float | None]]]:
+    async def _run_sparse(self, plan: SelectionPlan) -> tuple[GroupResult, list[dict[str, float | None]]]:
         before = self.verifier.usage.copy()
-        tournament = sparse_ranking(plan.n_candidates, VerifierJudge(self.verifier, plan.pool), repeats=plan.repeats,
-                                    groups=list(plan.pool.groups), seed=plan.settings.seed)
+        tournament = await asparse_ranking(plan.n_candidates, VerifierJudge(self.verifier, plan.pool).acompare,
+                                           repeats=plan.repeats, groups=list(plan.pool.groups),
+                                           seed=plan.settings.seed)
         names = [c.name for c in self.verifier.criteria.items]
         result = GroupResult([], usage=self.verifier.usage.since(before), scheme=self.scheme,
                              comparisons=tournament.n_comparisons, tournament=tournament)

@@ -10,10 +10,15 @@
 
     plan = plan_selection(None, candidates, verifier=verifier, settings=settings)   # --dry-run
     sel = run_selection(plan, verifier=verifier)                                     # the same plan, run
+    sel = await aselect(None, candidates, verifier=verifier)   # on the caller's event loop
     sel = select(None, candidates, verifier=verifier, budget="calls=40")              # the cost controller
     sel.budget["spent"], sel.budget["steps"]
 
-``select`` is ``run_selection(plan_selection(...))``. Planning (``veriscale.selection.plan``)
+``select`` is ``run_selection(plan_selection(...))``, and ``run_selection`` is
+:func:`arun_selection` run to its end by :mod:`veriscale.engine.sync_edge` (``asyncio.run`` on the
+calling thread): the tournaments are async, and every model call of a selection is awaited on
+one loop, the caller's. ``aselect`` plans in a worker thread (rendering and counting tokens may
+ask a server's tokenizer over a blocking client) and then awaits the same ``arun_selection``. Planning (``veriscale.selection.plan``)
 renders every candidate once; the tournaments (``veriscale.selection.core.tournament``) choose the
 pairs and ``VerifierJudge`` (``veriscale.selection.judge``) judges them; Bradley–Terry over
 every judgement gives the win mass, ranking and confidence. Each judgement carries its
@@ -32,11 +37,13 @@ runs the new plan.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from veriscale.data.model import Candidate, Task
+from veriscale.engine import sync_edge
 from veriscale.engine.sync_facade import Usage
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.context import ContextOverflow, learned_context, refit_note
@@ -50,10 +57,10 @@ from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.selection.core.position_bias import pair_orders
 from veriscale.selection.core.suspects import apply_policy
 from veriscale.verify import injection as injection_signal
-from veriscale.selection.core.tournament import TournamentResult, knockout, pointwise, ppt, round_robin
+from veriscale.selection.core.tournament import TournamentResult, aknockout, apointwise, appt, around_robin
 
 __all__ = ["METHODS", "Progress", "Selection", "SelectionFailed", "SelectionPlan", "SelectionSettings",
-           "plan_selection", "run_selection", "select"]
+           "arun_selection", "aselect", "plan_selection", "run_selection", "select"]
 
 Progress = Callable[[int, int], None]
 """``on_progress(calls_done, calls_planned)`` after every finished or cached model call; adaptive
@@ -187,6 +194,22 @@ def select(
     return run_selection(plan, verifier=verifier, on_progress=on_progress)
 
 
+async def aselect(
+    task: Task | str | None,
+    candidates: Sequence[Candidate],
+    *,
+    verifier: Any,
+    settings: SelectionSettings | None = None,
+    on_progress: Progress | None = None,
+    **overrides: Any,
+) -> Selection:
+    """:func:`select` on the running event loop: planned in a worker thread, then every model call
+    awaited on this loop (two ``aselect`` on one loop share the model's slots and overlap)."""
+    plan = await asyncio.to_thread(plan_selection, task, candidates, verifier=verifier, settings=settings,
+                                   **overrides)
+    return await arun_selection(plan, verifier=verifier, on_progress=on_progress)
+
+
 def adaptive_calls_text(calls_saved: int) -> str:
     """What adaptive stopping did to the call count, in words: "6 model calls saved", or, when it
     judged close pairs again past the plan, "6 more model calls than planned" (never "-6 saved")."""
@@ -200,18 +223,25 @@ def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress |
     """Run ``plan`` (from ``plan_selection`` with a verifier for the same model) and explain the pick;
     replanned once for the context a too-long prompt's reply names. ``on_step(step)``: each cost
     controller step as a dict, as it is taken (a plan with a budget; e.g. to record it on the run)."""
+    return sync_edge.run(arun_selection(plan, verifier=verifier, on_progress=on_progress, on_step=on_step))
+
+
+async def arun_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress | None = None,
+                         on_step: Callable[[dict[str, Any]], None] | None = None) -> Selection:
+    """:func:`run_selection` awaited on the running loop (the tournaments' judges await the verifier)."""
     try:
-        return _run_plan(plan, verifier, on_progress, on_step)
+        return await _run_plan(plan, verifier, on_progress, on_step)
     except ContextOverflow as overflow:
         context = learned_context(overflow, verifier.model)
         if context is None:
             raise
-        refit = plan_selection(plan.pool.task, plan.pool.candidates, verifier=verifier, settings=plan.settings)
+        refit = await asyncio.to_thread(plan_selection, plan.pool.task, plan.pool.candidates, verifier=verifier,
+                                        settings=plan.settings)
     note = refit_note(context, f"the render budget ({refit.budget_tokens} tokens per candidate)")
-    return _run_plan(replace(refit, notes=(*refit.notes, note)), verifier, on_progress, on_step)
+    return await _run_plan(replace(refit, notes=(*refit.notes, note)), verifier, on_progress, on_step)
 
 
-def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
+async def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
               on_step: Callable[[dict[str, Any]], None] | None = None) -> Selection:
     settings, pool = plan.settings, plan.pool
     candidates = list(pool.candidates)
@@ -247,8 +277,8 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
         granularity = plan.granularity  # the G the plan chose: the verifier reads on that scale
         judge: Any = VerifierBudgetJudge(verifier if granularity is None else verifier.with_scale(granularity.scale),
                                          pool, counter)
-        controlled = BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
-                                      n_criteria=len(names)).run(plan.n_candidates, judge, groups=list(pool.groups),
+        controlled = await BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
+                                            n_criteria=len(names)).arun(plan.n_candidates, judge, groups=list(pool.groups),
                                                                  names=[c.id for c in candidates],
                                                                  on_step=on_step and (lambda s: on_step(s.to_dict())),
                                                                  granularity=granularity)
@@ -257,7 +287,7 @@ def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
                      f"stopped with '{controlled.stop_reason}'")
     else:
         judge = VerifierJudge(verifier, pool, counter)
-        result = _run_tournament(plan, judge)
+        result = await _run_tournament(plan, judge)
 
     usage = verifier.usage.since(before)
     # the tokenizer requests of fitting the plan's prompts and of the run (label checks)
@@ -331,17 +361,17 @@ def head_to_head(result: TournamentResult, a: int, b: int) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _run_tournament(plan: SelectionPlan, judge: VerifierJudge) -> TournamentResult:
+async def _run_tournament(plan: SelectionPlan, judge: VerifierJudge) -> TournamentResult:
     n, groups, seed = plan.n_candidates, list(plan.pool.groups), plan.settings.seed
     if plan.method == "pointwise":
-        return pointwise(n, judge.score, groups=groups)
+        return await apointwise(n, judge.ascore, groups=groups)
     if plan.method == "knockout":
-        return knockout(n, judge, repeats=plan.repeats, groups=groups, seed=seed)
+        return await aknockout(n, judge.acompare, repeats=plan.repeats, groups=groups, seed=seed)
     common = dict(repeats=plan.repeats, adaptive=plan.adaptive, min_confidence=plan.settings.min_confidence,
                   max_repeats=plan.max_repeats, groups=groups, seed=seed)
     if plan.method == "round_robin":
-        return round_robin(n, judge, **common)
-    return ppt(n, judge, k=plan.k or 1, **common)
+        return await around_robin(n, judge.acompare, **common)
+    return await appt(n, judge.acompare, k=plan.k or 1, **common)
 
 
 def _reason(result: TournamentResult, candidates: list[Candidate], scores: list[dict[str, float | None]],

@@ -21,7 +21,7 @@ from typing import Callable
 
 from veriscale.data.reader import require_utf8
 from veriscale.engine.sync_facade import CallExecutor, CallOutcome, Estimate, PlannedCall
-from veriscale.engine.loop import run_sync
+from veriscale.engine import sync_edge
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.base import ModelBackend
@@ -297,7 +297,7 @@ class Verifier:
 
     def score(self, task: str, candidate: str, *, progress: Callable[[CallOutcome], None] | None = None) -> ScoreResult:
         """Pointwise reward of one candidate; ``progress`` is called once per finished model call."""
-        return run_sync(self.ascore(task, candidate, progress=progress))
+        return sync_edge.run(self.ascore(task, candidate, progress=progress))
 
     async def ascore(self, task: str, candidate: str, *,
                      progress: Callable[[CallOutcome], None] | None = None) -> ScoreResult:
@@ -315,7 +315,7 @@ class Verifier:
     def compare(self, task: str, a: str, b: str, *, only_repeat: int | None = None,
                 progress: Callable[[CallOutcome], None] | None = None) -> CompareResult:
         """Both candidates scored in one context (see :meth:`acompare`)."""
-        return run_sync(self.acompare(task, a, b, only_repeat=only_repeat, progress=progress))
+        return sync_edge.run(self.acompare(task, a, b, only_repeat=only_repeat, progress=progress))
 
     async def acompare(self, task: str, a: str, b: str, *, only_repeat: int | None = None,
                        progress: Callable[[CallOutcome], None] | None = None) -> CompareResult:

@@ -2,7 +2,7 @@
 
     judge = VerifierBudgetJudge(verifier, plan.pool)
     judge.cost(0, 3, 1, SCREEN)    # Cost(calls=2, tokens=1840): repeat 1 of (0, 3) on the first criterion
-    judge(0, 3, 1, FULL)           # PairVerdict on every criterion (the first one's calls are cache hits)
+    await judge(0, 3, 1, FULL)     # PairVerdict on every criterion (the first one's calls are cache hits)
 
 A judgement's price is ``verifier.plan_compare`` of that one repeat, less what the store already
 holds (``executor.estimate``): calls per comparison follow the verifier's criteria, repeats and
@@ -50,8 +50,9 @@ class VerifierBudgetJudge:
         estimate = verifier.executor.estimate(calls)
         return Cost(estimate.calls, estimate.prompt_tokens)
 
-    def __call__(self, i: int, j: int, repeat: int, level: int) -> PairVerdict:
-        verdict = self._judge(level)(i, j, repeat)
+    async def __call__(self, i: int, j: int, repeat: int, level: int) -> PairVerdict:
+        """The judgement, awaiting the verifier on the caller's loop (for ``BudgetController.arun``)."""
+        verdict = await self._judge(level).acompare(i, j, repeat)
         self._made.update(verdict.calls)
         return verdict
 
