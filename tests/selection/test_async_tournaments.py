@@ -339,7 +339,9 @@ def test_verifier_judge_acompare_and_ascore_give_what_the_sync_judge_gives():
     sync_double, async_double = ScriptedVerifierDouble(q), AsyncVerifierDouble(q)
     plan = plan_selection(TASK, cands, verifier=sync_double, method="ppt", k=2, adaptive=False)
     sync_judge, async_judge = VerifierJudge(sync_double, plan.pool), VerifierJudge(async_double, plan.pool)
-    assert run(appt(6, async_judge.acompare, k=2, seed=3)) == ppt(6, sync_judge, k=2, seed=3)
+    # the sync tournaments drive the same judge one awaited verdict at a time
+    assert run(appt(6, async_judge.acompare, k=2, seed=3)) == ppt(6, lambda *a: run(sync_judge.acompare(*a)), k=2,
+                                                                   seed=3)
     assert sorted(async_double.compare_calls, key=str) == sorted(sync_double.compare_calls, key=str)
-    assert run(apointwise(6, async_judge.ascore)) == pointwise(6, sync_judge.score)
+    assert run(apointwise(6, async_judge.ascore)) == pointwise(6, lambda i: run(sync_judge.ascore(i)))
     assert (async_judge.verdicts, async_judge.low_label_mass) == (sync_judge.verdicts, sync_judge.low_label_mass)

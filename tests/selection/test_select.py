@@ -53,6 +53,7 @@ class ScriptedVerifierDouble:
         self.scale = parse_scale("letters")
         self.reasoning = False
         self.repeats = 1
+        self.injection_detect = True  # the Verifier's default
         self.usage = Usage()
         self.qualities = qualities
         self.fail_on = fail_on

@@ -1,17 +1,17 @@
-"""The tournaments' judge over a rendered pool, answered by a Verifier.
+"""The tournaments' judge over a rendered pool, answered by a Verifier on the caller's loop.
 
     judge = VerifierJudge(verifier, plan.pool)
-    judge(0, 3, 1)      # PairVerdict(p=P(0 beats 3), rewards={"Output": (r0, r3), ...}); 3 shown first
-    judge.score(2)      # ScoreVerdict(reward, rewards={"Output": r2, ...})  (pointwise)
+    await judge.acompare(0, 3, 1)   # PairVerdict(p=P(0 beats 3), rewards={"Output": (r0, r3), ...}); 3 shown first
+    await judge.ascore(2)           # ScoreVerdict(reward, rewards={"Output": r2, ...})  (pointwise)
 
-``judge(i, j, repeat)`` is ``verifier.compare(task, text_i, text_j, only_repeat=repeat)``:
+``judge.acompare(i, j, repeat)`` is ``await verifier.acompare(task, text_i, text_j, only_repeat=repeat)``:
 candidate ``i`` sits in slot A on even repeats. A comparison whose verdict failed (a model call
 failed after the backend's own retries, or the model put no probability on any score label)
 raises ``SelectionFailed`` naming the pair and the errors; it is never counted as a tie.
 Finished calls are in the store, so a rerun resumes and retries only what failed.
 
-The async tournaments take its awaited forms, which await ``verifier.acompare`` / ``ascore``
-on the caller's loop (the gateway hop is then the verifier's business, not the judge's)::
+The async tournaments take these forms (the verifier is a
+:class:`veriscale.selection.verifier_seam.SelectionVerifier`)::
 
     result = await appt(n, judge.acompare, k=2)     # judge.acompare(i, j, repeat) -> PairVerdict
     result = await apointwise(n, judge.ascore)
@@ -24,6 +24,7 @@ from typing import Any
 from veriscale.errors import ModelCallError
 from veriscale.selection.core.judging import PairVerdict, ScoreVerdict
 from veriscale.selection.rendering import RenderedPool
+from veriscale.selection.verifier_seam import SelectionVerifier
 
 
 class SelectionFailed(ModelCallError):
@@ -31,34 +32,24 @@ class SelectionFailed(ModelCallError):
 
 
 class VerifierJudge:
-    """``judge(i, j, repeat)`` and ``score(i)`` for the tournaments; counts verdicts with low label mass."""
+    """``acompare(i, j, repeat)`` and ``ascore(i)`` for the tournaments; counts verdicts with low label mass."""
 
-    def __init__(self, verifier: Any, pool: RenderedPool, progress: Any = None) -> None:
+    def __init__(self, verifier: SelectionVerifier, pool: RenderedPool, progress: Any = None) -> None:
         self.verifier = verifier
         self.pool = pool
         self.progress = progress  # called once per finished model call
         self.verdicts = 0
         self.low_label_mass = 0  # verdicts where the model put little probability on the labels
 
-    def __call__(self, i: int, j: int, repeat: int) -> PairVerdict:
-        pool = self.pool
-        result = self.verifier.compare(pool.task_text, pool.texts[i], pool.texts[j], only_repeat=repeat,
-                                       **self._progress())
-        return self._pair_verdict(result, i, j)
-
     async def acompare(self, i: int, j: int, repeat: int) -> PairVerdict:
-        """``judge(i, j, repeat)``, awaiting ``verifier.acompare`` (the async tournaments' judge)."""
+        """P(i beats j) from one repeat of ``verifier.acompare`` (i in slot A on even repeats)."""
         pool = self.pool
         result = await self.verifier.acompare(pool.task_text, pool.texts[i], pool.texts[j], only_repeat=repeat,
                                               **self._progress())
         return self._pair_verdict(result, i, j)
 
-    def score(self, i: int) -> ScoreVerdict:
-        pool = self.pool
-        return self._score_verdict(self.verifier.score(pool.task_text, pool.texts[i], **self._progress()), i)
-
     async def ascore(self, i: int) -> ScoreVerdict:
-        """``score(i)``, awaiting ``verifier.ascore`` (for ``apointwise``)."""
+        """Candidate i's reward from ``verifier.ascore`` (for ``apointwise``)."""
         pool = self.pool
         return self._score_verdict(await self.verifier.ascore(pool.task_text, pool.texts[i], **self._progress()), i)
 

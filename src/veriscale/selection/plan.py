@@ -32,6 +32,7 @@ from veriscale.selection.core.adaptive import ADAPTIVE_MAX_REPEATS_SAMPLED
 from veriscale.selection.rendering import RenderedPool, Renderer, tokenizer_requests
 from veriscale.selection.core.schedules import ppt_comparison_count
 from veriscale.selection.settings import SelectionSettings
+from veriscale.selection.verifier_seam import SelectionVerifier
 from veriscale.verify.repeats import distinct_repeat_count, distinct_repeats
 
 MAX_ROUND_ROBIN_COMPARISONS = 500_000  # ~1,000 distinct candidates; its schedule is built in memory
@@ -90,7 +91,7 @@ def plan_selection(
     task: Task | str | None,
     candidates: Sequence[Candidate],
     *,
-    verifier: Any,
+    verifier: SelectionVerifier,
     settings: SelectionSettings | None = None,
     renderer: Renderer | None = None,
     **overrides: Any,
@@ -115,7 +116,7 @@ def plan_selection(
     if 1 < n_distinct < len(candidates):
         notes.append(f"{len(candidates) - n_distinct} candidate(s) repeat another's output and are judged once with it")
 
-    sampled = bool(getattr(verifier, "reasoning", False))
+    sampled = verifier.reasoning
     wanted = settings.repeats_wanted
     repeats = _repeats_per_comparison(method, wanted, sampled)
     if repeats < wanted:
@@ -148,7 +149,7 @@ def plan_selection(
     return replace(plan, tokenizer_requests=tokenizer_requests(verifier.model) - requests_before)
 
 
-def _within_budget(plan: SelectionPlan, verifier: Any) -> SelectionPlan:
+def _within_budget(plan: SelectionPlan, verifier: SelectionVerifier) -> SelectionPlan:
     """The plan under the cost controller: its G planned (``budget_scale``), refused when the budget
     cannot pay for one comparison (before any call), its call figures capped in calls mode."""
     from veriscale.selection.budget.controller import BudgetController
@@ -181,7 +182,7 @@ def _within_budget(plan: SelectionPlan, verifier: Any) -> SelectionPlan:
                    notes=notes, **capped)
 
 
-def _read_cap_note(verifier: Any) -> list[str]:
+def _read_cap_note(verifier: SelectionVerifier) -> list[str]:
     """A note when the verifier shows fewer tokens of a slot than the scale has labels."""
     from veriscale.selection.budget.scale import coarser, readable_labels
 
@@ -229,11 +230,11 @@ def _repeats_per_comparison(method: str, wanted: int, sampled: bool) -> int:
     return len(distinct_repeats(wanted, pairwise=True, reasoning=False))
 
 
-def _cost(method: str, n: int, k: int | None, repeats: int, adaptive: bool, max_repeats: int, verifier: Any,
+def _cost(method: str, n: int, k: int | None, repeats: int, adaptive: bool, max_repeats: int, verifier: SelectionVerifier,
           text_tokens: list[int], overhead: int) -> dict[str, int]:
     """Comparisons, judgements and model calls the schedule takes, and the prompt tokens at most."""
     n_criteria = len(verifier.criteria.items)
-    sampled = bool(getattr(verifier, "reasoning", False))
+    sampled = verifier.reasoning
     all_pairs = n * (n - 1) // 2
     if n <= 1:
         comparisons, judgements, bound, per_call_texts = 0, 0, 0, 0
@@ -254,7 +255,7 @@ def _cost(method: str, n: int, k: int | None, repeats: int, adaptive: bool, max_
             bound = max(judgements, min(all_pairs, comparisons) * max_repeats)
         per_call_texts = sum(text_tokens[:2])
     if method == "pointwise":
-        scored = distinct_repeats(getattr(verifier, "repeats", None) or 1, pairwise=False, reasoning=sampled)
+        scored = distinct_repeats(verifier.repeats or 1, pairwise=False, reasoning=sampled)
         per_judgement = n_criteria * len(scored)
     else:
         per_judgement = 2 * n_criteria

@@ -21,6 +21,7 @@ from veriscale.data.model import Task
 from veriscale.data.render import MIN_BUDGET_TOKENS, TokenCounter
 from veriscale.errors import UserError, setting
 from veriscale.selection.rendering import Renderer
+from veriscale.selection.verifier_seam import SelectionVerifier
 from veriscale.verify.prompts import pairwise_request, pointwise_request
 
 EMBEDDED_RENDER_BUDGET = 256  # README Best-of-5, k=2, agent criteria: ~10k prompt tokens processed (~50 s on 2 cores)
@@ -45,7 +46,7 @@ class PromptFit:
     notes: tuple[str, ...] = ()
 
 
-def fit_prompt(verifier: Any, task: Task, budget_tokens: int | None = None, *, pairwise: bool = True,
+def fit_prompt(verifier: SelectionVerifier, task: Task, budget_tokens: int | None = None, *, pairwise: bool = True,
                renderer: Renderer | None = None) -> PromptFit:
     """Fit ``task`` and one (pointwise) or two (pairwise) candidates into the model's context.
 
@@ -92,10 +93,10 @@ def _resolve_budget(budget_tokens: int | None, room: int | None, embedded: bool,
     return budget
 
 
-def _prompt_overhead(verifier: Any, task_text: str, count: TokenCounter, *, pairwise: bool) -> int:
+def _prompt_overhead(verifier: SelectionVerifier, task_text: str, count: TokenCounter, *, pairwise: bool) -> int:
     """Tokens of the longest prompt without the candidates' text (the task included)."""
     crit = max(verifier.criteria.items, key=lambda c: len(c.description) + len(c.name))
-    reasoning = bool(getattr(verifier, "reasoning", False))
+    reasoning = verifier.reasoning
     if pairwise:
         req = pairwise_request(task_text, "", "", crit, verifier.criteria.note, verifier.scale,
                                target="B", reasoning=reasoning)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from veriscale.data.model import Candidate, Task
 from veriscale.engine import sync_edge
@@ -54,9 +54,10 @@ from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_
 from veriscale.selection.reason import Reason, explain
 from veriscale.selection.rendering import tokenizer_requests
 from veriscale.selection.settings import METHODS, SelectionSettings
+from veriscale.selection.verifier_seam import BudgetVerifier, SelectionVerifier
+from veriscale.verify import injection as injection_signal
 from veriscale.selection.core.position_bias import pair_orders
 from veriscale.selection.core.suspects import apply_policy
-from veriscale.verify import injection as injection_signal
 from veriscale.selection.core.tournament import TournamentResult, aknockout, apointwise, appt, around_robin
 
 __all__ = ["METHODS", "Progress", "Selection", "SelectionFailed", "SelectionPlan", "SelectionSettings",
@@ -178,7 +179,7 @@ def select(
     task: Task | str | None,
     candidates: Sequence[Candidate],
     *,
-    verifier: Any,
+    verifier: SelectionVerifier,
     settings: SelectionSettings | None = None,
     on_progress: Progress | None = None,
     **overrides: Any,
@@ -187,8 +188,9 @@ def select(
 
     ``settings`` (or ``SelectionSettings`` fields as keywords: ``method="round_robin"``,
     ``k=1``, ``adaptive=False``, ``min_confidence=0.8``, ``repeats``, ``budget_tokens``,
-    ``seed``). ``verifier``: a ``Verifier`` (or anything with its ``compare``/``score``,
-    ``model``, ``criteria``, ``scale``, ``reasoning``, ``repeats`` and ``usage``).
+    ``seed``). ``verifier``: a ``Verifier``, or anything with the members of
+    :class:`veriscale.selection.verifier_seam.SelectionVerifier` (``acompare``/``ascore``, ``model``,
+    ``criteria``, ``scale``, ``reasoning``, ``repeats``, ``injection_detect``, ``usage``).
     """
     plan = plan_selection(task, candidates, verifier=verifier, settings=settings, **overrides)
     return run_selection(plan, verifier=verifier, on_progress=on_progress)
@@ -198,7 +200,7 @@ async def aselect(
     task: Task | str | None,
     candidates: Sequence[Candidate],
     *,
-    verifier: Any,
+    verifier: SelectionVerifier,
     settings: SelectionSettings | None = None,
     on_progress: Progress | None = None,
     **overrides: Any,
@@ -218,7 +220,7 @@ def adaptive_calls_text(calls_saved: int) -> str:
     return f"{-calls_saved} more model calls than planned"
 
 
-def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress | None = None,
+def run_selection(plan: SelectionPlan, *, verifier: SelectionVerifier, on_progress: Progress | None = None,
                   on_step: Callable[[dict[str, Any]], None] | None = None) -> Selection:
     """Run ``plan`` (from ``plan_selection`` with a verifier for the same model) and explain the pick;
     replanned once for the context a too-long prompt's reply names. ``on_step(step)``: each cost
@@ -226,7 +228,7 @@ def run_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress |
     return sync_edge.run(arun_selection(plan, verifier=verifier, on_progress=on_progress, on_step=on_step))
 
 
-async def arun_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Progress | None = None,
+async def arun_selection(plan: SelectionPlan, *, verifier: SelectionVerifier, on_progress: Progress | None = None,
                          on_step: Callable[[dict[str, Any]], None] | None = None) -> Selection:
     """:func:`run_selection` awaited on the running loop (the tournaments' judges await the verifier)."""
     try:
@@ -241,14 +243,14 @@ async def arun_selection(plan: SelectionPlan, *, verifier: Any, on_progress: Pro
     return await _run_plan(replace(refit, notes=(*refit.notes, note)), verifier, on_progress, on_step)
 
 
-async def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | None,
+async def _run_plan(plan: SelectionPlan, verifier: SelectionVerifier, on_progress: Progress | None,
               on_step: Callable[[dict[str, Any]], None] | None = None) -> Selection:
     settings, pool = plan.settings, plan.pool
     candidates = list(pool.candidates)
     names = [c.name for c in verifier.criteria.items]
     notes = list(plan.notes)
 
-    detect = bool(getattr(verifier, "injection_detect", injection_signal.DETECT_BY_DEFAULT))
+    detect = verifier.injection_detect
     flags = _injection_spans(pool.texts, detect)
     inj = dict(injection=flags, injection_detect=detect, injection_policy=settings.injection_policy)
 
@@ -275,7 +277,8 @@ async def _run_plan(plan: SelectionPlan, verifier: Any, on_progress: Progress | 
     budget = None
     if plan.budget is not None:
         granularity = plan.granularity  # the G the plan chose: the verifier reads on that scale
-        judge: Any = VerifierBudgetJudge(verifier if granularity is None else verifier.with_scale(granularity.scale),
+        priced = cast(BudgetVerifier, verifier)  # a plan with a budget was priced by this verifier's plan and store
+        judge: Any = VerifierBudgetJudge(priced if granularity is None else priced.with_scale(granularity.scale),
                                          pool, counter)
         controlled = await BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
                                             n_criteria=len(names)).arun(plan.n_candidates, judge, groups=list(pool.groups),

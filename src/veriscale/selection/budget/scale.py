@@ -29,11 +29,15 @@ A coarser scale keeps the family: ``letters:G`` and ``digits:G`` take their firs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from veriscale.engine.routing import EndpointPool
 from veriscale.selection.budget.steps import BudgetStep
 from veriscale.selection.budget.form import Budget
 from veriscale.verify.scale import Scale, custom, digits, letters
+
+if TYPE_CHECKING:
+    from veriscale.selection.verifier_seam import SelectionVerifier
 
 
 def coarser(scale: Scale, g: int) -> Scale | None:
@@ -51,12 +55,12 @@ def coarser(scale: Scale, g: int) -> Scale | None:
     return custom([scale.labels[round(i * top / (g - 1))] for i in range(g)])
 
 
-def readable_labels(verifier: Any) -> int | None:
+def readable_labels(verifier: SelectionVerifier) -> int | None:
     """The most labels one call can show of a slot: the smallest ``top_logprobs`` over the verifier's
     endpoints (a two-stage model's scorer's), None where every label's probability is read (embedded,
     an exact read plan, a sampled one)."""
-    pool = getattr(getattr(getattr(verifier, "executor", None), "gateway", None), "pool", None)
-    backends = [e.backend for e in getattr(pool, "endpoints", None) or []] or [verifier.model]
+    model = verifier.model
+    backends = [e.backend for e in model.endpoints] if isinstance(model, EndpointPool) else [model]
     caps = [cap for cap in (_cap(b) for b in backends) if cap is not None]
     return min(caps) if caps else None
 

@@ -20,12 +20,13 @@ from veriscale.selection.judge import VerifierJudge
 from veriscale.selection.core.judging import PairVerdict
 from veriscale.selection.core.adaptive import ADAPTIVE_MAX_REPEATS_SAMPLED
 from veriscale.selection.rendering import RenderedPool
+from veriscale.selection.verifier_seam import BudgetVerifier
 
 
 class VerifierBudgetJudge:
     """A ``CostedJudge``: level 0 judges the first criterion alone, level 1 every criterion."""
 
-    def __init__(self, verifier: Any, pool: RenderedPool, progress: Any = None) -> None:
+    def __init__(self, verifier: BudgetVerifier, pool: RenderedPool, progress: Any = None) -> None:
         items = verifier.criteria.items
         self.pool = pool
         self._made: set[str] = set()  # store keys of the calls this decision has made
@@ -37,7 +38,7 @@ class VerifierBudgetJudge:
             self.judges = [VerifierJudge(screen, pool, progress), self.full]
         self.n_levels = len(self.judges)
         self.level_names = (f"the first criterion ({items[0].name})", f"all {len(items)} criteria")
-        self.max_repeats = ADAPTIVE_MAX_REPEATS_SAMPLED if getattr(verifier, "reasoning", False) else 2
+        self.max_repeats = ADAPTIVE_MAX_REPEATS_SAMPLED if verifier.reasoning else 2
 
     def _judge(self, level: int) -> VerifierJudge:
         return self.judges[min(level, FULL) if self.n_levels > 1 else 0]
