@@ -15,10 +15,10 @@ budget that cannot fit raises a ``UserError`` naming the largest one that does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from veriscale.data.model import Task
-from veriscale.data.render import MIN_BUDGET_TOKENS, TokenCounter
+from veriscale.data.render import MIN_BUDGET_TOKENS
+from veriscale.data.truncate import TokenCounter
 from veriscale.errors import UserError, setting
 from veriscale.selection.rendering import Renderer
 from veriscale.selection.verifier_seam import SelectionVerifier

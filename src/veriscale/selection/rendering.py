@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from veriscale.data.model import Candidate, Task
-from veriscale.data.render import TokenCounter, render_candidate, render_task
+from veriscale.data.render import render_candidate, render_task
 from veriscale.data.token_spans import TokenSpans
+from veriscale.data.truncate import TokenCounter
 
 
 @dataclass(frozen=True)

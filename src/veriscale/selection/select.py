@@ -56,6 +56,7 @@ from veriscale.selection.rendering import tokenizer_requests
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.selection.verifier_seam import BudgetVerifier, SelectionVerifier
 from veriscale.verify import injection as injection_signal
+from veriscale.selection.core.options import TournamentKnobs
 from veriscale.selection.core.position_bias import pair_orders
 from veriscale.selection.core.suspects import apply_policy
 from veriscale.selection.core.tournament import TournamentResult, aknockout, apointwise, appt, around_robin
@@ -370,11 +371,11 @@ async def _run_tournament(plan: SelectionPlan, judge: VerifierJudge) -> Tourname
         return await apointwise(n, judge.ascore, groups=groups)
     if plan.method == "knockout":
         return await aknockout(n, judge.acompare, repeats=plan.repeats, groups=groups, seed=seed)
-    common = dict(repeats=plan.repeats, adaptive=plan.adaptive, min_confidence=plan.settings.min_confidence,
-                  max_repeats=plan.max_repeats, groups=groups, seed=seed)
+    knobs: TournamentKnobs = {"adaptive": plan.adaptive, "min_confidence": plan.settings.min_confidence,
+                              "max_repeats": plan.max_repeats, "groups": groups, "seed": seed}
     if plan.method == "round_robin":
-        return await around_robin(n, judge.acompare, **common)
-    return await appt(n, judge.acompare, k=plan.k or 1, **common)
+        return await around_robin(n, judge.acompare, repeats=plan.repeats, **knobs)
+    return await appt(n, judge.acompare, k=plan.k or 1, repeats=plan.repeats, **knobs)
 
 
 def _reason(result: TournamentResult, candidates: list[Candidate], scores: list[dict[str, float | None]],

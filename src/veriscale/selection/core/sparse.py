@@ -31,21 +31,21 @@ form's. ``sparse_ranking`` runs the same code with its judge called inline (``ju
 
 from __future__ import annotations
 
-from typing import Hashable, Iterable, Sequence
+from typing import Iterable, Unpack
 
 import numpy as np
 from scipy.special import ndtr
 
 from veriscale.errors import UserError
 from veriscale.selection.core.aggregate import TournamentResult, bradley_terry_result
-from veriscale.selection.core.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
+from veriscale.selection.core.bradley_terry import BradleyTerryFit, fit_bradley_terry
 from veriscale.selection.core.groups import group_candidates
+from veriscale.selection.core.options import BracketKnobs, TournamentOptions
 from veriscale.selection.core.judging import AsyncJudge, Judge, JudgeLedger, SyncJudge, run_inline
 from veriscale.selection.core.schedules import ring_pairs, shuffled
 
 COMPARISONS_PER_MEMBER = 3
 DEFAULT_SETTLED = 0.99
-DEFAULT_TIE_TOLERANCE = 0.02
 _QUICK_SAMPLES = 16  # posterior draws of the intermediate fits (only the final fit's confidence is reported)
 
 
@@ -62,40 +62,20 @@ def order_uncertainty(fit: BradleyTerryFit, a: int, b: int) -> float:
     return float(ndtr(-abs(fit.strengths[a] - fit.strengths[b]) / spread))
 
 
-def sparse_ranking(
-    n_candidates: int,
-    judge: Judge,
-    *,
-    repeats: int = 2,
-    pivots: int = 0,
-    max_comparisons: int | None = None,
-    settled: float = DEFAULT_SETTLED,
-    groups: Sequence[Hashable] | None = None,
-    seed: int = 0,
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
-    prior: float = DEFAULT_PRIOR,
-) -> TournamentResult:
+def sparse_ranking(n_candidates: int, judge: Judge, *, repeats: int = 2, pivots: int = 0,
+                   max_comparisons: int | None = None, settled: float = DEFAULT_SETTLED,
+                   **knobs: Unpack[BracketKnobs]) -> TournamentResult:
     """Rank every candidate with at most :func:`comparison_budget` comparisons (see the module docstring)."""
-    return run_inline(asparse_ranking(
-        n_candidates, SyncJudge(judge), repeats=repeats, pivots=pivots, max_comparisons=max_comparisons,
-        settled=settled, groups=groups, seed=seed, tie_tolerance=tie_tolerance, prior=prior,
-    ))
+    return run_inline(asparse_ranking(n_candidates, SyncJudge(judge), repeats=repeats, pivots=pivots,
+                                      max_comparisons=max_comparisons, settled=settled, **knobs))
 
 
-async def asparse_ranking(
-    n_candidates: int,
-    judge: AsyncJudge,
-    *,
-    repeats: int = 2,
-    pivots: int = 0,
-    max_comparisons: int | None = None,
-    settled: float = DEFAULT_SETTLED,
-    groups: Sequence[Hashable] | None = None,
-    seed: int = 0,
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
-    prior: float = DEFAULT_PRIOR,
-) -> TournamentResult:
+async def asparse_ranking(n_candidates: int, judge: AsyncJudge, *, repeats: int = 2, pivots: int = 0,
+                          max_comparisons: int | None = None, settled: float = DEFAULT_SETTLED,
+                          **knobs: Unpack[BracketKnobs]) -> TournamentResult:
     """:func:`sparse_ranking` with an async judge (rounds concurrent; see the module docstring)."""
+    o = TournamentOptions(**knobs)
+    groups, seed, tie_tolerance, prior = o.groups, o.seed, o.tie_tolerance, o.prior
     if not isinstance(n_candidates, (int, np.integer)) or isinstance(n_candidates, bool) or n_candidates < 1:
         raise UserError(f"n_candidates={n_candidates!r}: ranking needs at least one candidate, so pass N >= 1")
     if not isinstance(repeats, (int, np.integer)) or repeats < 1:

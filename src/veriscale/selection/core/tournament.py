@@ -60,15 +60,16 @@ from __future__ import annotations
 
 import math
 import inspect
-from typing import Any, Awaitable, Callable, Hashable, Sequence
+from typing import Any, Awaitable, Callable, Hashable, Sequence, Unpack
 
 import numpy as np
 
 from veriscale.errors import UserError
-from veriscale.selection.core.adaptive import AdaptiveStop, aplay_adaptively, aplay_all
+from veriscale.selection.core.adaptive import aplay_adaptively, aplay_all
 from veriscale.selection.core.aggregate import TournamentResult, bradley_terry_result, pointwise_result
-from veriscale.selection.core.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
+from veriscale.selection.core.bradley_terry import BradleyTerryFit, fit_bradley_terry
 from veriscale.selection.core.groups import group_candidates
+from veriscale.selection.core.options import BracketKnobs, TournamentKnobs, TournamentOptions
 from veriscale.selection.core.judging import (
     AsyncJudge,
     Judge,
@@ -96,57 +97,28 @@ Score = Callable[[int], "float | ScoreVerdict"]
 AsyncScore = Callable[[int], Awaitable["float | ScoreVerdict"]]
 """``await score(i) -> reward`` (for ``apointwise``)."""
 
-DEFAULT_TIE_TOLERANCE = 0.02
 
 __all__ = ["AsyncScore", "Score", "TournamentResult", "aknockout", "apointwise", "appt", "around_robin", "knockout",
            "pointwise", "ppt", "ppt_comparison_count", "round_robin"]
 
 
-def round_robin(
-    n_candidates: int,
-    judge: Judge,
-    *,
-    repeats: int = 2,
-    adaptive: bool = False,
-    min_confidence: float = 0.9,
-    max_repeats: int = 4,
-    close_margin: float = 0.2,
-    groups: Sequence[Hashable] | None = None,
-    seed: int = 0,
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
-    prior: float = DEFAULT_PRIOR,
-) -> TournamentResult:
+def round_robin(n_candidates: int, judge: Judge, *, repeats: int = 2,
+                **knobs: Unpack[TournamentKnobs]) -> TournamentResult:
     """Every pair meets; ``repeats`` judgements per pair (default 2 = both slot orders)."""
-    return run_inline(around_robin(
-        n_candidates, SyncJudge(judge), repeats=repeats, adaptive=adaptive, min_confidence=min_confidence,
-        max_repeats=max_repeats, close_margin=close_margin, groups=groups, seed=seed, tie_tolerance=tie_tolerance,
-        prior=prior,
-    ))
+    return run_inline(around_robin(n_candidates, SyncJudge(judge), repeats=repeats, **knobs))
 
 
-async def around_robin(
-    n_candidates: int,
-    judge: AsyncJudge,
-    *,
-    repeats: int = 2,
-    adaptive: bool = False,
-    min_confidence: float = 0.9,
-    max_repeats: int = 4,
-    close_margin: float = 0.2,
-    groups: Sequence[Hashable] | None = None,
-    seed: int = 0,
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
-    prior: float = DEFAULT_PRIOR,
-) -> TournamentResult:
+async def around_robin(n_candidates: int, judge: AsyncJudge, *, repeats: int = 2,
+                       **knobs: Unpack[TournamentKnobs]) -> TournamentResult:
     """:func:`round_robin` with an async judge; each circle-method round's pairs are judged concurrently."""
+    o = TournamentOptions(**knobs)
+    adaptive, tie_tolerance = o.adaptive, o.tie_tolerance
     _check_common(n_candidates, repeats, tie_tolerance)
-    stop_rule = AdaptiveStop(min_confidence, max_repeats, close_margin)
-    if adaptive:
-        stop_rule.check(repeats)
-    grouped = group_candidates(n_candidates, groups)
+    stop_rule = o.stop_rule(repeats)
+    grouped = group_candidates(n_candidates, o.groups)
     n = len(grouped.representatives)
     ledger = JudgeLedger.for_judge(judge, list(grouped.representatives))
-    refit = _refit(n, ledger, prior, seed)
+    refit = _refit(n, ledger, o.prior, o.seed)
     rounds = circle_rounds(n)
     stop = "plan complete"
     fit: BradleyTerryFit | None = None
@@ -162,72 +134,40 @@ async def around_robin(
     )
 
 
-def ppt(
-    n_candidates: int,
-    judge: Judge,
-    *,
-    k: int = 3,
-    repeats: int = 1,
-    adaptive: bool = False,
-    min_confidence: float = 0.9,
-    max_repeats: int = 4,
-    close_margin: float = 0.2,
-    groups: Sequence[Hashable] | None = None,
-    seed: int = 0,
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
-    prior: float = DEFAULT_PRIOR,
-    pivot_first: bool = True,
-) -> TournamentResult:
+def ppt(n_candidates: int, judge: Judge, *, k: int = 3, repeats: int = 1, pivot_first: bool = True,
+        **knobs: Unpack[TournamentKnobs]) -> TournamentResult:
     """Probabilistic Pivot Tournament with ``k`` pivots (1 ≤ k ≤ number of candidates).
 
     With ``groups``, k is capped at the number of distinct outputs. ``pivot_first``: a pivot
     is shown first in its meetings, played in a row, so its text is their shared prompt prefix
     (``schedules.pivot_first_rounds``); False alternates who is shown first (``pivot_rounds``).
     """
-    return run_inline(appt(
-        n_candidates, SyncJudge(judge), k=k, repeats=repeats, adaptive=adaptive, min_confidence=min_confidence,
-        max_repeats=max_repeats, close_margin=close_margin, groups=groups, seed=seed, tie_tolerance=tie_tolerance,
-        prior=prior, pivot_first=pivot_first,
-    ))
+    return run_inline(appt(n_candidates, SyncJudge(judge), k=k, repeats=repeats, pivot_first=pivot_first, **knobs))
 
 
-async def appt(
-    n_candidates: int,
-    judge: AsyncJudge,
-    *,
-    k: int = 3,
-    repeats: int = 1,
-    adaptive: bool = False,
-    min_confidence: float = 0.9,
-    max_repeats: int = 4,
-    close_margin: float = 0.2,
-    groups: Sequence[Hashable] | None = None,
-    seed: int = 0,
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
-    prior: float = DEFAULT_PRIOR,
-    pivot_first: bool = True,
-) -> TournamentResult:
+async def appt(n_candidates: int, judge: AsyncJudge, *, k: int = 3, repeats: int = 1, pivot_first: bool = True,
+               **knobs: Unpack[TournamentKnobs]) -> TournamentResult:
     """:func:`ppt` with an async judge: the ring is one concurrent round, then each pivot's round."""
+    o = TournamentOptions(**knobs)
+    adaptive, tie_tolerance = o.adaptive, o.tie_tolerance
     _check_common(n_candidates, repeats, tie_tolerance)
     if not isinstance(k, (int, np.integer)) or not 1 <= k <= n_candidates:
         raise UserError(
             f"k={k!r} pivots is out of range for {n_candidates} candidates: pick k from 1 to {n_candidates}"
         )
-    stop_rule = AdaptiveStop(min_confidence, max_repeats, close_margin)
-    if adaptive:
-        stop_rule.check(repeats)
-    grouped = group_candidates(n_candidates, groups)
+    stop_rule = o.stop_rule(repeats)
+    grouped = group_candidates(n_candidates, o.groups)
     n = len(grouped.representatives)
     k = min(int(k), n)
     ledger = JudgeLedger.for_judge(judge, list(grouped.representatives))
-    refit = _refit(n, ledger, prior, seed)
+    refit = _refit(n, ledger, o.prior, o.seed)
     if n == 1:
         return bradley_terry_result(
             "ppt", grouped, ledger, refit(), n_comparisons=0, planned=0, adaptive=adaptive,
             stop="single candidate", tie_tolerance=tie_tolerance, pivots=(0,),
         )
     per_meeting = 1 if adaptive else repeats
-    cycle = shuffled(n, np.random.default_rng(seed))
+    cycle = shuffled(n, np.random.default_rng(o.seed))
     ring_preference: dict[int, list[float]] = {c: [] for c in cycle}
     ring = ring_pairs(cycle)
     for (a, b), preferences in zip(ring, await ledger.aplay(ring, per_meeting)):
@@ -253,42 +193,26 @@ async def appt(
     )
 
 
-def knockout(
-    n_candidates: int,
-    judge: Judge,
-    *,
-    repeats: int = 2,
-    groups: Sequence[Hashable] | None = None,
-    seed: int = 0,
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
-    prior: float = DEFAULT_PRIOR,
-) -> TournamentResult:
+def knockout(n_candidates: int, judge: Judge, *, repeats: int = 2, **knobs: Unpack[BracketKnobs]) -> TournamentResult:
     """Seeded single-elimination bracket; each match judged ``repeats`` times (default: both slots).
 
     A match goes to the higher mean preference; an exact 0.5 is settled by a seeded coin. The
     ranking orders candidates by the round they fell in (later is better), then by strength.
     """
-    return run_inline(aknockout(n_candidates, SyncJudge(judge), repeats=repeats, groups=groups, seed=seed,
-                                tie_tolerance=tie_tolerance, prior=prior))
+    return run_inline(aknockout(n_candidates, SyncJudge(judge), repeats=repeats, **knobs))
 
 
-async def aknockout(
-    n_candidates: int,
-    judge: AsyncJudge,
-    *,
-    repeats: int = 2,
-    groups: Sequence[Hashable] | None = None,
-    seed: int = 0,
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
-    prior: float = DEFAULT_PRIOR,
-) -> TournamentResult:
+async def aknockout(n_candidates: int, judge: AsyncJudge, *, repeats: int = 2,
+                    **knobs: Unpack[BracketKnobs]) -> TournamentResult:
     """:func:`knockout` with an async judge: each bracket round's matches are judged concurrently
     (the coins of exact ties are tossed afterwards, in match order, as the sync form tosses them)."""
+    o = TournamentOptions(**knobs)
+    tie_tolerance = o.tie_tolerance
     _check_common(n_candidates, repeats, tie_tolerance)
-    grouped = group_candidates(n_candidates, groups)
+    grouped = group_candidates(n_candidates, o.groups)
     n = len(grouped.representatives)
     ledger = JudgeLedger.for_judge(judge, list(grouped.representatives))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(o.seed)
     entrants = shuffled(n, rng)
     survived = {c: 0 for c in entrants}
     round_number = 0
@@ -303,7 +227,7 @@ async def aknockout(
         entrants = winners + bye
         for c in entrants:
             survived[c] = round_number
-    fit = _refit(n, ledger, prior, seed)()
+    fit = _refit(n, ledger, o.prior, o.seed)()
     order = sorted(range(n), key=lambda c: (-survived[c], -fit.strengths[c], c))
     return bradley_terry_result(
         "knockout", grouped, ledger, fit, n_comparisons=n - 1, planned=(n - 1) * repeats,
