@@ -16,7 +16,7 @@ from veriscale.settings.registry import SPEC, SPECS
 SRC = Path(__file__).resolve().parents[1] / "src" / "veriscale"
 #: modules that hand the whole environment to a child process (or set one variable for their own run)
 PASSES_THE_ENVIRONMENT_ON = {"race/worktrees.py", "harness/jail/sandbox.py", "harness/workspace/capped_child.py",
-                             "harness/sessions/tools.py", "harness/scoring/grader.py",
+                             "harness/sessions/grep_run.py", "harness/scoring/grader.py",
                              "harness/skills/evidence-xlsx/scripts/xlsx_recalc.py"}
 
 

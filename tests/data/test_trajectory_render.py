@@ -8,14 +8,9 @@ import re
 import pytest
 
 from veriscale.data.model import Candidate, Step, Task, Trajectory
-from veriscale.data.render import (
-    estimate_tokens,
-    has_error_signal,
-    render_candidate,
-    render_run,
-    render_task,
-    truncate_middle,
-)
+from veriscale.data.render import render_candidate, render_run, render_task
+from veriscale.data.step_text import has_error_signal
+from veriscale.data.truncate import estimate_tokens, truncate_middle
 from veriscale.errors import UserError
 
 _HEADER = re.compile(r"^\[step (\d+)\] ", re.M)

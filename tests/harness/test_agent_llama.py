@@ -17,7 +17,7 @@ from veriscale.harness.sessions.agent import AgentLimits
 from veriscale.harness.sessions.executors import BuiltinExecutor
 from veriscale.harness.protocol.layout import RunLayout
 from veriscale.harness.protocol.task_protocol import ProtocolConfig, run_protocol
-from veriscale.harness.sessions.tools import TOOL_SCHEMAS
+from veriscale.harness.sessions.tool_interface import TOOL_SCHEMAS
 from veriscale.models.uri import load_backend
 
 pytestmark = pytest.mark.server

@@ -19,7 +19,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from veriscale.data.render import MIN_BUDGET_TOKENS, estimate_tokens, truncate_middle
+from veriscale.data.render import MIN_BUDGET_TOKENS
+from veriscale.data.truncate import estimate_tokens, truncate_middle
 from veriscale.engine.sync_facade import CallExecutor, CallOutcome, PlannedCall
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded

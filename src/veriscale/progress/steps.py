@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from veriscale.data.model import Step
-from veriscale.data.render import TokenCounter, estimate_tokens, render_step, steps_marker
+from veriscale.data.step_selection import steps_marker
+from veriscale.data.step_text import render_step
+from veriscale.data.truncate import TokenCounter, estimate_tokens
 from veriscale.progress.prompt import step_block
 
 DEFAULT_STEP_TOKENS = 500

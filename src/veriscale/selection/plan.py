@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, fields, replace
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict, cast
 
 from veriscale.data.model import Candidate, Task
 from veriscale.data.pool import require_single_task
@@ -32,10 +32,22 @@ from veriscale.selection.core.adaptive import ADAPTIVE_MAX_REPEATS_SAMPLED
 from veriscale.selection.rendering import RenderedPool, Renderer, tokenizer_requests
 from veriscale.selection.core.schedules import ppt_comparison_count
 from veriscale.selection.settings import SelectionSettings
-from veriscale.selection.verifier_seam import SelectionVerifier
+from veriscale.selection.budget.form import Budget
+from veriscale.selection.verifier_seam import BudgetVerifier, SelectionVerifier
 from veriscale.verify.repeats import distinct_repeat_count, distinct_repeats
 
 MAX_ROUND_ROBIN_COMPARISONS = 500_000  # ~1,000 distinct candidates; its schedule is built in memory
+
+
+class PlanFigures(TypedDict):
+    """What a schedule costs (the :class:`SelectionPlan` fields of the same names)."""
+
+    comparisons_planned: int
+    judgements_planned: int
+    calls_per_judgement: int
+    model_calls_planned: int
+    model_calls_upper_bound: int
+    prompt_tokens_upper_bound: int
 
 
 @dataclass(frozen=True)
@@ -157,29 +169,30 @@ def _within_budget(plan: SelectionPlan, verifier: SelectionVerifier) -> Selectio
     from veriscale.selection.budget.scale import readable_labels
 
     budget = plan.settings.budget
+    assert isinstance(budget, Budget)  # SelectionSettings parses it
+    priced = cast(BudgetVerifier, verifier)  # a verifier planned under a budget prices with its plan and store
     controller = BudgetController(budget, seed=plan.settings.seed)
     groups = list(plan.pool.groups)
 
     def price(scale: Any) -> int:
-        return controller.smallest_budget(plan.n_candidates, VerifierBudgetJudge(verifier.with_scale(scale), plan.pool),
+        return controller.smallest_budget(plan.n_candidates, VerifierBudgetJudge(priced.with_scale(scale), plan.pool),
                                           groups)
 
     granularity = controller.plan_scale(verifier.scale, readable_labels(verifier), price)
     smallest = controller.refuse_if_too_small(plan.n_candidates,
-                                              VerifierBudgetJudge(verifier.with_scale(granularity.scale), plan.pool),
+                                              VerifierBudgetJudge(priced.with_scale(granularity.scale), plan.pool),
                                               groups, granularity.smallest)
-    capped = {}
     if budget.kind == "calls":
-        capped = dict(model_calls_planned=min(plan.model_calls_planned, budget.amount),
-                      model_calls_upper_bound=min(plan.model_calls_upper_bound, budget.amount))
+        plan = replace(plan, model_calls_planned=min(plan.model_calls_planned, budget.amount),
+                       model_calls_upper_bound=min(plan.model_calls_upper_bound, budget.amount))
     else:
-        capped = dict(prompt_tokens_upper_bound=min(plan.prompt_tokens_upper_bound, budget.amount))
+        plan = replace(plan, prompt_tokens_upper_bound=min(plan.prompt_tokens_upper_bound, budget.amount))
     note = (f"budget {budget} per decision: the cost controller plans pivots, repeats and criteria inside it "
             "(cache hits do not count against it)")
     notes = (*plan.notes, note) + ((f"G lowered from {granularity.asked.granularity} to "
                                     f"{granularity.scale.granularity}: {granularity.why}",) if granularity.lowered else ())
     return replace(plan, budget=str(budget), smallest_budget=smallest, adaptive=True, granularity=granularity,
-                   notes=notes, **capped)
+                   notes=notes)
 
 
 def _read_cap_note(verifier: SelectionVerifier) -> list[str]:
@@ -231,7 +244,7 @@ def _repeats_per_comparison(method: str, wanted: int, sampled: bool) -> int:
 
 
 def _cost(method: str, n: int, k: int | None, repeats: int, adaptive: bool, max_repeats: int, verifier: SelectionVerifier,
-          text_tokens: list[int], overhead: int) -> dict[str, int]:
+          text_tokens: list[int], overhead: int) -> PlanFigures:
     """Comparisons, judgements and model calls the schedule takes, and the prompt tokens at most."""
     n_criteria = len(verifier.criteria.items)
     sampled = verifier.reasoning
@@ -265,7 +278,7 @@ def _cost(method: str, n: int, k: int | None, repeats: int, adaptive: bool, max_
         per_pair = distinct_repeat_count(bound, pairwise=True, reasoning=sampled)  # bound may be ~N²: count, not list
         bound, planned = min(bound, all_pairs * per_pair), min(judgements, all_pairs * per_pair)
     calls_bound = bound * per_judgement
-    return dict(
+    return PlanFigures(
         comparisons_planned=comparisons, judgements_planned=judgements, calls_per_judgement=per_judgement,
         model_calls_planned=planned * per_judgement, model_calls_upper_bound=calls_bound,
         prompt_tokens_upper_bound=calls_bound * (overhead + per_call_texts),

@@ -42,7 +42,8 @@ def model_counter(model: Any) -> TokenCounter:
     """The counter to render for ``model`` with: its ``TokenSpans`` where it has one, else ``count_tokens``."""
     spans = getattr(model, "token_spans", None)
     found = spans() if callable(spans) else None
-    return found if found is not None else model.count_tokens
+    counter: TokenCounter = found if found is not None else model.count_tokens
+    return counter
 
 
 def tokenizer_requests(model: Any) -> int:

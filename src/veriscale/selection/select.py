@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, Sequence, TypedDict, cast
 
 from veriscale.data.model import Candidate, Task
 from veriscale.engine import sync_edge
@@ -48,6 +48,8 @@ from veriscale.engine.sync_facade import Usage
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.context import ContextOverflow, learned_context, refit_note
 from veriscale.selection.budget.controller import BudgetController
+from veriscale.selection.budget.form import Budget
+from veriscale.selection.budget.steps import BudgetStep
 from veriscale.selection.budget.verifier_judge import VerifierBudgetJudge
 from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_refusal
@@ -253,7 +255,7 @@ async def _run_plan(plan: SelectionPlan, verifier: SelectionVerifier, on_progres
 
     detect = verifier.injection_detect
     flags = _injection_spans(pool.texts, detect)
-    inj = dict(injection=flags, injection_detect=detect, injection_policy=settings.injection_policy)
+    inj = _InjectionFields(injection=flags, injection_detect=detect, injection_policy=settings.injection_policy)
 
     if plan.n_distinct == 1:
         what = "one candidate" if len(candidates) == 1 else f"all {len(candidates)} candidates have the same output"
@@ -281,11 +283,13 @@ async def _run_plan(plan: SelectionPlan, verifier: SelectionVerifier, on_progres
         priced = cast(BudgetVerifier, verifier)  # a plan with a budget was priced by this verifier's plan and store
         judge: Any = VerifierBudgetJudge(priced if granularity is None else priced.with_scale(granularity.scale),
                                          pool, counter)
-        controlled = await BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
-                                            n_criteria=len(names)).arun(plan.n_candidates, judge, groups=list(pool.groups),
-                                                                 names=[c.id for c in candidates],
-                                                                 on_step=on_step and (lambda s: on_step(s.to_dict())),
-                                                                 granularity=granularity)
+        assert isinstance(settings.budget, Budget)  # SelectionSettings parses it
+        step_seen = None if on_step is None else _step_dicts(on_step)
+        controller = BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
+                                      n_criteria=len(names))
+        controlled = await controller.arun(plan.n_candidates, judge, groups=list(pool.groups),
+                                           names=[c.id for c in candidates], on_step=step_seen,
+                                           granularity=granularity)
         result, budget = controlled.result, controlled.to_dict()
         notes.append(f"budget {settings.budget}: spent {controlled.spent} in {len(controlled.steps)} step(s), "
                      f"stopped with '{controlled.stop_reason}'")
@@ -326,6 +330,14 @@ async def _run_plan(plan: SelectionPlan, verifier: SelectionVerifier, on_progres
         adaptive=result.adaptive, judgements_saved=result.judgements_saved if result.adaptive else 0,
         calls_saved=calls_saved, stop_reason=result.stop_reason, notes=notes, tournament=result, budget=budget, **inj,
     )
+
+
+class _InjectionFields(TypedDict):
+    """The detector's fields of a :class:`Selection`."""
+
+    injection: list[dict[str, Any] | None]
+    injection_detect: bool
+    injection_policy: str
 
 
 def _injection_spans(texts: Sequence[str], detect: bool) -> list[dict[str, Any] | None]:
@@ -391,13 +403,19 @@ def _reason(result: TournamentResult, candidates: list[Candidate], scores: list[
     )
 
 
-def _pointwise_rewards(result: TournamentResult, groups: Sequence[str], *picked: int) -> tuple[float, ...] | None:
+def _pointwise_rewards(result: TournamentResult, groups: Sequence[str], winner: int,
+                       runner: int) -> tuple[float, float] | None:
     """The rewards a pointwise pick rests on (each candidate's group was scored once), else None."""
     if result.method != "pointwise" or result.comparisons:
         return None
     by_group = {groups[s.i]: s.reward for s in result.scores}
-    rewards = tuple(by_group.get(groups[i]) for i in picked)
-    return None if None in rewards else rewards
+    first, second = by_group.get(groups[winner]), by_group.get(groups[runner])
+    return None if first is None or second is None else (first, second)
+
+
+def _step_dicts(on_step: Callable[[dict[str, Any]], None]) -> Callable[[BudgetStep], None]:
+    """``on_step`` fed each controller step as a dict."""
+    return lambda step: on_step(step.to_dict())
 
 
 def _call_counter(on_progress: Progress | None, planned: int) -> Callable[[Any], None] | None:

@@ -12,7 +12,7 @@ default follows the held-out figures in docs/RELIABILITY.md ("Injection").
 from __future__ import annotations
 
 from veriscale.errors import UserError, setting
-from veriscale.verify.injection import RULES
+from veriscale.verify.injection_rules import RULES
 
 MITIGATIONS = ("none", "neutralise", "warn", "both")
 #: measured on the held-out half: see docs/RELIABILITY.md ("Injection")

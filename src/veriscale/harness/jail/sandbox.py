@@ -39,7 +39,7 @@ is ``bwrap --args N -- <python> -I /.veriscale/inside.py M``; the launcher and r
 (``--ro-bind-data``), the output folder is seeded from a tar stream, and the model relay reaches
 the host through an inherited socket (a broker handing out connections by ``SCM_RIGHTS``), so
 neither the veriscale source folder nor the relay socket is mounted. The session's folders appear
-at neutral places (:class:`~veriscale.harness.jail.mounts.Views`): the task's parent is
+at neutral places (:class:`~veriscale.harness.jail.inside_paths.Views`): the task's parent is
 ``/session``, the task ``/session/<task name>``, other folders ``/session/.extra/<name>``,
 ``$HOME`` ``/home/session``; host paths in the command, its environment and working folder are
 translated on the way in, and inside paths in its stdout/stderr back to host paths on the way out.
@@ -75,11 +75,11 @@ from veriscale.errors import UserError, setting, worded
 from veriscale.harness.jail.capture import BoundedCapture
 from veriscale.harness.jail.harvest import HarvestReader, HarvestReport
 from veriscale.harness.jail.limits import JailLimits, ResourceBox, UidSlot
+from veriscale.harness.jail.inside_paths import Views
 from veriscale.harness.jail.mounts import (
     INSIDE_GID,
     INSIDE_UID,
     Plan,
-    Views,
     bwrap_command,
     bwrap_path,
     code_files,

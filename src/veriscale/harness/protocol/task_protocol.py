@@ -17,7 +17,8 @@
   changed.
 
 A phase whose record is missing or invalid is recorded as failed with the validation problems;
-the run goes on with what exists. Where a run keeps its files: :mod:`.layout` (``RunLayout``).
+the run goes on with what exists. Where a run keeps its files: :mod:`.layout` (``RunLayout``); what
+each phase's state and the outcome document hold: :mod:`.run_report`.
 
 Usage::
 
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veriscale.errors import UserError, VeriscaleError, worded
+from veriscale.errors import UserError, worded
 from veriscale.fence import DATA_RULE, fence
 from veriscale.harness.sessions.agent import AgentLimits
 from veriscale.harness.protocol.gate import copy_base, keep_base_files, publish_delivery
@@ -55,6 +56,9 @@ from veriscale.harness.protocol.session_records import (
 from veriscale.harness.jsonfiles import read_json, write_json
 from veriscale.harness.protocol.layout import DELIVERABLES_SUBDIR, RunLayout
 from veriscale.harness.protocol.phases import PHASES, RECORD_KIND, protocol_phase  # noqa: F401 - re-exported
+from veriscale.harness.protocol.run_report import (
+    DELIVERY_KEYS, crashed_state, outcome_document, phase_state, stopped_state,
+)
 from veriscale.harness.protocol.prompt_files import (
     AGENDA_ITEMS_IN_PROMPT, CONSENSUS_ITEMS_IN_PROMPT, agenda_text, consensus_text, load_phase_skills, render,
 )
@@ -157,26 +161,12 @@ class _Protocol:
     def finish_phase(self, phase: str, result: SessionResult | None, *, status: str | None = None,
                      reason: str = "", extra: dict[str, Any] | None = None) -> dict[str, Any]:
         record = self.layout.record(phase)
-        doc, problems = read_record(record, RECORD_KIND[phase], self.context_for_read(phase))
-        if result is not None:
-            cost = {"executor": result.executor, "calls": result.calls, "steps": result.steps,
-                    "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-                    "wall_s": result.wall_s, "nudged": result.nudged, "recovered_calls": result.recovered_calls,
-                    "tokens_reported": result.tokens_reported}
-            reason = reason or result.reason
-            session_ok = result.ok
-        else:
-            cost = {"executor": "none", "calls": 0, "steps": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                    "wall_s": 0.0, "nudged": False, "recovered_calls": 0, "tokens_reported": True}
-            session_ok = True
-        final = status or ("completed" if session_ok and not problems else "failed")
-        if final == "failed" and not reason:
-            reason = "; ".join(problems)
-        state = {"phase": phase, "status": final, "reason": reason, "record": str(record),
-                 "record_valid": not problems, "problems": problems, "resumed": False, **cost, **(extra or {})}
+        _, problems = read_record(record, RECORD_KIND[phase], self.context_for_read(phase))
+        state = phase_state(phase, record, problems, result, status=status, reason=reason, extra=extra)
         self.phases[phase] = state
         write_json(self.layout.phase_file(phase), state)
-        self.log(f"{self.task.name}: {phase} {final}" + (f" ({reason})" if final == "failed" else ""))
+        final = state["status"]
+        self.log(f"{self.task.name}: {phase} {final}" + (f" ({state['reason']})" if final == "failed" else ""))
         return state
 
     def session(self, phase: str, system: str, user: str, visible: list[Path], *, continue_session: bool = False) -> SessionResult:
@@ -293,7 +283,7 @@ class _Protocol:
         report.update({"base": base, "contract": self.config.contract, "fell_back_to_base": session_failed,
                        "deliverables_dir": str(published / DELIVERABLES_SUBDIR)})
         write_json(self.layout.delivery_report, report)
-        self.finish_phase("deliver", result, extra={"delivery": {k: report[k] for k in ("restored", "changed", "added", "refused")}})
+        self.finish_phase("deliver", result, extra={"delivery": {k: report[k] for k in DELIVERY_KEYS}})
 
     # -- the whole run -------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -351,40 +341,24 @@ class _Protocol:
         try:
             fn()
         except Stopped:  # the run was stopped (Ctrl-C, SIGTERM): the caller ends the task as cancelled
-            state = {"phase": phase, "status": "cancelled",
-                     "reason": "the run was stopped during this phase; a rerun with the same run id runs it again"}
+            state = stopped_state(phase)
             self.phases[phase] = state
             write_json(self.layout.phase_file(phase), state)
             self.log(f"{self.task.name}: {phase} cancelled")
         except Exception as exc:  # noqa: BLE001 - one failing phase must not stop the protocol
-            state = {"phase": phase, "status": "failed", "reason": worded(f"{type(exc).__name__}: {exc.template if isinstance(exc, VeriscaleError) else exc}")}
+            state = crashed_state(phase, exc)
             self.phases[phase] = state
             write_json(self.layout.phase_file(phase), state)
             self.log(f"{self.task.name}: {phase} failed ({state['reason']})")
 
     def outcome(self, finish: dict[str, Any] | None, wall_s: float) -> dict[str, Any]:
         delivery = read_json(self.layout.delivery_report) if finish is not None else None
-        if finish is None:
-            result = "no base chosen"
-        elif self.phases.get("deliver", {}).get("status") == "completed":
-            result = "delivered"
-        else:
-            result = "delivered base unchanged" if delivery else "delivery failed"
-        totals = {key: sum(int(p.get(key, 0) or 0) for p in self.phases.values())
-                  for key in ("calls", "steps", "prompt_tokens", "completion_tokens")}
-        totals["wall_s"] = round(sum(float(p.get("wall_s", 0) or 0) for p in self.phases.values()), 3)
-        document = {
+        header = {
             "task": self.task.name, "task_dir": str(self.task.path), "run_dir": str(self.layout.root),
             "model": self.config.model_uri, "executor": self.executor.name, "contract": self.config.contract,
-            "jail": "off" if self.config.no_jail else "on", "outcome": result,
-            "base": finish["base"] if finish else None,
-            "revisions": len(finish["revisions"]) if finish else 0,
-            "unresolved": finish["unresolved"] if finish else [],
-            "deliverables_dir": str(self.layout.delivery_dir / DELIVERABLES_SUBDIR) if delivery else None,
-            "delivery": {k: delivery.get(k, []) for k in ("restored", "changed", "added", "refused")} if delivery else None,
-            "phases": {p: self.phases.get(p, {"phase": p, "status": "not run"}) for p in PHASES},
-            "cost": totals, "run_wall_s": round(wall_s, 3),
+            "jail": "off" if self.config.no_jail else "on",
         }
+        document = outcome_document(header, finish, delivery, self.phases, self.layout.delivery_dir, wall_s)
         write_json(self.layout.outcome_file, document)
         return document
 

@@ -17,31 +17,29 @@ resolve against the output folder. A bad call never raises: it returns a ``ToolR
 Every tool runs in time linear in what it reads: ``grep`` patterns run on RE2 (PyPI
 ``google-re2``; no backtracking), and with ``deadline`` set no call outlives it: walks stop at the
 deadline with what they found, ``run`` gets only the time left (its hand-back included), and
-``grep`` walks and matches in a child process (``grep_worker``) killed at the deadline (or after
-``GREP_TIMEOUT_S`` without one), since one RE2 search over one long line can run for a minute
-inside a single C call.
+``grep`` walks and matches in a child process (``grep_run.py``, ``grep_worker``) killed at the
+deadline (or after ``GREP_TIMEOUT_S`` without one), since one RE2 search over one long line can run
+for a minute inside a single C call. The tools' schemas, results and errors: ``tool_interface.py``.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
-import re
 import stat
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import re2
-
 from veriscale.errors import UserError
-from veriscale.harness.jail.sandbox import HARVEST_GRACE_S, JailLimits, JailSpec, run_jailed
+from veriscale.harness.jail.sandbox import (
+    HARVEST_GRACE_S,
+    JailLimits,
+    JailSpec,
+    run_jailed,
+)
 from veriscale.harness.safe_fs import (
     UnsafePath,
     describe,
@@ -55,68 +53,22 @@ from veriscale.harness.safe_fs import (
 )
 from veriscale.harness.safe_names import shown_name
 from veriscale.harness.safe_write import write_beneath
+from veriscale.harness.sessions.grep_run import GrepRun, compile_pattern, run_grep
+from veriscale.harness.sessions.tool_interface import (
+    TOOL_NAMES,
+    TOOL_SCHEMAS,
+    ToolError,
+    ToolResult,
+)
 
 DEFAULT_READ_CHARS = 20_000
 DEFAULT_LIST_ENTRIES = 300
-DEFAULT_MATCHES = 100
 DEFAULT_OUTPUT_CHARS = 12_000
 DEFAULT_RUN_TIMEOUT_S = 120.0
 MAX_WRITE_CHARS = 2_000_000
 MAX_READ_BYTES = 64 << 20
 MAX_PATTERN_CHARS = 4_000
 GREP_TIMEOUT_S = 60.0  # a grep without a session deadline is killed after this long
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # a bad pattern is the session's error, not a line on the host's stderr
-_NOT_IN_RE2 = re.compile(r"\\[1-9]|\(\?<?[=!]|\(\?P=|\\g<|\(\?>|[*+?}][+]")
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """What one tool call gave back to the model."""
-
-    text: str
-    is_error: bool = False
-    duration_s: float = 0.0
-
-
-class ToolError(Exception):
-    """A tool call the model must correct (bad path, outside its folders, bad arguments)."""
-
-
-def _schema(name: str, description: str, properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": list(required)},
-        },
-    }
-
-
-_STR = {"type": "string"}
-_INT = {"type": "integer"}
-
-TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
-    "read": _schema(
-        "read", "Read a text file (relative paths start at the task folder). Optional 1-based line range.",
-        {"path": _STR, "start_line": _INT, "end_line": _INT}, ["path"]),
-    "ls": _schema("ls", "List a folder (relative paths start at the task folder).", {"path": _STR}, []),
-    "grep": _schema(
-        "grep", "Search files under a folder for a regular expression; prints path:line:text.",
-        {"pattern": _STR, "path": _STR}, ["pattern"]),
-    "find": _schema(
-        "find", "Find files whose path matches a glob such as '*.csv' under a folder.",
-        {"pattern": _STR, "path": _STR}, ["pattern"]),
-    "run": _schema(
-        "run", "Run a shell command (e.g. python3 -c ...) in the sandbox; the working folder is your output folder.",
-        {"command": _STR}, ["command"]),
-    "write": _schema(
-        "write", "Write a text file under your output folder (relative paths start there).",
-        {"path": _STR, "content": _STR}, ["path", "content"]),
-}
-TOOL_NAMES = tuple(TOOL_SCHEMAS)
-
 
 
 @dataclass
@@ -349,82 +301,6 @@ class ToolBox:
         except UnsafePath as exc:
             raise ToolError(f"'{raw}' goes through a link or a file: write only to plain folders ({exc})") from None
         return f"wrote {len(content)} characters to {resolved}"
-
-
-@dataclass
-class GrepRun:
-    """What one ``grep`` child did: the hits it sent, and whether the deadline killed it."""
-
-    hits: list[str]
-    killed: bool
-    returncode: int | None
-
-
-def run_grep(pattern: str, root: Path, rel: PurePosixPath, *, deadline: float,
-             max_matches: int = DEFAULT_MATCHES) -> GrepRun:
-    """Walk and match in a child process (``grep_worker``) that is killed when ``deadline`` passes.
-
-    RE2 never backtracks, but one search over one long line can still run for a minute inside a
-    single C call; only a process of its own can be stopped there. Hits already sent are kept.
-    A child that fails (not killed) is a ``ToolError`` with the last line of its stderr.
-    """
-    env = dict(os.environ)
-    package_parent = str(Path(__file__).resolve().parents[3])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.Popen([sys.executable, "-m", "veriscale.harness.sessions.grep_worker"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    hits: list[str] = []
-    errors = bytearray()
-
-    def read_hits() -> None:
-        for raw in proc.stdout:
-            hits.append(json.loads(raw))
-
-    def read_errors() -> None:
-        for chunk in iter(lambda: proc.stderr.read(4096), b""):
-            errors[:] = (errors + chunk)[-4096:]
-
-    readers = [threading.Thread(target=read_hits, daemon=True), threading.Thread(target=read_errors, daemon=True)]
-    for reader in readers:
-        reader.start()
-    killed = False
-    try:
-        try:
-            proc.stdin.write(json.dumps({"pattern": pattern, "root": str(root), "rel": rel.as_posix(),
-                                         "max_matches": max_matches}).encode() + b"\n")
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        killed = True
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for reader in readers:
-            reader.join()
-    if proc.returncode != 0 and not killed:
-        last = errors.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-        raise ToolError(f"grep failed: {last[0][:300]}")
-    return GrepRun(hits, killed, proc.returncode)
-
-
-def compile_pattern(pattern: str) -> Any:
-    """``pattern`` compiled by RE2 (linear time); a ``ToolError`` in one sentence when RE2 cannot take it.
-
-    >>> compile_pattern(r"^(a+)+$").search("a" * 40 + "b") is None
-    True
-    """
-    try:
-        return re2.compile(pattern, options=_RE2_OPTIONS)
-    except re2.error as exc:
-        if _NOT_IN_RE2.search(pattern):
-            raise ToolError(f"pattern {_shown(pattern[:200])!r} uses a backreference, lookaround, atomic group or "
-                            "possessive quantifier, which grep's linear-time engine (RE2) does not run: search "
-                            "without it (e.g. grep a simpler pattern and read the hits)") from None
-        detail = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise ToolError(f"pattern {_shown(pattern[:200])!r} is not a valid regular expression ({detail})") from None
 
 
 _STOPPED = "[stopped: the session's time is up]"

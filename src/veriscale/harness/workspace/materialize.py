@@ -11,7 +11,8 @@ Source layout (what benchmark exports and ``veriscale`` fixtures look like)::
       scores.json / *.scores.json     archived scores {name: score}    -> archive, outside
       golden.xlsx, tests/, ...        answer keys                      -> left out, reported
 
-Usage::
+Where each source entry goes and which are answer keys: :mod:`.source_layout`; a full disk is one
+sentence (:mod:`.disk_full`). Usage::
 
     report = materialize(Path("exports/finance"), Path("tasks/finance"), seed=7)
     report.left_out      # [("golden.xlsx", "answer-key pattern 'golden*'"), ...]
@@ -33,9 +34,6 @@ One rollout is allowed (the challenger can still work) but reported as a warning
 
 from __future__ import annotations
 
-import fnmatch
-import json
-import os
 import random
 import shutil
 import tempfile
@@ -43,32 +41,34 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from veriscale.data.reader import parse_json, read_text
-from veriscale.errors import UserError, setting
-from veriscale.harness.workspace import contract as ws
+from veriscale.errors import UserError
 from veriscale.harness.jsonfiles import write_json
-from veriscale.harness.workspace.office_content import refuse_office_files
 from veriscale.harness.safe_fs import resolved
+from veriscale.harness.workspace import contract as ws
+from veriscale.harness.workspace.disk_full import disk_full_error
+from veriscale.harness.workspace.office_content import refuse_office_files
 from veriscale.harness.workspace.safe_copy import (
-    DEFAULT_MAX_EXTRACT_BYTES, DISK_FULL_ERRNOS, copy_tree, ensure_inside, extract_zip,
+    DEFAULT_MAX_EXTRACT_BYTES,
+    DISK_FULL_ERRNOS,
+    copy_tree,
+    ensure_inside,
+    extract_zip,
 )
+from veriscale.harness.workspace.source_layout import (
+    DEFAULT_ANSWER_KEY_PATTERNS,
+    DEFAULT_ROLLOUT_EXCLUDE_PATTERNS,
+    INPUT_DIR_CANDIDATES,
+    collect_rollouts,
+    find_task_file,
+    keep_all,
+    key_rule,
+    read_scores,
+    sort_top_level,
+    split_rollout,
+)
+from veriscale.harness.workspace.text_views import is_viewable, write_view
 from veriscale.harness.workspace.view_worker import ViewWorker
-from veriscale.harness.workspace.text_views import SIDECAR_SUFFIX, is_sidecar, is_viewable, write_view
 from veriscale.harness.workspace.zip_limits import ZipLimits
-
-DEFAULT_ANSWER_KEY_PATTERNS: tuple[str, ...] = (
-    "golden*", "gold", "gold.*", "solution", "solution.*", "solutions", "tests", "test",
-    "expected*", "answer*", "task.toml", "grader*", "grading*", "rubric*", "reference*",
-    "oracle*", "ground_truth*", "groundtruth*", "scores.json", "*.scores.json",
-)
-DEFAULT_ROLLOUT_EXCLUDE_PATTERNS: tuple[str, ...] = (
-    "score.json", "scores.json", "*.scores.json", "reward.txt", "reward.json",
-    "grading*", "grader*", "verifier",
-)
-TASK_FILE_CANDIDATES = ("task.md", "spec/task.md", "TASK.md", "instruction.md", "prompt.md")
-INPUT_DIR_CANDIDATES = ("inputs", "workspace")
-TRAJECTORY_PATTERNS = ("trajectory*", "trace*", "transcript*", "*.trajectory.json", "*.trajectory.jsonl")
-SCORE_FILE_PATTERNS = ("scores.json", "*.scores.json")
 
 
 @dataclass
@@ -88,128 +88,12 @@ class MaterializeReport:
         return data
 
 
-def _match(name: str, patterns: Sequence[str]) -> str | None:
-    lowered = name.lower()
-    for pattern in patterns:
-        if fnmatch.fnmatchcase(lowered, pattern.lower()):
-            return pattern
-    return None
-
-
-def _key_rule(patterns: Sequence[str]):
-    """A copy_tree skip rule that leaves out entries named like an answer key."""
-
-    def skip(rel: str, _is_dir: bool) -> str | None:
-        pattern = _match(rel.rsplit("/", 1)[-1], patterns)
-        return f"answer-key pattern '{pattern}'" if pattern else None
-
-    return skip
-
-
-def _keep_all(_rel: str, _is_dir: bool) -> None:
-    return None
-
-
 def _anonymise(names: list[str], seed: int) -> dict[str, str]:
     order = sorted(names)
     random.Random(seed).shuffle(order)
     width = max(2, len(str(len(order))))
     return {f"r{i:0{width}d}": name for i, name in enumerate(order, start=1)}
 
-
-def _find_task_file(source: Path, task_file: Path | None) -> Path:
-    if task_file is not None:
-        if not task_file.is_file():
-            raise UserError(f"task description '{task_file}' does not exist: give the task's markdown file")
-        return task_file
-    for candidate in TASK_FILE_CANDIDATES:
-        if (source / candidate).is_file():
-            ensure_inside(source / candidate, source)
-            return source / candidate
-    raise UserError(
-        f"source '{source}' has no task description (looked for {', '.join(TASK_FILE_CANDIDATES)}): "
-        f"add task.md or give {setting('task_file')}"
-    )
-
-
-def _read_scores(files: list[Path]) -> dict[str, Any]:
-    scores: dict[str, Any] = {}
-    for path in files:
-        try:
-            data = parse_json(read_text(path, "scores file"), f"scores file '{path}'")
-        except json.JSONDecodeError as exc:
-            raise UserError(f"scores file '{path}' is not valid JSON ({exc}): fix or remove it") from exc
-        if isinstance(data, dict) and isinstance(data.get("scores"), dict):
-            data = data["scores"]
-        if not isinstance(data, dict):
-            raise UserError(f"scores file '{path}' must map rollout names to scores: fix or remove it")
-        scores.update(data)
-    return scores
-
-
-def _split_rollout(staged: Path, dest: Path, left_out: list[tuple[str, str]], prefix: str,
-                   rollout_patterns: Sequence[str]) -> None:
-    """Move a staged rollout into deliverables/ and trajectory/."""
-    deliverables = dest / ws.DELIVERABLES_DIR
-    trajectory = dest / ws.TRAJECTORY_DIR
-    deliverables.mkdir(parents=True)
-    trajectory.mkdir(parents=True)
-    has_layout = (staged / ws.DELIVERABLES_DIR).is_dir()
-    for entry in sorted(staged.iterdir()):
-        name = entry.name
-        pattern = _match(name, rollout_patterns)
-        if pattern is not None:
-            left_out.append((f"{prefix}{name}", f"grader output pattern '{pattern}'"))
-            continue
-        if name == ws.TRAJECTORY_DIR and entry.is_dir():
-            shutil.copytree(entry, trajectory, dirs_exist_ok=True)
-        elif has_layout and name == ws.DELIVERABLES_DIR:
-            shutil.copytree(entry, deliverables, dirs_exist_ok=True)
-        elif entry.is_file() and _match(name, TRAJECTORY_PATTERNS):
-            shutil.copyfile(entry, trajectory / name)
-        elif has_layout:
-            left_out.append((f"{prefix}{name}", "outside the rollout's deliverables/ and trajectory/"))
-        elif entry.is_dir():
-            shutil.copytree(entry, deliverables / name)
-        else:
-            shutil.copyfile(entry, deliverables / name)
-    for stale in [p for p in deliverables.rglob(f"*{SIDECAR_SUFFIX}") if is_sidecar(p)]:
-        left_out.append((f"{prefix}{stale.relative_to(deliverables).as_posix()}", "old view sidecar (rebuilt)"))
-        stale.unlink()
-
-
-def _collect_rollouts(rollouts_src: Path, left_out: list[tuple[str, str]]) -> dict[str, Path]:
-    """{rollout name: folder or zip} from the source's rollouts/ folder."""
-    found: dict[str, Path] = {}
-    for entry in sorted(rollouts_src.iterdir()):
-        is_zip = entry.is_file() and entry.suffix.lower() == ".zip"
-        if not (entry.is_dir() or is_zip):
-            left_out.append((f"{ws.ROLLOUTS_DIR}/{entry.name}", "not a rollout folder or zip"))
-            continue
-        name = entry.stem if is_zip else entry.name
-        if name in found:
-            raise UserError(f"rollout '{name}' exists both as a folder and as a zip in '{rollouts_src}': keep one")
-        found[name] = entry
-    if not found:
-        raise UserError(f"source '{rollouts_src}' holds no rollouts: add one subfolder (or zip) per rollout")
-    return found
-
-
-def _sort_top_level(source: Path, recognised: set[str], key_patterns: Sequence[str],
-                    left_out: list[tuple[str, str]]) -> list[Path]:
-    """Report every top-level entry outside the layout as left out; return the score files."""
-    score_files: list[Path] = []
-    for entry in sorted(source.iterdir()):
-        if entry.name in recognised:  # the layout itself is never an answer key
-            continue
-        if entry.is_file() and _match(entry.name, SCORE_FILE_PATTERNS):
-            score_files.append(entry)
-            left_out.append((entry.name, "archived scores (moved to the archive outside the task)"))
-            continue
-        pattern = _match(entry.name, key_patterns)
-        reason = f"answer-key pattern '{pattern}'" if pattern else "not part of the source layout"
-        left_out.append((entry.name + ("/" if entry.is_dir() else ""), reason))
-    return score_files
 
 
 def _refuse_office_files(folder: Path, report_left_out: list[tuple[str, str]], warnings: list[str], limits: ZipLimits,
@@ -273,13 +157,13 @@ def materialize(
     rollout_patterns = tuple(
         rollout_exclude_patterns if rollout_exclude_patterns is not None else DEFAULT_ROLLOUT_EXCLUDE_PATTERNS
     )
-    spec_source = _find_task_file(source, task_file)
+    spec_source = find_task_file(source, task_file)
     rollouts_src = source / ws.ROLLOUTS_DIR
     if not rollouts_src.is_dir():
         raise UserError(f"source '{source}' has no {ws.ROLLOUTS_DIR}/ folder: put one subfolder (or zip) per rollout there")
 
     left_out: list[tuple[str, str]] = []
-    rollout_sources = _collect_rollouts(rollouts_src, left_out)
+    rollout_sources = collect_rollouts(rollouts_src, left_out)
     label_map = _anonymise(list(rollout_sources), seed)
     report = MaterializeReport(task_dir=str(dest), archive_file=str(archive_file), label_map=label_map)
     if len(label_map) == 1:
@@ -288,7 +172,7 @@ def materialize(
     recognised = {ws.ROLLOUTS_DIR, ws.SPEC_DIR, *INPUT_DIR_CANDIDATES}
     if spec_source.parent == source:
         recognised.add(spec_source.name)
-    scores = _read_scores(_sort_top_level(source, recognised, key_patterns, left_out))
+    scores = read_scores(sort_top_level(source, recognised, key_patterns, left_out))
 
     staging: Path | None = None
     try:
@@ -296,7 +180,7 @@ def materialize(
         spec_dir = dest / ws.SPEC_DIR
         if (source / ws.SPEC_DIR).is_dir():
             copy_tree(source / ws.SPEC_DIR, spec_dir, root=source, left_out=left_out,
-                      rel_prefix=f"{ws.SPEC_DIR}/", skip=_key_rule(key_patterns))
+                      rel_prefix=f"{ws.SPEC_DIR}/", skip=key_rule(key_patterns))
         spec_dir.mkdir(exist_ok=True)
         shutil.copyfile(spec_source, spec_dir / ws.TASK_FILE)
         _refuse_office_files(spec_dir, left_out, report.warnings, limits,
@@ -310,7 +194,7 @@ def materialize(
             if not folder.is_dir():
                 continue
             for copied in copy_tree(folder, inputs_dest, root=source, left_out=left_out,
-                                    rel_prefix=f"{name}/", skip=_keep_all):
+                                    rel_prefix=f"{name}/", skip=keep_all):
                 rel = copied.relative_to(inputs_dest).as_posix()
                 if rel in seen_inputs:
                     raise UserError(
@@ -327,13 +211,13 @@ def materialize(
                 prefix = f"{ws.ROLLOUTS_DIR}/{src.name}/"
                 staging = Path(staging_root)  # a full disk now is the temporary folder's
                 if src.is_dir():
-                    copy_tree(src, staged, root=source, left_out=left_out, rel_prefix=prefix, skip=_keep_all)
+                    copy_tree(src, staged, root=source, left_out=left_out, rel_prefix=prefix, skip=keep_all)
                 else:
                     ensure_inside(src, source)
                     extract_zip(src, staged, max_bytes=max_extract_bytes, limits=limits)
                 staging = None
                 _refuse_office_files(staged, left_out, report.warnings, limits, lambda rel, p=prefix: p + rel)
-                _split_rollout(staged, dest / ws.ROLLOUTS_DIR / label, left_out, prefix, rollout_patterns)
+                split_rollout(staged, dest / ws.ROLLOUTS_DIR / label, left_out, prefix, rollout_patterns)
 
         with ViewWorker(limits) as worker:
             _write_views(inputs_dest, dest, report, worker)
@@ -341,7 +225,7 @@ def materialize(
     except OSError as exc:
         shutil.rmtree(dest, ignore_errors=True)
         if exc.errno in DISK_FULL_ERRNOS:
-            raise _disk_full(exc, source, dest, staging) from None
+            raise disk_full_error(exc, source, dest, staging) from None
         raise
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
@@ -365,47 +249,5 @@ def materialize(
         if exc.errno not in DISK_FULL_ERRNOS:
             raise
         shutil.rmtree(dest, ignore_errors=True)  # a task without its label map cannot be scored
-        raise _disk_full(exc, source, dest) from None
+        raise disk_full_error(exc, source, dest) from None
     return report
-
-
-def _human(size: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:,} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"  # pragma: no cover
-
-
-def _source_bytes(source: Path) -> int:
-    """The bytes of the regular files below ``source`` (links not followed): what the copies need at least."""
-    total = 0
-    for folder, _dirs, files in os.walk(source):
-        for name in files:
-            try:
-                info = os.lstat(os.path.join(folder, name))
-            except OSError:
-                continue
-            total += info.st_size if os.path.isfile(os.path.join(folder, name)) else 0
-    return total
-
-
-def _disk_full(exc: OSError, source: Path, dest: Path, staging: Path | None = None) -> UserError:
-    """One sentence for a write that ran out of space: where, how much is needed, and that nothing is left behind.
-
-    ``staging``: the temporary folder rollouts were being copied into when the disk filled (else the
-    destination's disk was full)."""
-    if staging is not None:
-        disk, fix = staging.parent, "free space there or point $TMPDIR at a larger disk"
-    else:
-        disk = next((p for p in (dest, *dest.parents) if p.is_dir()), dest)
-        fix = "free space there or choose a destination on a larger disk"
-    try:
-        free = f", {_human(shutil.disk_usage(disk).free)} free"
-    except OSError:
-        free = ""
-    return UserError(
-        f"no space left on the disk of '{disk}' while building task folder '{dest}' "
-        f"(it needs at least {_human(_source_bytes(source))}, the size of source '{source}', plus its text views{free}): "
-        f"{fix}; the partial task folder was removed"
-    )

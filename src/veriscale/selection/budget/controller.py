@@ -46,7 +46,7 @@ the judge called inline (``veriscale.selection.core.judging.run_inline``), no ev
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Hashable, Iterator, Protocol, Sequence
 
 from veriscale.errors import UserError, setting
 from veriscale.selection.core.aggregate import TournamentResult, bradley_terry_result
@@ -88,13 +88,19 @@ class CostedJudge(Protocol):
     For :meth:`BudgetController.arun`, ``__call__`` is async (``cost`` stays synchronous).
     """
 
-    n_levels: int
-    max_repeats: int
-    level_names: Sequence[str]
+    @property
+    def n_levels(self) -> int: ...
+
+    @property
+    def max_repeats(self) -> int: ...
+
+    @property
+    def level_names(self) -> Sequence[str]: ...
 
     def cost(self, i: int, j: int, repeat: int, level: int) -> Cost: ...
 
-    def __call__(self, i: int, j: int, repeat: int, level: int) -> float | PairVerdict: ...
+    def __call__(self, i: int, j: int, repeat: int, level: int
+                 ) -> float | PairVerdict | Awaitable[float | PairVerdict]: ...
 
 
 @dataclass
@@ -289,7 +295,8 @@ class BudgetController:
                              None if granularity is None else granularity.to_dict())
 
     # -- steps -----------------------------------------------------------------------------
-    def _steps(self, fit: BradleyTerryFit, ledger: _Ledger, judge: CostedJudge, contention: float, level: int):
+    def _steps(self, fit: BradleyTerryFit, ledger: _Ledger, judge: CostedJudge, contention: float, level: int
+               ) -> Iterator[tuple[str, list[tuple[int, int, int]], str, str]]:
         """The escalation steps in order, each as (kind, actions, what it adds, why)."""
         ranking = list(fit.ranking)
         contenders = [c for c in ranking if fit.prob_best[c] >= contention or c in ranking[:2]]

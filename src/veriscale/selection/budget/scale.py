@@ -102,6 +102,13 @@ class GranularityPlan:
                 "asked_g": self.asked.granularity, "lowered": self.lowered, "read_cap": self.cap, "why": self.why}
 
 
+def _coarser(scale: Scale, g: int) -> Scale:
+    """:func:`coarser` for a ``g`` from 2 to below ``scale``'s granularity, where there always is one."""
+    found = coarser(scale, g)
+    assert found is not None, (scale.name, g)
+    return found
+
+
 def plan_granularity(asked: Scale, budget: Budget, cap: int | None, price: Callable[[Scale], int]) -> GranularityPlan:
     """The G the rule above gives (see the module docstring)."""
     scale, reasons = asked, []
@@ -117,11 +124,11 @@ def plan_granularity(asked: Scale, budget: Budget, cap: int | None, price: Calla
         low, high = 2, scale.granularity - 1  # the finest coarser scale whose first comparison fits
         while low < high:
             mid = (low + high + 1) // 2
-            if price(coarser(scale, mid)) <= budget.amount:
+            if price(_coarser(scale, mid)) <= budget.amount:
                 low = mid
             else:
                 high = mid - 1
-        fitted = coarser(scale, low)
+        fitted = _coarser(scale, low)
         reasons.append(f"{budget} cannot pay for one comparison on {scale.name} ({price(scale)} tokens) but can on "
                        f"{fitted.name} ({price(fitted)}), the finest that fits: its prompts spell fewer labels out")
         scale = fitted

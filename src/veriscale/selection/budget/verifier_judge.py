@@ -32,19 +32,24 @@ class VerifierBudgetJudge:
         self._made: set[str] = set()  # store keys of the calls this decision has made
         self.full = VerifierJudge(verifier, pool, progress)
         self.judges = [self.full]
+        self.verifiers = [verifier]  # per level, the verifier that judges (and prices) it
         if len(items) > 1:
             screen = copy.copy(verifier)  # the same executor: one store, one usage, one --max-calls
             screen.criteria = verifier.criteria.only([items[0].name])
             self.judges = [VerifierJudge(screen, pool, progress), self.full]
+            self.verifiers = [screen, verifier]
         self.n_levels = len(self.judges)
         self.level_names = (f"the first criterion ({items[0].name})", f"all {len(items)} criteria")
         self.max_repeats = ADAPTIVE_MAX_REPEATS_SAMPLED if verifier.reasoning else 2
 
+    def _at(self, level: int) -> int:
+        return min(level, FULL) if self.n_levels > 1 else 0
+
     def _judge(self, level: int) -> VerifierJudge:
-        return self.judges[min(level, FULL) if self.n_levels > 1 else 0]
+        return self.judges[self._at(level)]
 
     def cost(self, i: int, j: int, repeat: int, level: int) -> Cost:
-        verifier, pool = self._judge(level).verifier, self.pool
+        verifier, pool = self.verifiers[self._at(level)], self.pool
         calls, _ = verifier.plan_compare(pool.task_text, pool.texts[i], pool.texts[j], only_repeat=repeat)
         # a call this decision already made is answered from the store, under --refresh too
         calls = [c for c in verifier.executor.gateway.keyed(calls) if c.key not in self._made]

@@ -107,7 +107,9 @@ async def aextra_repeats(ledger: JudgeLedger, stop: AdaptiveStop, refit: Refit) 
             if leader not in (a, b) or ledger.repeats_done(a, b) >= stop.max_repeats:
                 continue
             other = b if a == leader else a
-            gap = abs(ledger.mean_preference(leader, other) - 0.5)
+            preference = ledger.mean_preference(leader, other)
+            assert preference is not None  # a judged pair has a mean preference
+            gap = abs(preference - 0.5)
             if gap < stop.close_margin:
                 close.append((gap, other))
         if not close:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from veriscale.selection.core.bradley_terry import BradleyTerryFit, normalised_win_mass, ranking_by
 from veriscale.selection.core.groups import CandidateGroups
-from veriscale.selection.core.judging import JudgeLedger, Judgement, Scored
+from veriscale.selection.core.judging import Judgement, PairBook, Scored
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class TournamentResult:
     stop_reason: str = "plan complete"
     scores: tuple[Scored, ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (comparisons as ``{"i", "j", "repeat", "p"}`` objects, plus their rewards)."""
         data = asdict(self)
         data["comparisons"] = [c.to_dict() for c in self.comparisons]
@@ -65,7 +65,7 @@ class TournamentResult:
 def bradley_terry_result(
     method: str,
     grouped: CandidateGroups,
-    ledger: JudgeLedger,
+    ledger: PairBook,
     fit: BradleyTerryFit,
     *,
     n_comparisons: int,
@@ -82,7 +82,7 @@ def bradley_terry_result(
     ties = [
         (min(a, b), max(a, b))
         for a, b in ledger.judged_pairs()
-        if abs(ledger.mean_preference(a, b) - 0.5) < tie_tolerance
+        if abs(_met_preference(ledger, a, b) - 0.5) < tie_tolerance
     ]
     expanded = expand_values(grouped, fit.strengths)
     n_judgements = len(ledger.judgements)
@@ -135,6 +135,13 @@ def pointwise_result(grouped: CandidateGroups, scored: Sequence[Scored], tie_tol
     )
 
 
+def _met_preference(ledger: PairBook, a: int, b: int) -> float:
+    """Mean ``P(a ≻ b)`` of a pair the ledger lists as judged (so it has one)."""
+    preference = ledger.mean_preference(a, b)
+    assert preference is not None, (a, b)
+    return preference
+
+
 def expand_values(grouped: CandidateGroups, local_values: np.ndarray) -> np.ndarray:
     """Give every member its representative's value."""
     values = np.empty(grouped.n_candidates)
@@ -150,7 +157,7 @@ def expand_ranking(grouped: CandidateGroups, local_ranking: Sequence[int]) -> tu
 
 def expand_ties(grouped: CandidateGroups, local_ties: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """Map ties between representatives to all their members; members of a group tie each other."""
-    pairs = set()
+    pairs: set[tuple[int, int]] = set()
     for a, b in local_ties:
         pairs.update((min(x, y), max(x, y)) for x in grouped.members[a] for y in grouped.members[b])
     for members in grouped.members:
@@ -166,4 +173,5 @@ def share_beaten(values: np.ndarray, tie_tolerance: float) -> np.ndarray:
     gap = values[:, None] - values[None, :]
     beats = np.where(np.abs(gap) <= tie_tolerance, 0.5, (gap > 0).astype(float))
     mean = (beats.sum(axis=1) - 0.5) / (n - 1)
-    return mean / mean.sum()
+    shares: np.ndarray = mean / mean.sum()
+    return shares

@@ -72,7 +72,8 @@ def normalised_win_mass(strengths: Sequence[float] | np.ndarray) -> np.ndarray:
     if n == 1:
         return np.ones(1)
     mean_win = (expit(theta[:, None] - theta[None, :]).sum(axis=1) - 0.5) / (n - 1)
-    return mean_win / mean_win.sum()
+    normalised: np.ndarray = mean_win / mean_win.sum()
+    return normalised
 
 
 def ranking_by(values: Sequence[float] | np.ndarray) -> tuple[int, ...]:
@@ -233,7 +234,7 @@ def _dispersion(
     graph = coo_matrix((np.ones(first.size), (first, second)), shape=(n_items, n_items))
     components, _ = connected_components(graph, directed=False)
     residual_dof = max(float(weight.sum()) - (n_items - components), 0.0)
-    return (pearson + DISPERSION_PRIOR_DOF) / (residual_dof + DISPERSION_PRIOR_DOF)
+    return float((pearson + DISPERSION_PRIOR_DOF) / (residual_dof + DISPERSION_PRIOR_DOF))
 
 
 def _prob_best(theta: np.ndarray, covariance: np.ndarray, n_samples: int, seed: int) -> np.ndarray:

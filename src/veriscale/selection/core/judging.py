@@ -74,6 +74,7 @@ class SyncJudge:
     """
 
     __slots__ = ("judge",)
+    judge: Callable[..., Any]
 
     def __init__(self, judge: Callable[..., Any]) -> None:
         self.judge = judge.judge if isinstance(judge, SyncJudge) else judge
@@ -91,7 +92,8 @@ def run_inline(coro: Coroutine[Any, Any, T]) -> T:
     try:
         coro.send(None)
     except StopIteration as done:
-        return done.value
+        result: T = done.value
+        return result
     coro.close()
     raise RuntimeError("a synchronous tournament waited on an awaitable: pass an async judge to the async "
                        "form instead (appt, around_robin, aknockout, apointwise, asparse_ranking, arun)")
