@@ -96,3 +96,28 @@ def test_the_readme_python_snippet_runs(tmp_path, monkeypatch, capsys):
     assert len(capsys.readouterr().out.strip().splitlines()) == 3
     rerun = compare(namespace["task"], namespace["a"], namespace["b"], criteria="agent", store="runs.sqlite3")
     assert rerun.usage.model_calls == 0 and rerun.p_a_wins == pytest.approx(c.p_a_wins)
+
+
+def test_a_backend_the_api_loads_from_a_uri_is_closed_after_the_verdict() -> None:
+    from tests.support.scripted_model import ScriptedScoreModel, registered_scheme
+
+    opened: list[ScriptedScoreModel] = []
+
+    class ClosableModel(ScriptedScoreModel):
+        """TEST DOUBLE: the scripted model, counting its aclose calls."""
+
+        closed = 0
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    def load(uri: str) -> ClosableModel:
+        opened.append(ClosableModel())
+        return opened[-1]
+
+    given = ClosableModel()
+    with registered_scheme("closable", load, ("closable",)):
+        veriscale.score("Say hi.", "hi GOOD", model="closable:x", criteria="general")
+        veriscale.score("Say hi.", "hi GOOD", model=given, criteria="general")
+    assert [m.closed for m in opened] == [1]  # the one it opened, once
+    assert given.closed == 0  # a backend the caller handed over stays the caller's

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from veriscale.engine import sync_edge
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
-from veriscale.models.base import ModelBackend
+from veriscale.models.base import ModelBackend, aclose_backend
 from veriscale.models.uri import load_backend
 from veriscale.models.weak_judge import warn_if_embedded
 from veriscale.verify.criteria import CriteriaSet
@@ -79,7 +79,9 @@ def _text(value: object, what: str) -> str:
 
 async def _with_verifier(model: ModelLike, store: StoreLike, settings: dict[str, Any],
                          verdict: Callable[[Verifier], Awaitable[T]]) -> T:
-    """Build the Verifier (loading a model off the loop), take the verdict, and close a store opened here."""
+    """Build the Verifier (loading a model off the loop), take the verdict, and close what was opened
+    here: the store, and a server backend loaded from a URI (the embedded model is the process's one
+    instance, shared, so it stays loaded)."""
     backend = await asyncio.to_thread(_backend, model) if isinstance(model, str) else _backend(model)
     warn_if_embedded(backend, stacklevel=2)  # as the CLI's note: the embedded model is a weak judge
     opened = _store(store)
@@ -88,6 +90,8 @@ async def _with_verifier(model: ModelLike, store: StoreLike, settings: dict[str,
     finally:
         if opened is not None and opened is not store:
             await asyncio.to_thread(opened.close)
+        if isinstance(model, str) and not backend.is_embedded:
+            await aclose_backend(backend)
 
 
 def score(task: str, candidate: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",

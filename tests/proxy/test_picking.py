@@ -210,3 +210,13 @@ def test_the_round_robin_pick_awaits_its_judge_calls_on_the_requests_loop(tmp_pa
         raw = p.openai().chat.completions.with_raw_response.create(model="m", messages=QUESTION)
         assert raw.headers["x-veriscale-pick"] == "verified"
     assert len(picks) == 1 and judged and set(judged) == set(picks)
+
+
+@pytest.mark.embedded
+def test_shutdown_closes_the_upstream_backends_and_keeps_the_shared_verifier(store_path: Path, verifier) -> None:
+    with FaultServer(chat_reply="Looks done.") as up, proxied(store_path, settings_for((fault_uri(up), 2)), verifier) as p:
+        ask(p)
+        upstream = p.service.pools.pools[0][0].pool.endpoints[0].backend
+        assert not upstream._client.is_closed
+    assert upstream._client.is_closed and upstream._aclients == {}  # the app's lifespan closed what the proxy opened
+    assert verifier.count_tokens("still loaded") > 0  # the embedded verifier was handed over, so it stays open

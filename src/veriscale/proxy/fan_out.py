@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from veriscale.engine.gateway import Gateway
+from veriscale.models.base import aclose_backend
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError, UserError
 from veriscale.proxy.conversation import ApiError, Conversation, Reply, arguments_of, unknown_model
@@ -126,6 +127,15 @@ class UpstreamPools:
     @property
     def models(self) -> list[str]:
         return [g.model.uri for g, n in self.pools for _ in range(n)]
+
+    async def aclose(self) -> None:
+        """Close every upstream backend (its HTTP clients), each once, whichever names share it; the
+        embedded model is the process's one shared instance and stays loaded."""
+        gateways = {id(g): g for g, _ in [*self.pools, *(e for pool in self.aliases.values() for e in pool)]}
+        backends = {id(e.backend): e.backend for g in gateways.values() for e in g.pool.endpoints}
+        for backend in backends.values():
+            if not backend.is_embedded:
+                await aclose_backend(backend)
 
     @property
     def names(self) -> list[str]:

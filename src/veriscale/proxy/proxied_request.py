@@ -97,6 +97,11 @@ class ProxyService:
                                          "and verifier calls in flight were cancelled"})
                 raise
 
+    async def aclose(self) -> None:
+        """Close the upstream backends the proxy opened (the app's lifespan calls this at shutdown); the
+        verifier's backend belongs to whoever handed it over."""
+        await self.pools.aclose()
+
     def verifier(self) -> Any:
         """The pick's Verifier on the proxy's criteria and injection settings."""
         from veriscale.verify.reward import Verifier

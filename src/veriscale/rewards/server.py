@@ -18,14 +18,17 @@ before it exits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from veriscale.errors import UserError
+from veriscale.models.http_transport import close_loop_clients
 from veriscale.rewards.batching import RequestBatcher
 from veriscale.rewards.batch_rewards import RewardService
 
@@ -51,7 +54,15 @@ def create_reward_app(service: RewardService, *, token: str | None = None,
                       answer_within_s: float | None = None) -> FastAPI:
     """The FastAPI app answering ``POST /get_reward`` (and ``GET /health``); ``app.state.batcher``
     is its :class:`RequestBatcher` (``answer_within_s``: answer every request within that time)."""
-    app = FastAPI(title="veriscale reward server")
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        """At shutdown: the groups still being rewarded finish, then the HTTP clients this loop opened close
+        (the verifier's backend itself belongs to whoever built the service)."""
+        yield
+        await batcher.drain()
+        await close_loop_clients()
+
+    app = FastAPI(title="veriscale reward server", lifespan=lifespan)
     batcher = RequestBatcher(service, group_size=group_size, group_wait_s=group_wait_s, window_s=window_s,
                              answer_within_s=answer_within_s)
     app.state.batcher = batcher

@@ -17,6 +17,8 @@ Routes (the schema is at ``/openapi.json``; docs/SERVER.md has examples):
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -33,6 +35,7 @@ from veriscale.settings.words import cli_text
 from veriscale.engine.ids import MAX_ID
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
+from veriscale.models.http_transport import close_loop_clients
 from veriscale.data.reader import shown
 from veriscale.errors import UserError, one_line
 from veriscale.redact import Redactor
@@ -110,7 +113,15 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
         def render(self, content: Any) -> bytes:
             return super().render(redactor(content))
 
-    app = FastAPI(title="veriscale", version=__version__, docs_url=None, redoc_url=None,
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        """At shutdown: close the proxy's backends and every HTTP client opened on this loop."""
+        yield
+        if proxy is not None:
+            await proxy.aclose()
+        await close_loop_clients()
+
+    app = FastAPI(title="veriscale", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
                   default_response_class=RedactedJSON,
                   description="Jobs, runs, calls and live progress from the veriscale store.")
     app.add_middleware(Guard, policy=policy)
