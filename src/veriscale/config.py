@@ -139,6 +139,7 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "view": {"timeout_s": (int, float), "memory_mb": (int, float)},
     "handback": {"max_files": int, "max_depth": int},
     "scoring": {"joint": bool, "model_mismatch": str},
+    "output": {"quiet": bool},  # what the CLI prints on stderr (veriscale.settings.registry: quiet)
     "proxy": {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
               "progress": bool, "candidates": list, "max_tokens": int, "schedule": str, "margin": (int, float),
               "aliases": dict, "budget": str},  # veriscale.proxy.settings

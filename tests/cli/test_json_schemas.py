@@ -3,14 +3,18 @@ JSON Schema (draft 2020-12) under ``src/veriscale/schemas/`` (docs/JSON.md lists
 
 The commands run for real in process (typer's CliRunner on ``veriscale.cli:app``); model calls go to
 the scripted test doubles (``--model scripted`` grades by the word GOOD, ``scripted-progress`` by
-UP/DOWN words), which answer at once. A list output (``runs list``, ``harness skills list``) and
-each JSONL line (``runs export``) carry the field on every object.
+UP/DOWN words, ``scripted-chat`` replays one tool-calling script per harness phase), which answer at
+once. ``harness run`` runs the protocol unjailed on a materialised fixture task; ``harness score``
+re-grades its delivery with the example grader (examples/grader/grade.py) and reads it select-only.
+A list output (``runs list``, ``harness skills list``) and each JSONL line (``runs export``) carry
+the field on every object.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +23,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
+from tests.support.scripted_chat import ScriptedChat, call, say
 from tests.support.scripted_model import ScriptedScoreModel
 from tests.support.scripted_progress import ScriptedProgressModel
 from veriscale import schemas
@@ -29,9 +34,17 @@ from veriscale.models.registry import SCHEMES, register_backend
 REPO = Path(__file__).resolve().parents[2]
 HARNESS_FIXTURES = REPO / "tests" / "fixtures" / "harness"
 PROGRESS = REPO / "examples" / "progress"
-# outputs the in-process run below does not reach (they need an agent loop or a grader and a
-# finished harness run); their schemas are still checked as schemas
-NOT_RUN_HERE = {"harness-score", "harness-run"}
+EXAMPLE_GRADER = REPO / "examples" / "grader" / "grade.py"
+# outputs the in-process run below does not reach; their schemas are still checked as schemas
+NOT_RUN_HERE: set[str] = set()
+
+
+def _pick_only_scripts(base: str) -> dict:
+    """The harness phases' scripted replies: empty ledgers, then adjudication picks ``base`` unrevised."""
+    ledger = call("write", path="ledger.json", content=json.dumps({"entries": []}))
+    return {"resolve": [ledger, say("done")], "challenge": [ledger, say("done")],
+            "adjudicate": [call("write", path="finish.json",
+                                content=json.dumps({"base": base, "revisions": [], "unresolved": []})), say("done")]}
 
 
 class CheckableModel(ScriptedScoreModel):
@@ -55,6 +68,7 @@ def outputs(tmp_path_factory) -> dict[str, list]:
     saved = dict(SCHEMES)
     register_backend(("scripted",), lambda _uri: CheckableModel(), forms=("scripted",))
     register_backend(("scripted-progress",), lambda _uri: ScriptedProgressModel(), forms=("scripted-progress",))
+    register_backend(("scripted-chat",), lambda _uri: ScriptedChat(_pick_only_scripts("r02")), forms=("scripted-chat",))
     root = tmp_path_factory.mktemp("json")
     store = str(root / "runs.sqlite3")
     texts = {"task": "Count the lines of every .log file under /var/log.",
@@ -120,6 +134,8 @@ def outputs(tmp_path_factory) -> dict[str, list]:
         whole = json.loads(runner.invoke(app, ["runs", "export", "1", "--store", store]).stdout)
         found.setdefault(_tag(whole), []).append(whole)
         found.setdefault("race", []).append(_race(root))
+        for doc in _harness(root, store):
+            found.setdefault(_tag(doc), []).append(doc)
     finally:
         SCHEMES.clear()
         SCHEMES.update(saved)
@@ -149,6 +165,33 @@ def _race(root: Path) -> dict:
         os.chdir(here)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+def _harness(root: Path, store: str) -> list[dict]:
+    """``harness run --json`` (one task delivered, one missing), then ``harness score --json`` of that
+    run: re-graded over the delivered task and one never run, and select-only."""
+    from veriscale.harness.workspace.materialize import materialize
+
+    tasks = root / "harness"
+    for name in ("quarterly_report", "data_cleanup"):
+        materialize(HARNESS_FIXTURES / name, tasks / name, seed=11)
+    runner = CliRunner()
+    docs = []
+    run = runner.invoke(app, ["harness", "run", str(tasks / "quarterly_report"), str(tasks / "not_a_task"),
+                              "--model", "scripted-chat", "--contract", "pick-only", "--no-jail", "--run-id", "j",
+                              "--store", store, "--json"])
+    assert run.exit_code == 1, run.output  # the missing task failed; the other one was delivered
+    docs.append(json.loads(run.stdout))
+    grader = " ".join(shlex.quote(str(part)) for part in (sys.executable, EXAMPLE_GRADER, "--references", HARNESS_FIXTURES))
+    regrade = runner.invoke(app, ["harness", "score", str(tasks / "quarterly_report"), str(tasks / "data_cleanup"),
+                                  "--run-id", "j", "--grader", grader, "--json"])
+    assert regrade.exit_code == 1, regrade.output  # data_cleanup has no run j: reported, not scored
+    docs.append(json.loads(regrade.stdout))
+    select = runner.invoke(app, ["harness", "score", str(tasks / "quarterly_report"), "--run-id", "j",
+                                 "--select-only", "--json"])
+    assert select.exit_code == 0, select.output
+    docs.append(json.loads(select.stdout))
+    return docs
 
 
 def test_every_schema_file_is_a_valid_draft_2020_12_schema() -> None:
@@ -184,3 +227,47 @@ def test_a_validation_failure_is_caught() -> None:
     validator = Draft202012Validator(schemas.load("score"))
     assert list(validator.iter_errors({"schema": "veriscale.score/2", "reward": 0.5}))
     assert list(validator.iter_errors({"schema": "veriscale.score/1"}))
+
+
+def _valid(name: str, doc: dict) -> None:
+    errors = sorted(Draft202012Validator(schemas.load(name)).iter_errors(doc), key=lambda e: list(e.path))
+    assert not errors, f"{name}: " + "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
+
+
+def test_harness_run_json_matches_its_schema_with_a_delivered_and_a_failed_task(outputs) -> None:
+    (doc,) = outputs["harness-run"]
+    _valid("harness-run", doc)
+    assert next(iter(doc)) == "schema" and doc["schema"] == "veriscale.harness-run/1"
+    delivered, missing = doc["tasks"]
+    assert (doc["run_id"], doc["contract"], doc["jail"], doc["failed"]) == ("j", "pick-only", "off", 1)
+    assert delivered["outcome"] == "delivered" and delivered["base"] == "r02"
+    assert set(delivered["phases"]) >= {"resolve", "challenge", "adjudicate", "deliver"}
+    assert missing["outcome"] == "error" and "does not exist" in missing["error"]
+    assert isinstance(doc["store_run"], int)
+
+
+def test_harness_score_json_matches_its_schema_regrade_and_select_only(outputs) -> None:
+    regrade, select = outputs["harness-score"]
+    for doc in (regrade, select):
+        _valid("harness-score", doc)
+        assert next(iter(doc)) == "schema" and doc["schema"] == "veriscale.harness-score/1"
+        assert Path(doc["file"]).is_file()
+    assert regrade["mode"] == "regrade" and regrade["grader"] and regrade["preflight"]
+    scored, never_run = regrade["tasks"]
+    assert scored["base"] == "r02" and scored["revised"] is not None and scored["error"] is None
+    assert never_run["final"] is None and never_run["error"] and regrade["failures"][0]["task"] == "data_cleanup"
+    assert set(regrade["methods"]) == {"single_rollout", "select_only", "harness", "oracle"}
+    assert select["mode"] == "select-only" and select["grader"] is None and select["preflight"] is None
+    assert select["tasks"][0]["final"] == scored["select"]
+
+
+@pytest.mark.parametrize(("name", "broken"), [
+    ("harness-run", {"tasks": [{"task": "t", "task_dir": "/t"}]}),       # a task without its outcome
+    ("harness-run", {"failed": -1}),
+    ("harness-score", {"mode": "vote"}),
+    ("harness-score", {"methods": {"harness": {"mean": 0.5}}}),           # an estimate without its interval
+    ("harness-score", {"tasks": [{"task": "t"}]}),
+])
+def test_the_harness_schemas_are_not_vacuous(outputs, name: str, broken: dict) -> None:
+    doc = {**outputs[name][0], **broken}
+    assert list(Draft202012Validator(schemas.load(name)).iter_errors(doc))

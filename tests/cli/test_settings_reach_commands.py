@@ -59,6 +59,7 @@ VALUES: dict[str, str | None] = {  # a valid value unlike the default; None: a s
     "budget": "calls=9", "zip_member_mb": "16", "zip_file_mb": "64", "zip_members": "99", "view_timeout_s": "5",
     "view_memory_mb": "512", "handback_max_files": "77", "handback_max_depth": "9", "joint": None,
     "model_mismatch": "note", "proxy_schedule": "early", "proxy_aliases": "fast=m*2", "proxy_budget": "calls=6",
+    "quiet": None,
 }
 FLAGGED = [spec for spec in SPECS if spec.flag]
 
@@ -119,7 +120,7 @@ def _read_back(spec: Any) -> Any:
     """What ``veriscale settings --json`` shows for :data:`VALUES`' value of ``spec``."""
     value = VALUES[spec.name]
     if value is None:
-        return "on" if spec.name == "joint" else False
+        return "on" if spec.name in ("joint", "quiet") else False
     if spec.name in ("model", "redact"):
         return [value]
     typed = spec.check(spec.parse(value), spec.flag)

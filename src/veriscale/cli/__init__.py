@@ -39,6 +39,7 @@ def main(
     handback_max_depth: Optional[int] = typer.Option(None, "--handback-max-depth", help="Folder depth a session's hand-back keeps (config handback.max_depth; default 64)."),
     model_mismatch: Optional[str] = typer.Option(None, "--model-mismatch", help="fail (default) or note: what a reply naming another model than the one asked is, a failed call or a scored one with a note (config scoring.model_mismatch; $VERISCALE_MODEL_MISMATCH)."),
     joint: Optional[bool] = typer.Option(None, "--joint/--no-joint", help="Joint scoring: one model call reads every criterion's grade (and both responses of a pair), each at its own slot (config scoring.joint; $VERISCALE_JOINT)."),
+    quiet: Optional[bool] = typer.Option(None, "--quiet/--no-quiet", help="No progress bars or lines and no informational notes on stderr (config output.quiet; $VERISCALE_QUIET). Errors still print their sentence and exit non-zero, warnings still print, and so does the notice that verdicts come from the weak embedded model: quiet never hides that."),
 ) -> None:
     """Tell which run of your AI agent to trust."""
     given = dict(locals())  # every option, by parameter name
@@ -52,7 +53,8 @@ def main(
         # every global flag, by setting name; the library reads a flag's or the file's choice through
         # veriscale.settings.value (configure hands it over), else the environment, else the default.
         # The same flags given after the sub-command are resolved again there (cli/setting_flags.py).
-        settings.configure(config, setting_flags(given))
+        # The config file's note waits for the sub-command's own flags (a --quiet there silences it).
+        settings.configure(config, setting_flags(given), defer_notes=True)
 
 
 def _register_all() -> None:

@@ -66,11 +66,28 @@ def positive_seconds(value: float | None, flag: str, example: str) -> float | No
     return value
 
 
-def note(text: str) -> None:
-    """Print one library note on stderr, its settings named as flags."""
+def quiet() -> bool:
+    """Whether this invocation prints no progress and no informational note (``--quiet``,
+    ``$VERISCALE_QUIET``, config ``output.quiet``); errors and warnings print anyway."""
+    from veriscale.cli.settings import is_quiet
+
+    return is_quiet()
+
+
+def note(text: str, *, always: bool = False) -> None:
+    """Print one library note on stderr, its settings named as flags; nothing under ``--quiet``
+    unless ``always`` (a note the user must not miss, such as the weak embedded model's)."""
+    if quiet() and not always:
+        return
     from veriscale.shown_text import assembled  # a note may quote a candidate id or a model's reply
 
     err_console.print(assembled(("note: ", "yellow"), cli_text(text)), highlight=False, soft_wrap=True)
+
+
+def info(*objects: Any, **print_kw: Any) -> None:
+    """Print an informational line on stderr (``err_console.print``'s arguments); nothing under ``--quiet``."""
+    if not quiet():
+        err_console.print(*objects, **print_kw)
 
 
 def cli_data(payload: Any) -> Any:

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from veriscale.cli import harness_jail
-from veriscale.cli.common import console, emit_json, err_console, user_errors
+from veriscale.cli.common import console, emit_json, err_console, info, quiet, user_errors
 from veriscale.cli.flags import cli_text
 from veriscale.shown_text import assembled, for_terminal, for_terminal_lines
 
@@ -49,7 +49,8 @@ def materialize_command(
 
     Example: veriscale harness materialize exports/finance tasks/finance --seed 7 -x 'key_*'
     """
-    from veriscale.harness.workspace.materialize import DEFAULT_ANSWER_KEY_PATTERNS, materialize
+    from veriscale.harness.workspace.materialize import materialize
+    from veriscale.harness.workspace.source_layout import DEFAULT_ANSWER_KEY_PATTERNS
 
     with user_errors():
         patterns = list(exclude_pattern or [])
@@ -342,8 +343,13 @@ def _add_run_command(sub_app: typer.Typer) -> None:
                                  max_tokens=max_tokens, run_id=run_id, runs_root=runs_dir,
                                  skills_dirs=skills if skills else None, executor=executor,
                                  jail_limits=harness_jail.jail_limits(memory, pids, cpu, tmpfs, output, capture, relay, cpus))
+            if no_jail and quiet():  # the progress lines below carry it; --quiet drops them but never the warning
+                from veriscale.harness.jail.sandbox import JAIL_OFF_MESSAGE
+
+                err_console.print(assembled(("warning: ", "yellow"), cli_text(JAIL_OFF_MESSAGE)), highlight=False,
+                                  soft_wrap=True)
             summary = run_tasks(task_dirs, options,
-                                log=lambda line: err_console.print(for_terminal(cli_text(line)), highlight=False, soft_wrap=True))
+                                log=lambda line: info(for_terminal(cli_text(line)), highlight=False, soft_wrap=True))
         if as_json:
             emit_json(summary, "harness-run")
         else:

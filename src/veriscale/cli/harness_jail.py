@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from veriscale.cli.common import err_console, user_errors
+from veriscale.cli.common import err_console, info, user_errors
 from veriscale.cli.flags import cli_text
 from veriscale.shown_text import for_terminal
 
@@ -74,8 +74,10 @@ def register(sub_app: typer.Typer) -> None:
             spec = JailSpec(task_dir=task.path, writable_dir=layout.session_dir(chosen), readonly_extra=visible,
                             model_endpoint=_endpoint(endpoint), no_jail=no_jail, limits=limits)
             result = run_jailed(spec, list(command), timeout_s=timeout)
-        err_console.print(for_terminal(cli_text(JAIL_OFF_MESSAGE) if no_jail else result.limits_line), highlight=False,
-                          soft_wrap=True)
+        if no_jail:  # a warning: said even under --quiet
+            err_console.print(for_terminal(cli_text(JAIL_OFF_MESSAGE)), highlight=False, soft_wrap=True)
+        else:
+            info(for_terminal(result.limits_line), highlight=False, soft_wrap=True)
         # the command's own output is passed through as it came, like any command run in a terminal
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)

@@ -13,7 +13,7 @@ from typing import Annotated, Callable, Iterator, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from veriscale.cli.common import err_console, note
+from veriscale.cli.common import err_console, note, quiet
 from veriscale.cli.settings import Settings, current
 from veriscale.engine.store import Store
 from veriscale.models.base import ModelBackend
@@ -77,7 +77,7 @@ def open_model(settings: Settings, *, notice: bool = True) -> ModelBackend:
     else:
         backend = backends[0]
     if notice and uses_embedded(backend) and not _NOTICE_SHOWN:
-        note(EMBEDDED_NOTICE)
+        note(EMBEDDED_NOTICE, always=True)  # even under --quiet: a verdict of the weak model must never pass for a strong one
         _NOTICE_SHOWN = True
     return backend
 
@@ -144,8 +144,9 @@ def call_progress(total: int, label: str, enabled: bool = True, *, what: str | N
     On a terminal: a bar labelled ``label`` (not with ``enabled=False``, which commands pass with
     ``--json``). Elsewhere (stderr piped or in a file): :class:`LineProgress` lines naming ``what``
     (default ``label``) and ``unit``, with or without ``--json``: stdout carries only the result.
+    Nothing at all under ``--quiet``.
     """
-    if total == 0:
+    if total == 0 or quiet():  # --quiet: no bar and no lines
         yield lambda _outcome=None: None
         return
     if not err_console.is_terminal:

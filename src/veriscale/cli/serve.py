@@ -16,7 +16,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from veriscale.cli import options as o
-from veriscale.cli.common import err_console, user_errors
+from veriscale.cli.common import err_console, info, user_errors
 from veriscale.errors import UserError
 
 
@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
                               prices=price_table(current()))
             resumed = runner.start()
             shown = f"[{settings.host}]" if ":" in settings.host else settings.host
-            err_console.print(f"veriscale dashboard on http://{shown}:{settings.port}/ (store {st.path})", highlight=False)
+            info(f"veriscale dashboard on http://{shown}:{settings.port}/ (store {st.path})", highlight=False)
             if settings.token:
                 err_console.print("a token is required: send it as 'Authorization: Bearer <token>' or 'x-api-key', "
                                   f"or open http://{shown}:{settings.port}/?token=<token> once in the browser",
@@ -81,16 +81,16 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"bound to {settings.host}: reachable from other machines (token required)",
                                   highlight=False)
             roots = ", ".join(str(r) for r in settings.allow_dirs) or "none (jobs can read only the store)"
-            err_console.print(f"jobs may read: {roots}", highlight=False)
+            info(f"jobs may read: {roots}", highlight=False)
             if not settings.redactor.enabled:
                 err_console.print("secrets are NOT redacted (--no-redact / redact.enabled = false): every answer "
                                   "shows the store's raw text; use this only for local debugging", highlight=False)
             if proxy is not None:
                 pools = ", ".join(f"{n} × {name}" for name, n in proxy.settings.candidates)
-                err_console.print(f"proxy on /v1/chat/completions, /v1/responses, /v1/messages: {pools}; verifier "
-                                  f"{proxy.verifier_model.uri}", highlight=False)
+                info(f"proxy on /v1/chat/completions, /v1/responses, /v1/messages: {pools}; verifier "
+                     f"{proxy.verifier_model.uri}", highlight=False)
             if resumed:
-                err_console.print(f"resuming {resumed} unfinished job(s) from the store", highlight=False)
+                info(f"resuming {resumed} unfinished job(s) from the store", highlight=False)
         try:
             uvicorn.run(app_, host=settings.host, port=settings.port, log_level="warning")
         finally:

@@ -20,7 +20,7 @@ import typer
 
 from veriscale.settings import environment
 from veriscale.cli import options as o
-from veriscale.cli.common import err_console, user_errors
+from veriscale.cli.common import info, user_errors
 from veriscale.errors import UserError
 from veriscale.server.security import is_loopback
 
@@ -92,6 +92,6 @@ def register(app: typer.Typer) -> None:
             grouping += f", groups ranked by {cs.reward_group_scheme}" if mode == "group" else ""
             grouping += f", answers within {within:g} s" if within else ""
             grouping += ", length-controlled" if cs.reward_length_control != "off" else ""
-            err_console.print(f"reward server on http://{host}:{port}/get_reward ({mode} rewards{grouping})"
-                              + (" (token required)" if token else ""), highlight=False)
+            info(f"reward server on http://{host}:{port}/get_reward ({mode} rewards{grouping})"
+                 + (" (token required)" if token else ""), highlight=False)
         serve(app_, host=host, port=port)

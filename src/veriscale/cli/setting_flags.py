@@ -22,6 +22,7 @@ from typing import Any, Callable, List, Optional
 
 import typer
 
+from veriscale.cli.common import note
 from veriscale.settings.registry import SPECS
 
 PREFIX = "setting__"  # the python names of the added parameters (never a command's own)
@@ -115,6 +116,8 @@ def wrap(func: Callable[..., Any], path: str, callback: Callable[..., Any]) -> C
             settings.refuse_unused(path, {**settings.given_flags(), **after})
             if after or config is not None:
                 settings.reconfigure(config, after)
+            for text in settings.take_notes():  # the config file's note, unless --quiet (before or after the sub-command)
+                note(text)
         return func(*args, **kwargs)
 
     command.__signature__ = new_signature  # type: ignore[attr-defined]

@@ -31,24 +31,34 @@ from veriscale.settings.resolve import Settings, names, resolve  # noqa: F401  (
 _current: Settings | None = None
 _given: dict[str, Any] = {}  # the global flags given so far in this invocation (name -> value)
 _config_path: Path | None = None
+_pending_notes: list[str] = []  # the config file's note, said once the command's own flags are read
 
 
-def configure(path: Path | None, flags: Mapping[str, Any] | None = None, *, quiet: bool = False) -> Settings:
+def configure(path: Path | None, flags: Mapping[str, Any] | None = None, *, quiet: bool = False,
+              defer_notes: bool = False) -> Settings:
     """Read the config file and resolve the global flags; the result is :func:`current`, and what a
     flag or the file chose for the settings library code reads is handed over
-    (:func:`veriscale.settings.choose`)."""
-    global _current, _given, _config_path
+    (:func:`veriscale.settings.choose`). ``quiet``: the file's note was said already; ``defer_notes``
+    (the app callback): kept for :func:`take_notes` either way, to be said once a ``--quiet`` after the
+    sub-command is read."""
+    global _current, _given, _config_path, _pending_notes
     config = load_config(path)
     _current = resolve(config, flags)
     _given = {name: v for name, v in (flags or {}).items() if v is not None and v != [] and v != ()}
     _config_path = path
-    unknown = None if quiet else config.unknown_note()
-    if unknown:
-        from veriscale.cli.common import note
-
-        note(unknown)
+    if not quiet:
+        unknown = config.unknown_note()
+        _pending_notes = [unknown] if unknown else []
     choose({spec.name: _current.chosen(spec.name) for spec in SPECS if spec.library})
     return _current
+
+
+def take_notes() -> list[str]:
+    """The config file's pending notes, handed over once (the caller says them with
+    :func:`veriscale.cli.common.note`, which says nothing under ``--quiet``)."""
+    global _pending_notes
+    pending, _pending_notes = _pending_notes, []
+    return pending
 
 
 def given_flags() -> dict[str, Any]:
@@ -60,12 +70,19 @@ def reconfigure(path: Path | None, flags: Mapping[str, Any]) -> Settings:
     """:func:`configure` again with global flags given after the sub-command (``flags``) over the ones
     given before it, and ``path`` (``--config`` after the sub-command) over the earlier one."""
     return configure(path if path is not None else _config_path, {**_given, **flags},
-                     quiet=path is None)  # the same file's note was printed once already
+                     quiet=path is None, defer_notes=True)  # the same file's note is pending or said already
 
 
 def current() -> Settings:
     """The settings of this invocation (the config file alone when no callback ran, e.g. in tests)."""
     return _current if _current is not None else configure(None)
+
+
+def is_quiet() -> bool:
+    """Whether this invocation is quiet (``--quiet``, ``$VERISCALE_QUIET`` or the file's ``output.quiet``):
+    no progress and no informational note on stderr (:func:`veriscale.cli.common.note`). False before the
+    settings are resolved (a library function called on its own), so nothing is ever hidden by accident."""
+    return _current is not None and _current.quiet == "on"
 
 
 # Which settings each command reads (by its path, "runs list"). A flag of any other setting given
@@ -80,7 +97,9 @@ _READS = frozenset({"max_input_mb"}) | _CAPS  # inputs: files, stdin, rollout fo
 _REWARDS = frozenset({"reward_group_scheme", "reward_length_control", "reward_answer_within"})
 _EVERY = frozenset(spec.name for spec in SPECS if spec.flag)
 _VERDICTS = _CALLS | _INJECTION | _STORE | _READS
-USES: dict[str, frozenset[str]] = {
+#: what every command reads: how much it prints on stderr besides its result
+_OUTPUT = frozenset({"quiet"})
+USES: dict[str, frozenset[str]] = {path: uses | _OUTPUT for path, uses in {
     "score": _VERDICTS,
     "compare": _VERDICTS,
     "select": _VERDICTS | {"injection_policy", "budget"},
@@ -103,7 +122,7 @@ USES: dict[str, frozenset[str]] = {
     "harness jail-run": _CAPS,
     "harness skills list": frozenset({"max_input_mb"}),
     "harness skills show": frozenset({"max_input_mb"}),
-}
+}.items()}
 #: why a command does not read a setting, where a plainer word helps than the setting's help
 _WHY = {
     ("race", "budget"): "race picks among its runs with the fixed PPT schedule (--pivots, --repeats), "

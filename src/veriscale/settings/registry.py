@@ -242,6 +242,10 @@ SPECS: tuple[Spec, ...] = (
                 "a budget such as calls=6 or tokens=20000",
                 help="what the proxy's pick may spend per request, calls=N or tokens=N of verifier calls (cache "
                      "hits do not count); the pick chooses the schedule and criteria it affords"),
+    # what the CLI prints on stderr besides its result (veriscale.cli.common.note, veriscale.cli.options.call_progress)
+    Spec("quiet", "--quiet", "VERISCALE_QUIET", "output.quiet", _switch, "off", "on or off", choices=("on", "off"),
+         help="silence progress bars and lines and informational notes on stderr; errors and warnings still "
+              "print, and so does the notice that verdicts come from the weak embedded model"),
     # read from the environment only (no flag, no file key)
     Spec("cache_dir", None, "VERISCALE_CACHE_DIR", None, _cache_dir, None, "a folder path",
          help="where the embedded model's file hashes are kept (None: the per-user cache dir)"),

@@ -67,6 +67,7 @@ class Settings:
     proxy_schedule: str = "auto"
     proxy_aliases: Any = ""  # text, or the file's [proxy.aliases] table (veriscale.proxy.settings.parse_aliases)
     proxy_budget: str | None = None  # per proxied request: "calls=6" or "tokens=20000"
+    quiet: str = "off"  # "on": the CLI prints no progress and no informational note (veriscale.cli.common)
     cache_dir: Path | None = None  # None: the per-user cache dir (environment only)
     jail_uid_base: int = 1_900_000_000  # environment only
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)

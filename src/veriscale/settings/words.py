@@ -92,6 +92,7 @@ FLAG_FOR: dict[str, str] = {
     "reward_answer_within": "--answer-within",  # serve-reward (veriscale.rewards.batching)
     "proxy_aliases": "--proxy-aliases",  # the proxy's model names (veriscale.proxy.settings)
     "proxy_budget": "--proxy-budget",  # the proxy's pick inside a budget (veriscale.proxy.budget_plan)
+    "quiet": "--quiet",  # no progress and no informational note on stderr (veriscale.cli.common)
 }
 
 

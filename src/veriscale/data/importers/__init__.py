@@ -5,8 +5,8 @@
     cands = load_candidates(["a.md", "b.md"])        # text answers
     cands = load_candidates(["trials.jsonl.gz"])     # one Candidate per trial, each with .task
 
-One module per format; each has ``NAME``, ``DESCRIPTION``, ``detect(obj) -> bool`` and
-``load(obj, source) -> list[Candidate]``. JSON formats are detected on a parsed record (the
+One module per format; each is an :class:`~veriscale.data.importers.importer.Importer`:
+``NAME``, ``DESCRIPTION``, ``detect(obj) -> bool`` and ``load(obj, source) -> list[Candidate]``. JSON formats are detected on a parsed record (the
 whole JSON file, or each JSONL line); file formats (diff, text, ``.eval``) on the path.
 Files given together must share one format; when nothing matches, the ``UserError`` names
 the file and every known format.
@@ -50,13 +50,14 @@ from veriscale.data.importers._files import (
     parse_records,
     read_text,
 )
+from veriscale.data.importers.importer import Importer, checked_importer, reads_files
 from veriscale.data.reader import shown
 from veriscale.data.model import Candidate
 from veriscale.errors import UserError
 from veriscale.plugins import plugins
 
 # Order matters: the first module whose detect() accepts a record wins.
-RECORD_IMPORTERS: list[ModuleType] = [
+RECORD_IMPORTERS: list[Importer] = [
     atif,
     swe_agent,
     mini_swe_agent,
@@ -65,8 +66,8 @@ RECORD_IMPORTERS: list[ModuleType] = [
     step_solutions,
     openai_messages,
 ]
-FILE_IMPORTERS: list[ModuleType] = [inspect_log, diff, text]
-FORMATS: dict[str, ModuleType] = {
+FILE_IMPORTERS: list[Importer] = [inspect_log, diff, text]
+FORMATS: dict[str, Importer | ModuleType] = {  # the folder importer also takes its readers
     m.NAME: m for m in [*RECORD_IMPORTERS, diff, text, folder]
 }
 
@@ -77,15 +78,12 @@ PLUGIN_GROUP = "veriscale.importers"
 def load_plugins() -> None:
     """Add the importers of every installed ``veriscale.importers`` entry point (once a process): a
     module with NAME, DESCRIPTION, detect and load (and READS = "files" for a whole-file reader)."""
-    for name, value, module in plugins(PLUGIN_GROUP, "importer"):
-        missing = [n for n in ("NAME", "DESCRIPTION", "detect", "load") if not hasattr(module, n)]
-        if missing:
-            raise UserError(f"the importer plugin '{name}' ({value}) lacks {', '.join(missing)}: an importer "
-                            "defines NAME, DESCRIPTION, detect and load")
+    for name, value, found in plugins(PLUGIN_GROUP, "importer"):
+        module = checked_importer(found, f"'{name}' ({value})")
         if module.NAME in FORMATS:
             continue  # a built-in (or an earlier plugin) keeps its name
         FORMATS[module.NAME] = module
-        if getattr(module, "READS", "records") == "files":
+        if reads_files(module):
             FILE_IMPORTERS.insert(0, module)
         else:
             RECORD_IMPORTERS.append(module)
