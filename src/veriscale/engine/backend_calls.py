@@ -8,7 +8,7 @@ blocking one in a worker thread that stops at its next check when cancelled.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from veriscale.models.base import ModelBackend
@@ -31,13 +31,13 @@ async def call_backend(backend: ModelBackend, method: str, *args: Any, **kwargs:
 async def aweights_fingerprint(backend: ModelBackend) -> str:
     """What identifies a backend's weights alone, for keys that no score read enters (chat calls): its
     ``aweights_fingerprint`` (a server's, with no read probe), else its fingerprint."""
-    native = getattr(backend, "aweights_fingerprint", None)
+    native: Callable[[], Awaitable[str]] | None = getattr(backend, "aweights_fingerprint", None)
     return await native() if native is not None else await afingerprint(backend)
 
 
 async def afingerprint(backend: ModelBackend) -> str:
     """A backend's fingerprint without blocking the loop (its ``afingerprint``, else in a thread)."""
-    native = getattr(backend, "afingerprint", None)
+    native: Callable[[], Awaitable[str]] | None = getattr(backend, "afingerprint", None)
     if native is not None:
         return await native()
     return await asyncio.to_thread(backend.fingerprint)

@@ -13,12 +13,12 @@ its claim (it died)::
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import time
 from typing import Any
 
 from veriscale.engine.run_liveness import ProcessIdentity
+from veriscale.engine.store_faults import GuardedConnection
 
 
 def lease_owner() -> str:
@@ -43,7 +43,7 @@ def owner_is_dead(owner: str) -> bool:
 class CallLeases:
     """The claim methods of :class:`veriscale.engine.store.Store` (its connection and lock)."""
 
-    _conn: sqlite3.Connection
+    _conn: GuardedConnection
     _lock: threading.Lock
     put_call: Any  # the Store's
 

@@ -14,6 +14,14 @@ counts usage, and links the call to the current run::
 
 Synchronous code uses :class:`veriscale.engine.sync_facade.CallExecutor`, a thin facade over this.
 
+Parts. The gateway holds an :class:`veriscale.engine.call_outcomes.OutcomeRecorder` (``gw.outcomes``:
+every sent call's outcome recorded, counted and linked to the run) and a
+:class:`veriscale.engine.composite_steps.CompositeSteps` over itself (``gw.steps``: a two-stage
+backend's steps as gateway calls of their own; ``gw.sub_chat`` and ``gw.sub_score`` are its)::
+
+    gw.outcomes.link(key, cache_hit=True)
+    analysis = await gw.sub_chat(reasoner, messages, max_tokens=256)
+
 Outcomes. Every call the gateway starts ends in a record: ``ok``; ``failed`` with its reason (the
 backend's error, or a reply with no probability on any score label, or no logprobs at the
 slot: these are that call's failure, never a set-up error); or ``cancelled`` when it was stopped
@@ -46,15 +54,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from veriscale.engine.backend_calls import afingerprint, aweights_fingerprint, call_backend
+from veriscale.engine.backend_calls import (
+    afingerprint,
+    aweights_fingerprint,
+    call_backend,
+)
 from veriscale.engine.call_claims import LEASE_S, CallClaims
-from veriscale.engine.call_outcomes import OutcomeRecording
+from veriscale.engine.call_outcomes import OutcomeRecorder
 from veriscale.engine.composite_steps import CompositeSteps
 from veriscale.engine.planned import CallOutcome, PlannedCall, Progress
 from veriscale.engine.replies import (
+    CHAT,
+    SCORE,
     Answered,
+    Reply,
+    ReplyKind,
     cannot_grade,
     deterministic,
     retried_key,
@@ -64,15 +80,23 @@ from veriscale.engine.replies import (
 )
 from veriscale.engine.routing import Endpoint, EndpointPool
 from veriscale.engine.store import CHAT_KEY_VERSION, Store, call_key
+from veriscale.engine.store_writer import landed
 from veriscale.engine.usage import Estimate, Usage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting
-from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 from veriscale.models import weights
-from veriscale.engine.store_writer import landed
+from veriscale.models.base import (
+    ChatResponse,
+    ModelBackend,
+    ScoreRequest,
+    ScoreResponse,
+)
+
+__all__ = ["CHAT_KEY_VERSION", "CallOutcome", "Gateway", "PlannedCall", "Progress"]
+
+_T = TypeVar("_T")
 
 
-
-def _first_error(group: BaseExceptionGroup) -> BaseException:
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The error a task group stands for: the first that is not a cancellation."""
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):
@@ -86,7 +110,7 @@ def _prompt_text(request: ScoreRequest) -> str:
     return "\n".join(m.content for m in request.messages) + request.prefill
 
 
-class Gateway(OutcomeRecording, CompositeSteps):
+class Gateway:
     """Model calls of one job (one model pool, one store, one budget, one run)."""
 
     def __init__(self, model: ModelBackend | EndpointPool | Sequence[ModelBackend], store: Store | None, *,
@@ -96,7 +120,7 @@ class Gateway(OutcomeRecording, CompositeSteps):
         if isinstance(model, EndpointPool):
             self.pool = model
         else:
-            backends = list(model) if isinstance(model, (list, tuple)) else [model]
+            backends = list(model) if isinstance(model, Sequence) else [model]
             self.pool = EndpointPool(backends, concurrency=max(1, concurrency), rpm=rpm, tpm=tpm)
         self.model = self.pool.primary
         self.store = store
@@ -113,6 +137,11 @@ class Gateway(OutcomeRecording, CompositeSteps):
         self._fingerprint: str | None = None
         self._opened_at = time.time()  # a refreshing gateway takes answers written after this
         self._stale: set[str] = set()  # keys whose stored answer names older weights: asked again
+        self.outcomes = OutcomeRecorder(store, self.usage, self.claims, model=self.model,
+                                        embedded=self.pool.is_embedded, run_id=run_id,
+                                        prompt_version=prompt_version, fingerprint=self.fingerprint,
+                                        io=self._io, spend=self._spend)
+        self.steps = CompositeSteps(self)
 
     # -- keys and the cache ------------------------------------------------------------------
     def fingerprint(self) -> str:
@@ -141,8 +170,9 @@ class Gateway(OutcomeRecording, CompositeSteps):
         hit = self.store.get_call(key)
         return hit if weights.serves(self.store, self.model.uri, hit) else None
 
-    async def _io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _io(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """A store operation on the store's writer thread; it lands even if the caller is cancelled."""
+        assert self.store is not None, "a store operation on a gateway without a store"
         return await landed(self.store.submit(fn, *args, **kwargs))
 
     async def _hit(self, key: str, *, fresh: bool = False, owner: ModelBackend | None = None) -> dict[str, Any] | None:
@@ -152,18 +182,20 @@ class Gateway(OutcomeRecording, CompositeSteps):
             return None
         if self.refresh:
             record = await self._io(self.store.call, key)
-            ok = record is not None and record["status"] == "ok" and record["created_at"] >= self._opened_at
-            return record["response"] if ok else None
+            if record is None or not (record["status"] == "ok" and record["created_at"] >= self._opened_at):
+                return None
+            response: dict[str, Any] | None = record["response"]
+            return response
         hit = await self._io(self.store.get_call, key)
         if hit is not None and not await self._io(weights.serves, self.store, (owner or self.model).uri, hit):
             self._stale.add(key)
             return None
         return hit
 
-    def _servable_calls(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+    def _servable_calls(self, store: Store, keys: list[str]) -> dict[str, dict[str, Any]]:
         """The stored answers of ``keys`` that name the model's latest weights (on the writer thread)."""
-        found = self.store.get_calls(keys)
-        servable = {k: v for k, v in found.items() if weights.serves(self.store, self.model.uri, v)}
+        found = store.get_calls(keys)
+        servable = {k: v for k, v in found.items() if weights.serves(store, self.model.uri, v)}
         self._stale.update(set(found) - set(servable))
         return servable
 
@@ -197,13 +229,13 @@ class Gateway(OutcomeRecording, CompositeSteps):
         return await self.claims.claim(key, fresh_after=self._opened_at if fresh else None)
 
     # -- calling an endpoint -----------------------------------------------------------------
-    async def _bounded(self, backend: ModelBackend, work: Awaitable[Any]) -> Any:
+    async def _bounded(self, backend: ModelBackend, work: Awaitable[_T]) -> _T:
         """``work`` under the deadline; past it, the work is cancelled (and stops) before this raises."""
         if self.deadline_s is None:
             return await work
         try:
             return await asyncio.wait_for(work, self.deadline_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ModelCallError(f"model call to {backend.display_name} passed its {self.deadline_s:g} s deadline "
                                  f"({setting('deadline_s')})", retryable=True) from None
 
@@ -225,9 +257,10 @@ class Gateway(OutcomeRecording, CompositeSteps):
         self._spend()
         return True
 
-    async def _once(self, key: str, request: dict[str, Any], *, kind: str,
-                    make: Callable[[], Awaitable[tuple[Any, str | None]]], owner: ModelBackend | None = None,
-                    fingerprint: str | None = None, label: str | None = None, run_id: int | None = None) -> Any:
+    async def _once(self, key: str, request: dict[str, Any], *, kind: ReplyKind[Reply],
+                    make: Callable[[], Awaitable[tuple[Reply | Answered[Reply], str | None]]],
+                    owner: ModelBackend | None = None, fingerprint: str | None = None, label: str | None = None,
+                    run_id: int | None = None) -> Reply:
         """One cached, claimed call: a hit comes from the store (or from another process's claim);
         otherwise ``make()`` runs and its outcome is committed, counted and linked (a failure is
         recorded, then raised as a ModelCallError)."""
@@ -235,19 +268,21 @@ class Gateway(OutcomeRecording, CompositeSteps):
         while True:
             if (hit := await self._hit(key, fresh=fresh, owner=owner)) is not None:
                 self.usage.cache_hits += 1
-                self._link(key, cache_hit=True, label=label, run_id=run_id)
-                await self._settled()
-                return ChatResponse(**hit) if kind == "chat" else ScoreResponse.from_dict(hit)
+                self.outcomes.link(key, cache_hit=True, label=label, run_id=run_id)
+                await self.outcomes.settled()
+                return kind.read(hit)
             state, lease = await self._claim(key)
             if state == "mine":
                 break
             fresh = True
             if state == "held":
                 await self.claims.wait_unclaimed(key)
-        reply, problem = await self._claimed_call(key, request, kind=kind, owner=lease, make=make, model=owner,
-                                                  fingerprint=fingerprint, label=label, run_id=run_id)
+        reply, problem = await self.outcomes.claimed_call(key, request, kind=kind.name, owner=lease, make=make,
+                                                          model=owner, fingerprint=fingerprint, label=label,
+                                                          run_id=run_id)
         if problem is not None:
             raise ModelCallError(problem)
+        assert reply is not None, "a call with no reply has a problem"
         return reply
 
     # -- score calls -------------------------------------------------------------------------
@@ -267,11 +302,12 @@ class Gateway(OutcomeRecording, CompositeSteps):
             async with endpoint.slot(tokens=await self._tokens(endpoint, text)):
                 state, owner = await self._claim(call.key)
                 if state == "mine":
+                    make: Callable[[], Awaitable[tuple[ScoreResponse | Answered[ScoreResponse], str | None]]]
                     if composite is not None:
-                        make = lambda: self._composite(backend, composite, call.request)  # noqa: E731
+                        make = lambda: self.steps.composite(backend, composite, call.request)
                     else:
-                        make = lambda: self._usable(backend, call.request)  # noqa: E731
-                    resp, error = await self._claimed_call(
+                        make = lambda: self._usable(backend, call.request)
+                    resp, error = await self.outcomes.claimed_call(
                         call.key, call.request.to_dict(), kind="score", owner=owner, make=make, model=None,
                         fingerprint=None, label=None, run_id=None, counted=composite is None,
                         link=composite is None)  # a composite's steps are linked themselves
@@ -280,7 +316,8 @@ class Gateway(OutcomeRecording, CompositeSteps):
             if state == "held":
                 await self.claims.wait_unclaimed(call.key)
 
-    async def _usable(self, backend: ModelBackend, request: ScoreRequest) -> tuple[Any, str | None]:
+    async def _usable(self, backend: ModelBackend, request: ScoreRequest
+                      ) -> tuple[ScoreResponse | Answered[ScoreResponse], str | None]:
         """A planned score call's reply and, when it cannot grade, why. A deterministic off-format reply
         is asked once more another way (``retry_of``) when the budget allows: that retry is a call of its
         own, cached and recorded under the key of what it sends, and the answer comes back as
@@ -308,7 +345,7 @@ class Gateway(OutcomeRecording, CompositeSteps):
             return again, (cannot_grade(later, how) if later else None)
 
         try:
-            again = await self._once(key, request.to_dict(), kind="score", make=make, owner=wider,
+            again = await self._once(key, request.to_dict(), kind=SCORE, make=make, owner=wider,
                                      fingerprint=fingerprint)
         except BudgetExceeded:  # another call spent the last of the budget meanwhile
             return resp, cannot_grade(problem)
@@ -323,10 +360,11 @@ class Gateway(OutcomeRecording, CompositeSteps):
         if self.store is None or self.refresh or not keys:
             return {}
 
+        store = self.store
+
         def read() -> dict[str, tuple[str, dict[str, Any]]]:
-            pointers = {k: self.store.get_meta(retried_key(k)) for k in keys}
-            pointers = {k: r for k, r in pointers.items() if r}
-            found = self._servable_calls(list(set(pointers.values()))) if pointers else {}
+            pointers = {k: r for k in keys if (r := store.get_meta(retried_key(k)))}
+            found = self._servable_calls(store, list(set(pointers.values()))) if pointers else {}
             return {k: (r, found[r]) for k, r in pointers.items() if r in found}
 
         return await self._io(read)
@@ -337,7 +375,7 @@ class Gateway(OutcomeRecording, CompositeSteps):
         await self.afingerprint()
         calls = self.keyed(calls)
         keys = list(dict.fromkeys(c.key for c in calls))
-        found = {} if self.refresh or self.store is None else await self._io(self._servable_calls, keys)
+        found = {} if self.refresh or self.store is None else await self._io(self._servable_calls, self.store, keys)
         cached = {k: ScoreResponse.from_dict(v) for k, v in found.items()}
         # a call asked again another way: its retry's stored answer, under the retry's own key
         retried = await self._retried_answers([k for k in keys if k not in cached])
@@ -365,14 +403,14 @@ class Gateway(OutcomeRecording, CompositeSteps):
                     for key in pending:
                         group.create_task(one(key))
         except BaseExceptionGroup as failed:
-            await self._settled()
+            await self.outcomes.settled()
             raise _first_error(failed) from None
         outcomes = []
         for c in calls:
             if c.key in cached or results[c.key][2]:
                 resp = cached.get(c.key) or results[c.key][0]
                 self.usage.cache_hits += 1
-                self._link(retried[c.key][0] if c.key in retried else c.key, cache_hit=True)
+                self.outcomes.link(retried[c.key][0] if c.key in retried else c.key, cache_hit=True)
                 outcome = CallOutcome(c, resp, True)
                 if progress is not None:
                     progress(outcome)
@@ -380,8 +418,19 @@ class Gateway(OutcomeRecording, CompositeSteps):
                 resp, err, _ = results[c.key]
                 outcome = CallOutcome(c, resp, False, err)
             outcomes.append(outcome)
-        await self._settled()
+        await self.outcomes.settled()
         return outcomes
+
+    # -- a composite backend's steps (:mod:`veriscale.engine.composite_steps`) ----------------------
+    async def sub_chat(self, backend: ModelBackend, messages: list[dict[str, Any]], *, max_tokens: int = 512,
+                       temperature: float = 0.0, label: str | None = None) -> ChatResponse:
+        """A composite backend's chat step: cached under that backend's own fingerprint, recorded, linked."""
+        return await self.steps.sub_chat(backend, messages, max_tokens=max_tokens, temperature=temperature,
+                                         label=label)
+
+    async def sub_score(self, backend: ModelBackend, request: ScoreRequest, *, label: str | None = None) -> ScoreResponse:
+        """A composite backend's scoring step: cached under that backend's fingerprint, validated, recorded, linked."""
+        return await self.steps.sub_score(backend, request, label=label)
 
     # -- chat calls --------------------------------------------------------------------------
     async def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
@@ -409,5 +458,5 @@ class Gateway(OutcomeRecording, CompositeSteps):
         # a chat reply does not depend on how score slots are read: keyed and recorded by the weights alone
         # (no read probe of a chat-only upstream)
         weights = await aweights_fingerprint(self.model)
-        return await self._once(call_key(weights, CHAT_KEY_VERSION, request), request, kind="chat",
+        return await self._once(call_key(weights, CHAT_KEY_VERSION, request), request, kind=CHAT,
                                 make=make, label=label, run_id=run_id, fingerprint=weights)

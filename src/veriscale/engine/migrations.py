@@ -12,7 +12,7 @@ has shipped (a test opens a store written by the first release and checks every 
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any, Protocol
 
 from veriscale.errors import StoreFault, UserError, setting
 
@@ -168,16 +168,33 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
+class Rows(Protocol):
+    """What a statement gives back: a ``sqlite3.Cursor``, or the store's guarded one."""
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    """What the migrations need of a connection: a raw ``sqlite3.Connection``, or the store's
+    :class:`veriscale.engine.store_faults.GuardedConnection`."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Rows: ...
+
+    def executescript(self, script: str, /) -> object: ...
+
+
 #: The tables a store of each schema version has (the base ones, then those migrations added).
 TABLES_SINCE: dict[int, tuple[str, ...]] = {1: ("calls", "runs", "meta"), 2: ("run_calls",),
                                             3: ("run_events", "run_steps", "jobs"), 5: ("call_leases",)}
 
 
-def has_meta(conn: sqlite3.Connection) -> bool:
+def has_meta(conn: Connection) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is not None
 
 
-def check_tables(conn: sqlite3.Connection, where: str = "the store") -> None:
+def check_tables(conn: Connection, where: str = "the store") -> None:
     """Refuse, in one sentence, a store whose recorded version promises a table it lacks (one
     dropped or lost): recreating it empty would hide the loss behind errors about its columns."""
     if not has_meta(conn):
@@ -191,12 +208,12 @@ def check_tables(conn: sqlite3.Connection, where: str = "the store") -> None:
                          f"{setting('store')} to another file; its other tables stay readable with sqlite3", "damaged")
 
 
-def current_version(conn: sqlite3.Connection) -> int:
+def current_version(conn: Connection) -> int:
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return int(row[0]) if row else 1
 
 
-def migrate(conn: sqlite3.Connection, where: str = "the store") -> int:
+def migrate(conn: Connection, where: str = "the store") -> int:
     """Bring ``conn``'s schema up to :data:`SCHEMA_VERSION`; returns the version it ends at."""
     check_tables(conn, where)
     conn.executescript(BASE_SCHEMA)

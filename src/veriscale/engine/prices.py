@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from veriscale.engine.usage import Usage
 from veriscale.errors import UserError, setting
 
 FORM = "MODEL=PROMPT/CACHED/COMPLETION (US$ per million tokens; CACHED may be empty), entries split by ';'"
@@ -106,8 +107,11 @@ def price_for(table: PriceTable, model: str) -> Price | None:
 def money(by_model: Mapping[str, Mapping[str, Any]], table: PriceTable | None) -> dict[str, Any] | None:
     """US$ for the per-model token totals of :func:`veriscale.engine.run_cost.totals`; None without a table.
     ``usd`` is None when some model has no price (those are listed in ``unpriced``)."""
-    if table is None:
-        return None
+    return None if table is None else _priced(by_model, table)
+
+
+def _priced(by_model: Mapping[str, Mapping[str, Any]], table: PriceTable) -> dict[str, Any]:
+    """:func:`money` with a table."""
     total, exact, unpriced = 0.0, True, []
     for model, t in by_model.items():
         price = price_for(table, model)
@@ -122,9 +126,9 @@ def money(by_model: Mapping[str, Mapping[str, Any]], table: PriceTable | None) -
     return {"usd": None if unpriced else round(total, 6), "exact": exact, "unpriced": unpriced}
 
 
-def usage_money(usage: Any, model: str, table: PriceTable) -> dict[str, Any]:
+def usage_money(usage: Usage, model: str, table: PriceTable) -> dict[str, Any]:
     """:func:`money` for one job's :class:`~veriscale.engine.usage.Usage` on one ``model``."""
     reported = usage.processed_prompt_tokens + usage.cached_prompt_tokens
-    return money({model: {"processed_reported": usage.processed_prompt_tokens, "cached_reported": usage.cached_prompt_tokens,
+    return _priced({model: {"processed_reported": usage.processed_prompt_tokens, "cached_reported": usage.cached_prompt_tokens,
                           "sent_unreported": max(0, usage.prompt_tokens - reported),
                           "unreported_calls": usage.unreported_calls, "completion": usage.completion_tokens}}, table)

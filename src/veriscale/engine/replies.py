@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from veriscale.errors import ModelCallError
-from veriscale.models.base import ScoreRequest, ScoreResponse
+from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse
 
 NO_LABEL_MASS = "no probability on any score label (the model answered off-format)"
 #: the store's meta key that points a call whose off-format reply was asked again to the retry's own key
@@ -37,15 +37,35 @@ def retried_key(key: str) -> str:
     return RETRIED_META + key
 
 
+#: A reply the gateway stores: a chat completion or a score reading.
+Reply = TypeVar("Reply", ChatResponse, ScoreResponse)
+
+
 @dataclass(frozen=True)
-class Answered:
+class ReplyKind(Generic[Reply]):
+    """A kind of call: its name in the store (``"chat"``, ``"score"``) and how its stored answer reads back."""
+
+    name: str
+    read: Callable[[dict[str, Any]], Reply]
+
+
+def _chat_reply(stored: dict[str, Any]) -> ChatResponse:
+    return ChatResponse(**stored)
+
+
+CHAT = ReplyKind("chat", _chat_reply)
+SCORE = ReplyKind("score", ScoreResponse.from_dict)
+
+
+@dataclass(frozen=True)
+class Answered(Generic[Reply]):
     """A planned call answered by another request (its retry asked another way), recorded under that
     request's own key ``key``: ``reply`` (None when it failed too) and ``problem`` (why it cannot grade)."""
 
-    reply: ScoreResponse | None
+    reply: Reply | None
     problem: str | None
     key: str
-    first: ScoreResponse  # the planned call's own reply (off-format): counted, never recorded as ok
+    first: Reply  # the planned call's own reply (off-format): counted, never recorded as ok
 
 
 def retry_of(backend: Any) -> tuple[Any, str] | None:

@@ -32,7 +32,7 @@ import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from veriscale.errors import UserError, setting
 from veriscale.models.base import ModelBackend
@@ -72,6 +72,15 @@ class RateLimiter:
             await asyncio.sleep(debt * 60.0 / self.per_minute)
 
 
+@dataclass(eq=False)
+class _Waiter:
+    """One acquirer waiting for a slot: its loop, the future that wakes it, and where it stands."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+    state: Literal["waiting", "granted", "gone"] = "waiting"
+
+
 class SlotLimiter:
     """At most ``cap`` holders at once, first come first served, shared by any number of event
     loops and threads (an ``asyncio.Semaphore`` belongs to one loop)::
@@ -85,7 +94,7 @@ class SlotLimiter:
         self.cap = cap
         self.held = 0
         self._lock = threading.Lock()
-        self._waiters: deque[list[Any]] = deque()  # [loop, future, state]: waiting | granted | gone
+        self._waiters: deque[_Waiter] = deque()
 
     @property
     def waiting(self) -> int:
@@ -98,14 +107,14 @@ class SlotLimiter:
             if self.held < self.cap and not self._waiters:
                 self.held += 1
                 return
-            waiter = [loop, loop.create_future(), "waiting"]
+            waiter = _Waiter(loop, loop.create_future())
             self._waiters.append(waiter)
         try:
-            await waiter[1]
+            await waiter.future
         except asyncio.CancelledError:
             with self._lock:
-                if waiter[2] == "waiting":
-                    waiter[2] = "gone"
+                if waiter.state == "waiting":
+                    waiter.state = "gone"
                     self._waiters.remove(waiter)
                     raise
             self.release()  # the slot was handed over as the wait was cancelled: pass it on
@@ -115,21 +124,20 @@ class SlotLimiter:
         with self._lock:
             while self._waiters:
                 waiter = self._waiters.popleft()
-                loop, future, _ = waiter
-                if loop.is_closed():
-                    waiter[2] = "gone"
+                if waiter.loop.is_closed():
+                    waiter.state = "gone"
                     continue
                 try:
-                    loop.call_soon_threadsafe(_wake, future)
+                    waiter.loop.call_soon_threadsafe(_wake, waiter.future)
                 except RuntimeError:  # its loop closed meanwhile
-                    waiter[2] = "gone"
+                    waiter.state = "gone"
                     continue
-                waiter[2] = "granted"  # the slot passes straight to this waiter
+                waiter.state = "granted"  # the slot passes straight to this waiter
                 return
             self.held -= 1
 
 
-def _wake(future: asyncio.Future) -> None:
+def _wake(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
 
@@ -150,7 +158,7 @@ class EndpointLimits:
 
 _LIMITS_LOCK = threading.Lock()
 _LIMITS: dict[str, EndpointLimits] = {}
-_LIMITS_BY_OBJECT: "weakref.WeakKeyDictionary[Any, EndpointLimits]" = weakref.WeakKeyDictionary()
+_LIMITS_BY_OBJECT: weakref.WeakKeyDictionary[Any, EndpointLimits] = weakref.WeakKeyDictionary()
 
 
 def endpoint_limits(backend: ModelBackend, *, concurrency: int, rpm: int | None = None,
@@ -184,7 +192,7 @@ class Endpoint:
     limits: EndpointLimits
     in_flight: int = 0
     served: int = 0
-    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_PROMPTS), repr=False)
+    recent: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_PROMPTS), repr=False)
 
     @property
     def concurrency(self) -> int:
@@ -251,7 +259,7 @@ class EndpointPool:
     def is_embedded(self) -> bool:
         return bool(getattr(self.primary, "is_embedded", False))
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         """Everything else (uri, display_name, fingerprint, count_tokens, ...) is the first endpoint's,
         so a pool stands wherever one backend does."""
         if name.startswith("_") or name in ("endpoints", "primary", "deadline_s", "routing"):

@@ -9,7 +9,8 @@ Cache hits cost nothing and are only counted; failed and cancelled calls count a
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from veriscale.engine.prices import PriceTable, money
 

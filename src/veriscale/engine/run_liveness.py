@@ -23,12 +23,12 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 from veriscale import settings
-
 
 
 class RunTable(Protocol):
@@ -101,7 +101,7 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
-_HERE: dict[int, "ProcessIdentity"] = {}
+_HERE: dict[int, ProcessIdentity] = {}
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class ProcessIdentity:
     start: int | None
 
     @classmethod
-    def current(cls) -> "ProcessIdentity":
+    def current(cls) -> ProcessIdentity:
         pid = os.getpid()
         if _HERE.get(pid) is None:  # once per process (a forked child has its own)
             _HERE.clear()
@@ -155,7 +155,8 @@ def settle_dead_runs(store: RunTable, run_ids: Iterable[int] | None = None) -> l
 
     The rewrite only lands if the run is still ``running`` with the heartbeat that was judged,
     so a run that just beat or ended is left alone."""
-    stale_s, now, settled = stale_after_s(), time.time(), []
+    stale_s, now = stale_after_s(), time.time()
+    settled: list[int] = []
     if store.read_only:
         return settled  # a read-only store shows its runs as they were written
     for row in store.running_runs(run_ids):

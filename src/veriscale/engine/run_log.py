@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from veriscale.engine.store import Store
 
@@ -95,7 +96,10 @@ class RunLog:
 
     def point_emitter(self, run_id: int, trajectory: str) -> Callable[[Any], None]:
         """``on_point`` for ``ProgressJudge.point_feed``: each checkpoint's point as a ``point`` event."""
-        return lambda point: self.emit(run_id, "point", {"trajectory": trajectory, "point": point.to_dict()})
+        def on_point(point: Any) -> None:
+            self.emit(run_id, "point", {"trajectory": trajectory, "point": point.to_dict()})
+
+        return on_point
 
     def emit_events(self, run_id: int, trajectory: str, events: Iterable[Any]) -> None:
         """A curve's stall, regression and likely-done events, as ``event`` events."""
@@ -104,7 +108,8 @@ class RunLog:
 
     def last(self, run_id: int, kind: str | None = None) -> RunEvent | None:
         """The run's newest event (of ``kind``), or None."""
-        sql, params = "SELECT id, kind, data, at FROM run_events WHERE run_id = ?", [run_id]
+        sql = "SELECT id, kind, data, at FROM run_events WHERE run_id = ?"
+        params: list[int | str] = [run_id]
         if kind is not None:
             sql += " AND kind = ?"
             params.append(kind)

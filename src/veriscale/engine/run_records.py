@@ -11,14 +11,15 @@ Open runs with :func:`veriscale.engine.run_scope.recorded_run`, which beats and 
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from veriscale.engine.ids import valid_id
 from veriscale.engine.run_liveness import ProcessIdentity
+from veriscale.engine.store_faults import GuardedConnection
 
 _RUN_COLUMNS = ("id, command, model, args, status, result, created_at, finished_at, parent_id, "
                 "host, boot_id, pid, pid_start, heartbeat_at")
@@ -76,7 +77,7 @@ class RunRecord:
 class RunRecords:
     """The run methods of :class:`veriscale.engine.store.Store` (its connection and lock)."""
 
-    _conn: sqlite3.Connection
+    _conn: GuardedConnection
     _lock: threading.Lock
 
     def start_run(self, command: str, model: str | None, args: dict[str, Any], *,
@@ -92,7 +93,9 @@ class RunRecords:
                 (command, model, json.dumps(args, default=str), now, parent_id, owner.host, owner.boot_id,
                  owner.pid, owner.start, now),
             )
-            return int(cur.lastrowid)
+            run_id = cur.lastrowid
+            assert run_id is not None, "an INSERT sets the new row's id"
+            return run_id
 
     def beat(self, run_ids: list[int]) -> None:
         """Refresh the heartbeat of those of ``run_ids`` still running."""
@@ -169,7 +172,10 @@ class RunRecords:
             if "args" not in damaged:
                 damaged.append("args")
         result = _stored_json(row[5], "result", damaged) if row[5] else None
-        return RunRecord(row[0], row[1], row[2], args, row[4], result, *row[6:], damaged=tuple(damaged))
+        created_at, finished_at, parent_id, host, boot_id, pid, pid_start, heartbeat_at = row[6:]
+        return RunRecord(row[0], row[1], row[2], args, row[4], result, created_at, finished_at, parent_id=parent_id,
+                         host=host, boot_id=boot_id, pid=pid, pid_start=pid_start, heartbeat_at=heartbeat_at,
+                         damaged=tuple(damaged))
 
     def query_runs(self, *, command: str | None = None, status: str | None = None, text: str | None = None,
                    offset: int = 0, limit: int = 50) -> tuple[int, list[RunRecord]]:

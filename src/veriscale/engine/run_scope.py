@@ -35,13 +35,14 @@ import contextlib
 import contextvars
 import signal
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from veriscale.engine.run_liveness import MAX_BEAT_S, beat_every_s, stale_after_s
 from veriscale.engine.store import Store
 from veriscale.errors import VeriscaleError
 
-_CURRENT: contextvars.ContextVar["RunHandle | None"] = contextvars.ContextVar("veriscale_current_run", default=None)
+_CURRENT: contextvars.ContextVar[RunHandle | None] = contextvars.ContextVar("veriscale_current_run", default=None)
 
 
 class RunCancelled(Exception):
@@ -103,7 +104,7 @@ class _Heartbeat:
         self._wake = threading.Event()
         self.every_s = MAX_BEAT_S  # lowered by the first run that wants a faster beat
 
-    def add(self, handle: "RunHandle", every_s: float) -> None:
+    def add(self, handle: RunHandle, every_s: float) -> None:
         with self._lock:
             self._open[id(handle)] = handle
             if every_s < self.every_s:
@@ -113,11 +114,11 @@ class _Heartbeat:
                 self._thread = threading.Thread(target=self._beat, name="veriscale-heartbeat", daemon=True)
                 self._thread.start()
 
-    def remove(self, handle: "RunHandle") -> None:
+    def remove(self, handle: RunHandle) -> None:
         with self._lock:
             self._open.pop(id(handle), None)
 
-    def still_open(self) -> list["RunHandle"]:
+    def still_open(self) -> list[RunHandle]:
         with self._lock:
             return list(self._open.values())
 
@@ -171,7 +172,7 @@ class RunHandle:
         self.finish(status, {**self.partial, "error": error} if error else (self.partial or None))
 
     @contextlib.contextmanager
-    def current(self) -> Iterator["RunHandle"]:
+    def current(self) -> Iterator[RunHandle]:
         """Make this the current run for the block (calls the block makes are linked to it)."""
         token = _CURRENT.set(self)
         try:

@@ -31,8 +31,9 @@ import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, TypeVar
 
 import platformdirs
 
@@ -42,6 +43,8 @@ from veriscale.engine.run_records import RunRecord, RunRecords
 from veriscale.engine.store_faults import GuardedConnection, open_connection
 from veriscale.engine.store_writer import StoreWriter
 from veriscale.errors import UserError, setting
+
+_T = TypeVar("_T")
 
 __all__ = ["RunRecord", "Store", "call_key", "default_store_path", "lease_owner"]
 
@@ -71,7 +74,7 @@ def call_key(fingerprint: str, prompt_version: str, request: dict[str, Any]) -> 
     return hashlib.sha256(data).hexdigest()
 
 
-_OPEN_STORES: "weakref.WeakSet[Store]" = weakref.WeakSet()
+_OPEN_STORES: weakref.WeakSet[Store] = weakref.WeakSet()
 
 
 def _flush_open_stores() -> None:
@@ -98,7 +101,7 @@ class Store(CallLeases, RunRecords):
         _OPEN_STORES.add(self)
 
     # -- the writer thread -----------------------------------------------------------
-    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+    def submit(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> concurrent.futures.Future[_T]:
         """Run ``fn(*args, **kwargs)`` (a method of this store) on the store's one writer thread,
         after every job submitted before it; the future holds its result."""
         with self._writer_lock:
@@ -118,7 +121,7 @@ class Store(CallLeases, RunRecords):
             self._writer.flush()
 
     @classmethod
-    def open(cls, path: str | Path | None = None) -> "Store":
+    def open(cls, path: str | Path | None = None) -> Store:
         """The store at ``path``: writable, or read-only when SQLite cannot write it (:attr:`read_only`);
         a damaged, locked or full store is one sentence (:mod:`veriscale.engine.store_faults`)."""
         p = Path(path) if path is not None else default_store_path()
@@ -230,8 +233,8 @@ class Store(CallLeases, RunRecords):
         self._settle()
         with self._lock:
             if status:
-                return self._conn.execute("SELECT COUNT(*) FROM calls WHERE status = ?", (status,)).fetchone()[0]
-            return self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+                return int(self._conn.execute("SELECT COUNT(*) FROM calls WHERE status = ?", (status,)).fetchone()[0])
+            return int(self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
     def iter_calls(self) -> Iterator[dict[str, Any]]:
         self._settle()

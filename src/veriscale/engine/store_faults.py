@@ -20,12 +20,15 @@ import errno
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from veriscale import settings
 from veriscale.errors import StoreFault, setting
+
+_T = TypeVar("_T")
 
 WAIT_ENV = "VERISCALE_STORE_WAIT"
 DEFAULT_WAIT_S = 30.0
@@ -149,11 +152,16 @@ def fault(exc: BaseException, path: Path, *, conn: sqlite3.Connection | None = N
 class GuardedCursor:
     """A cursor whose fetches raise a :class:`StoreFault` for a fault of the store."""
 
-    def __init__(self, cursor: sqlite3.Cursor, conn: "GuardedConnection") -> None:
+    def __init__(self, cursor: sqlite3.Cursor, conn: GuardedConnection) -> None:
         self._cursor, self._conn = cursor, conn
 
-    lastrowid = property(lambda self: self._cursor.lastrowid)
-    rowcount = property(lambda self: self._cursor.rowcount)
+    @property
+    def lastrowid(self) -> int | None:
+        return self._cursor.lastrowid
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
 
     def fetchone(self) -> Any:
         return self._conn.guard(self._cursor.fetchone)
@@ -161,7 +169,7 @@ class GuardedCursor:
     def fetchall(self) -> list[Any]:
         return self._conn.guard(self._cursor.fetchall)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.fetchall())
 
 
@@ -171,7 +179,7 @@ class GuardedConnection:
     def __init__(self, raw: sqlite3.Connection, path: Path, *, read_only: bool = False) -> None:
         self.raw, self.path, self.read_only = raw, path, read_only
 
-    def guard(self, fn: Any, *args: Any) -> Any:
+    def guard(self, fn: Callable[..., _T], *args: Any) -> _T:
         try:
             return fn(*args)
         except (sqlite3.Error, OSError) as exc:
@@ -239,7 +247,12 @@ def open_connection(path: Path, migrate: Any) -> GuardedConnection:
 
 def _open_read_only(path: Path, wait_s: float, why: StoreFault) -> GuardedConnection:
     """The store opened for reading only: ``mode=ro``, else ``immutable=1`` (when even its log cannot be made)."""
-    from veriscale.engine.migrations import SCHEMA_VERSION, check_tables, current_version, has_meta
+    from veriscale.engine.migrations import (
+        SCHEMA_VERSION,
+        check_tables,
+        current_version,
+        has_meta,
+    )
 
     target = "file:" + quote(str(path.absolute()))
     last: BaseException = why

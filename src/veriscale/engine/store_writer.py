@@ -14,7 +14,12 @@ import asyncio
 import concurrent.futures
 import queue
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+_Job = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 
 class StoreWriter:
@@ -22,14 +27,15 @@ class StoreWriter:
     reference to its store, so an unclosed store is still freed (and its thread stopped)."""
 
     def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self.pending = 0
         self.idle = threading.Condition()
         self.thread = threading.Thread(target=self._run, name="veriscale-store-writer", daemon=True)
         self.thread.start()
 
-    def submit(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> concurrent.futures.Future:
-        future: concurrent.futures.Future = concurrent.futures.Future()
+    def submit(self, fn: Callable[..., _T], args: tuple[Any, ...], kwargs: dict[str, Any]
+               ) -> concurrent.futures.Future[_T]:
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
         with self.idle:
             self.pending += 1
         self.jobs.put((future, fn, args, kwargs))
@@ -60,7 +66,7 @@ class StoreWriter:
         self.jobs.put(None)
 
 
-async def landed(future: concurrent.futures.Future) -> Any:
+async def landed(future: concurrent.futures.Future[_T]) -> _T:
     """The result of a store job, awaited from async code; the job lands even when the awaiting task
     is cancelled (``asyncio.shield``), and a failure nobody awaits any more (a full disk while the
     caller was being cancelled) is still retrieved, so asyncio never logs "exception was never

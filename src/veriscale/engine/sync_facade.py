@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from veriscale.engine.gateway import CallOutcome, Gateway, PlannedCall, Progress
 from veriscale.engine import sync_edge
+from veriscale.engine.gateway import CallOutcome, Gateway, PlannedCall, Progress
 from veriscale.engine.routing import EndpointPool
 from veriscale.engine.store import Store
 from veriscale.engine.usage import Estimate, Usage

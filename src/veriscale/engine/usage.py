@@ -13,7 +13,7 @@ the tokens it evaluated after reusing its KV cache).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 
@@ -27,7 +27,7 @@ class CallTokens:
     completion: int = 0
 
     @classmethod
-    def of(cls, reply: Any, *, embedded: bool) -> "CallTokens":
+    def of(cls, reply: Any, *, embedded: bool) -> CallTokens:
         """From a ScoreResponse or ChatResponse. An embedded score reply's ``prompt_tokens`` is what
         the model evaluated of ``prompt_tokens_total`` (the rest came from its KV cache)."""
         total = int(getattr(reply, "prompt_tokens_total", 0) or 0)
@@ -74,7 +74,7 @@ class Usage:
         """Prompt tokens processed over every answered call; None when any call did not say."""
         return None if self.unreported_calls else self.processed_prompt_tokens
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
@@ -92,12 +92,15 @@ class Usage:
             out["cached_prompt_tokens"] = None
         return out
 
-    def copy(self) -> "Usage":
-        return Usage(**self.counters())  # type: ignore[arg-type]
+    def copy(self) -> Usage:
+        return replace(self)
 
-    def since(self, before: "Usage") -> "Usage":
+    def since(self, before: Usage) -> Usage:
         """What was spent between the snapshot ``before`` and now."""
-        return Usage(**{k: v - getattr(before, k) for k, v in self.counters().items()})  # type: ignore[arg-type]
+        spent = replace(self)
+        for f in fields(self):
+            setattr(spent, f.name, getattr(self, f.name) - getattr(before, f.name))
+        return spent
 
 
 @dataclass
