@@ -27,7 +27,8 @@ from veriscale.engine.store import Store, call_key
 from veriscale.errors import ModelCallError, UserError
 from veriscale.models.anthropic_messages import AnthropicMessagesModel
 from veriscale.models.base import Message, ScoreRequest
-from veriscale.models.openai_compat import OpenAICompatModel, same_model
+from veriscale.models.openai_compat import OpenAICompatModel
+from veriscale.models.reply_model import same_model
 from veriscale.verify.reward import Verifier
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from veriscale.errors import UserError, setting
-from veriscale.models.base import ModelBackend
+from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse, aclose_backend
 
 #: A prompt sticks to an endpoint that recently saw a prompt sharing this fraction of it.
 MIN_SHARED_FRACTION = 0.5
@@ -237,6 +237,11 @@ def common_prefix_length(a: str, b: str) -> int:
     return low
 
 
+def _first_endpoints(name: str) -> Any:
+    """A pool member that is its first endpoint's ``name``; an AttributeError where that backend has none."""
+    return property(lambda pool: getattr(pool.primary, name), doc=f"the first endpoint's ``{name}``, where it has one")
+
+
 class EndpointPool:
     """Endpoints that serve one model; the first one's fingerprint names the model in the cache."""
 
@@ -255,16 +260,63 @@ class EndpointPool:
         self.endpoints = [Endpoint(b, endpoint_limits(b, concurrency=concurrency, rpm=rpm, tpm=tpm)) for b in backends]
         self.primary = backends[0]
 
+    # -- the pool as a backend: what ModelBackend declares is the first endpoint's (the model's name
+    # in the cache), so a pool stands wherever one backend does ------------------------------------
     @property
     def is_embedded(self) -> bool:
         return bool(getattr(self.primary, "is_embedded", False))
 
-    def __getattr__(self, name: str) -> Any:
-        """Everything else (uri, display_name, fingerprint, count_tokens, ...) is the first endpoint's,
-        so a pool stands wherever one backend does."""
-        if name.startswith("_") or name in ("endpoints", "primary", "deadline_s", "routing"):
-            raise AttributeError(name)
-        return getattr(self.primary, name)
+    @property
+    def uri(self) -> str:
+        return self.primary.uri
+
+    @property
+    def display_name(self) -> str:
+        return self.primary.display_name
+
+    def fingerprint(self) -> str:
+        return self.primary.fingerprint()
+
+    def score(self, request: ScoreRequest) -> ScoreResponse:
+        return self.primary.score(request)
+
+    def count_tokens(self, text: str) -> int:
+        return self.primary.count_tokens(text)
+
+    def context_size(self) -> int | None:
+        return self.primary.context_size()
+
+    def read_plan(self) -> Any:
+        return self.primary.read_plan()
+
+    def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
+        return self.primary.single_token_labels(labels)
+
+    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
+        return self.primary.chat(messages, **kwargs)
+
+    # the optional abilities, present exactly when the first endpoint has them (a probe such as
+    # getattr(pool, "token_spans", None) sees what it would see on that backend)
+    supports_joint = _first_endpoints("supports_joint")
+    calls_per_score = _first_endpoints("calls_per_score")
+    chat_options = _first_endpoints("chat_options")
+    top_logprobs = _first_endpoints("top_logprobs")
+    scorer = _first_endpoints("scorer")
+    reasoner = _first_endpoints("reasoner")
+    tokenizer_requests = _first_endpoints("tokenizer_requests")
+    token_spans = _first_endpoints("token_spans")
+    calibration_key = _first_endpoints("calibration_key")
+    retry_variant = _first_endpoints("retry_variant")
+    afingerprint = _first_endpoints("afingerprint")
+    aweights_fingerprint = _first_endpoints("aweights_fingerprint")
+    asingle_token_labels = _first_endpoints("asingle_token_labels")
+    ascore = _first_endpoints("ascore")
+    achat = _first_endpoints("achat")
+
+    async def aclose(self) -> None:
+        """Close every endpoint's backend (each once)."""
+        for backend in {id(e.backend): e.backend for e in self.endpoints}.values():
+            await aclose_backend(backend)
 
     def pick(self, prompt: str) -> Endpoint:
         """The endpoint for a prompt (see the module docstring); remembers the prompt there."""

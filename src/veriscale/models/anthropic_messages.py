@@ -4,7 +4,7 @@ The Messages API continues a final assistant message, so the slot is prefilled; 
 request at temperature 1 (the API has no ``n``), and the empirical label distribution is the
 reading (``strategy: sampled``, with its standard error beside the reward; every draw is paid
 for and counted). A reply naming another model than the one asked is a failed call, or a note
-under ``model_mismatch="note"`` (as for OpenAI-compatible servers: ``openai_compat.same_model``)::
+under ``model_mismatch="note"`` (as for OpenAI-compatible servers: ``reply_model.same_model``)::
 
     m = load_backend("anthropic:claude-sonnet-4-5?sample=16")   # $ANTHROPIC_API_KEY, $ANTHROPIC_BASE_URL
     m.read_plan().describe()     # 'sampled, prefilled (messages, sample=16)'
@@ -23,7 +23,7 @@ from veriscale.settings import environment
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync
 from veriscale.models.context import estimate_tokens
 from veriscale.models.http_transport import HttpTransport
-from veriscale.models.openai_compat import LOG, MODEL_MISMATCH_MODES, mismatch_sentence, model_mismatch_mode, same_model
+from veriscale.models.reply_model import LOG, MODEL_MISMATCH_MODES, mismatch_sentence, model_mismatch_mode, same_model
 from veriscale.models.read_strategy import READ_MARK, ReadKind, ReadPlan
 from veriscale.models.sampled_read import SAMPLE_MAX_TOKENS, SAMPLE_TEMPERATURE, check_sample_count, sampled_distribution
 
@@ -46,7 +46,7 @@ class AnthropicMessagesModel(HttpTransport):
         if model_mismatch is not None and model_mismatch not in MODEL_MISMATCH_MODES:
             raise UserError(f"model_mismatch={model_mismatch!r} is not fail or note: use "
                             f"{setting('model_mismatch', 'note')} to score replies that name another model")
-        self.model_mismatch = model_mismatch  # None: the setting (openai_compat.model_mismatch_mode)
+        self.model_mismatch = model_mismatch  # None: the setting (reply_model.model_mismatch_mode)
         self._mismatches_noted: set[str] = set()
         self.uri = uri or f"anthropic:{model}"
         self.display_name = f"{model} (Anthropic Messages at {self.base_url})"

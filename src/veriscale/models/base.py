@@ -20,8 +20,11 @@ slot, in order (``slots[0]`` mirrors the top-level fields)::
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,7 @@ async def aclose_backend(backend: Any) -> None:
         backend.close()
 
 
-def drive_sync(coro: Any) -> Any:
+def drive_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine that never suspends (its awaits are all on synchronous work) to its result.
 
     Lets one ``async`` implementation serve both the sync and the async API of a backend.
@@ -168,6 +171,7 @@ def drive_sync(coro: Any) -> Any:
     try:
         coro.send(None)
     except StopIteration as done:
-        return done.value
+        result: T = done.value  # the coroutine's return value
+        return result
     coro.close()
     raise RuntimeError("a synchronous model call suspended")

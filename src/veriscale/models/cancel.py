@@ -59,7 +59,11 @@ class StopFlag(threading.Event):
             if not self.is_set():
                 key = self._next = self._next + 1
                 self._callbacks[key] = callback
-                return lambda: self._callbacks.pop(key, None)
+
+                def forget() -> None:
+                    self._callbacks.pop(key, None)
+
+                return forget
         callback()
         return lambda: None
 
@@ -117,11 +121,11 @@ async def in_worker(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     context = contextvars.copy_context()  # the worker sees the caller's context (its current run), as to_thread does
     context.run(_CURRENT_STOP.set, stop)  # and its own stop flag, for the gateway work it waits on
     work = asyncio.get_running_loop().run_in_executor(
-        None, functools.partial(context.run, _run, fn, *args, stop=stop, **kwargs))
+        None, functools.partial(context.run, functools.partial(_run, fn, *args, stop=stop, **kwargs)))
     cancelled = False
     while True:
         try:
-            result = await asyncio.shield(work)
+            result: T = await asyncio.shield(work)
             break
         except asyncio.CancelledError:  # wait on for the worker, which stops at its next check
             stop.set()

@@ -43,12 +43,12 @@ TEMPLATES: dict[str, Callable[[Sequence[Message], str], str]] = {
 }
 
 
-def render_chat(template: str, messages: Sequence[Message], prefill: str = "") -> str:
-    """The prompt text with the assistant turn opened and ``prefill`` written into it."""
-    try:
-        fn = TEMPLATES[template]
-    except KeyError:
-        raise UserError(f"unknown chat template '{template}': use one of {', '.join(TEMPLATES)}") from None
+def render_chat(template: str | None, messages: Sequence[Message], prefill: str = "") -> str:
+    """The prompt text with the assistant turn opened and ``prefill`` written into it. ``template`` is a
+    backend's (None where it names none: refused as an unknown one, as any name not in ``TEMPLATES``)."""
+    fn = TEMPLATES.get(template) if template is not None else None
+    if fn is None:
+        raise UserError(f"unknown chat template '{template}': use one of {', '.join(TEMPLATES)}")
     return fn(messages, prefill)
 
 

@@ -97,10 +97,11 @@ class EmbeddedModel:
         self._llm = Llama(model_path=str(gguf), n_ctx=n_ctx, n_batch=N_BATCH, logits_all=False,
                           n_threads=self.threads, n_threads_batch=self.threads, verbose=False)
         own = self._llm.metadata.get("tokenizer.chat_template", "")
-        self.template = template or detect_template(own)
-        if self.template is None:
+        found = template or detect_template(own)
+        if found is None:
             raise UserError(f"cannot tell the chat template of '{gguf.name}' (it is not ChatML, Llama 3 or Gemma): "
                             f"serve it with llama_cpp.server and use {setting('model', 'http://127.0.0.1:PORT/v1#model')}")
+        self.template: str = found
         self._n_vocab = self._llm.n_vocab()
         self._label_ids: dict[str, list[int]] = {}
         self._vocab_text: list[str] | None = None
@@ -231,7 +232,8 @@ class EmbeddedModel:
     def _softmax(logits: np.ndarray) -> np.ndarray:
         z = logits - logits.max()
         p = np.exp(z)
-        return p / p.sum()
+        probs: np.ndarray = p / p.sum()
+        return probs
 
     def _tokenize_prompt(self, text: str) -> list[int]:
         tokens = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
@@ -414,4 +416,5 @@ def _kept(probs: np.ndarray, top_p: float | None, top_k: int | None) -> np.ndarr
         order = order[:int(np.searchsorted(np.cumsum(probs[order]), top_p)) + 1]
     kept = np.zeros_like(probs)
     kept[order] = probs[order]
-    return kept / kept.sum()
+    renormalised: np.ndarray = kept / kept.sum()
+    return renormalised

@@ -13,6 +13,7 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from veriscale import settings
 from veriscale.errors import UserError
@@ -55,18 +56,19 @@ def file_sha256(path: str, size: int, mtime_ns: int) -> str:
     cache = _hash_cache()
     entry = f"{path}|{size}|{mtime_ns}"
     try:
-        known = json.loads(cache.read_text(encoding="utf-8"))
+        loaded = json.loads(cache.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        known = {}
-    known = known if isinstance(known, dict) else {}
-    if isinstance(known.get(entry), str):
-        return known[entry]
+        loaded = {}
+    known: dict[str, Any] = loaded if isinstance(loaded, dict) else {}
+    cached = known.get(entry)
+    if isinstance(cached, str):
+        return cached
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     known = {k: v for k, v in known.items() if not k.startswith(f"{path}|")}
-    known[entry] = h.hexdigest()
+    digest = known[entry] = h.hexdigest()
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
@@ -74,7 +76,7 @@ def file_sha256(path: str, size: int, mtime_ns: int) -> str:
         os.replace(tmp, cache)
     except OSError:
         pass  # an unwritable cache folder only costs hashing again next time
-    return known[entry]
+    return digest
 
 
 __all__ = ["THREADS_ENV", "all_cores", "default_gguf_path", "default_threads", "file_sha256"]

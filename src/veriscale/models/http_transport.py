@@ -121,9 +121,10 @@ class HttpTransport:
                 raise overflow_error(overflow, self.display_name, detail)
             raise ModelCallError(f"{url} answered HTTP {resp.status_code}: {detail}")
         try:
-            return resp.json()
+            data: dict[str, Any] = resp.json()
         except ValueError:
             raise _Retryable(f"{url} answered with a body that is not JSON") from None
+        return data
 
     def _retry_policy(self) -> dict[str, Any]:
         backoff = wait_exponential_jitter(multiplier=self.backoff_s, max=20.0)

@@ -5,8 +5,10 @@
     m = OpenAICompatModel("http://127.0.0.1:8000/v1", template="chatml", endpoint="chat")  # chat after all
 
 With a chat template named, the score slot is prefilled client-side and read through
-``/v1/completions``; otherwise ``/v1/chat/completions`` is asked for one token. Both logprob
-shapes are parsed. The HTTP side is ``http_transport.HttpTransport``: retries with exponential backoff on 429, 5xx, timeouts and dropped
+``/v1/completions``; otherwise ``/v1/chat/completions`` is asked for one token. The bodies sent are
+built by ``openai_requests``, the replies read by ``openai_replies`` (both logprob shapes, through
+``logprobs``), the server's tokenizer asked by ``openai_tokenizer.ServerTokenizer``; this module is
+the backend that asks and keeps what it learned. The HTTP side is ``http_transport.HttpTransport``: retries with exponential backoff on 429, 5xx, timeouts and dropped
 connections (a ``Retry-After`` header on 429/503 sets the wait); a call that still fails raises
 ModelCallError (recorded as failed upstream), and so does a reply without logprobs at the
 slot: it is that call's failure, not the run's. ``ascore``/``achat``/``amodel_id``/
@@ -35,7 +37,7 @@ shared by every gateway in the process through ``limit_key`` (base URL and model
 Every reply is checked against what was asked: a reply that names another model than the one
 the URI asked for is a failed call with one sentence, unless ``model_mismatch="note"`` (the
 setting, ``$VERISCALE_MODEL_MISMATCH``) lets it be scored with a note on the read plan and in the
-log. Another spelling of the same model is no mismatch (:func:`same_model`: a dated snapshot,
+log. Another spelling of the same model is no mismatch (``reply_model.same_model``: a dated snapshot,
 ``-latest``/``:latest`` aliases; no model asked, or none named in the reply). A reply without
 logprobs at the slot says whether the server never gives them or drops them now and then.
 """
@@ -43,113 +45,67 @@ logprobs at the slot says whether the server never gives them or drops them now 
 from __future__ import annotations
 
 import copy
-import logging
 import os
-import threading
 import time
 from dataclasses import replace
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 
 from veriscale import settings
 from veriscale.errors import ModelCallError, UserError, setting, worded
-from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync, slot_entry
-from veriscale.models.chat_template import TEMPLATES, render_chat
-from veriscale.models.context import estimate_tokens
+from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync
+from veriscale.models.chat_template import TEMPLATES
 from veriscale.models.http_transport import HttpTransport
-from veriscale.models.joint_grammar import joint_gbnf, joint_regex
 from veriscale.models.logprobs import (
-    MalformedLogprobs,
-    NoLogprobs,
-    first_position_top,
-    generated_positions,
-    joint_slot_tops,
     label_distribution,
     through_whitespace,
     whitespace_paths,
 )
-from veriscale.models.read_probe import SENTINEL_TEXT, WIDE_LOGPROBS, bias_tokens, logit_bias, probe_read_plan, unbiased_top
-from veriscale.models.read_strategy import EQUAL_BIAS_METHOD, READ_MARK, ReadKind, ReadPlan
-from veriscale.models.reply_usage import reply_usage, summed_usage
-from veriscale.models.sampled_read import (
-    FAITHFUL_SAMPLER,
-    FAITHFUL_SAMPLER_EXTRA,
-    SAMPLE_MAX_TOKENS,
-    SAMPLE_TEMPERATURE,
-    check_sample_count,
-    sampled_distribution,
+from veriscale.models.openai_replies import (
+    ReplyShares,
+    ServerNames,
+    chat_reply,
+    joint_positions,
+    joint_slots,
+    reasoning_reply,
+    reply_draws,
+    slot_top,
 )
-from veriscale.models.server_info import ServerProbe
+from veriscale.models.openai_requests import (
+    SlotRoute,
+    chat_body,
+    joint_body,
+    reasoning_body,
+    sampled_body,
+    slot_read_body,
+    without_sampler_extra,
+)
+from veriscale.models.openai_tokenizer import ServerTokenizer
+from veriscale.models.read_probe import Post, bias_tokens, probe_read_plan, unbiased_top
+from veriscale.models.read_strategy import (
+    EQUAL_BIAS_METHOD,
+    READ_MARK,
+    ReadKind,
+    ReadPlan,
+)
+from veriscale.models.reply_model import (
+    LOG,
+    MODEL_MISMATCH_MODES,
+    mismatch_sentence,
+    model_mismatch_mode,
+    same_model,
+)
+from veriscale.models.reply_usage import reply_usage, summed_usage
+from veriscale.models.sampled_read import check_sample_count, sampled_distribution
+from veriscale.models.server_info import ServerInfo, ServerProbe
 
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
 #: The most top_logprobs an off-format retry asks for (api.openai.com allows at most 20).
 MAX_TOP_LOGPROBS = 100
-#: generated tokens a joint reply may spend per slot beyond its header (the grade, a newline, slack)
-JOINT_TOKENS_PER_SLOT = 4
-Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
-LOG = logging.getLogger("veriscale.models.replies")
-#: what a reply naming another model than the one asked is: "fail" (a failed call) or "note" (scored, noted)
-MODEL_MISMATCH_MODES = ("fail", "note")
-MODEL_MISMATCH_ENV = "VERISCALE_MODEL_MISMATCH"
 
 
-def model_mismatch_mode() -> str:
-    """What a reply naming another model is: the command's ``--model-mismatch`` or the file's
-    ``scoring.model_mismatch``, else ``$VERISCALE_MODEL_MISMATCH``, else "fail"."""
-    return str(settings.value("model_mismatch"))
-
-
-def _alias_base(name: str) -> str:
-    for tail in ("-latest", ":latest"):
-        if name.endswith(tail):
-            return name[: -len(tail)]
-    return name
-
-
-def same_model(asked: str | None, answered: Any) -> bool:
-    """Whether a reply naming ``answered`` answers a request for ``asked``: the same name; a dated
-    snapshot of it (OpenAI answers "gpt-4o" with "gpt-4o-2024-08-06", Anthropic "claude-sonnet-4-5"
-    with "claude-sonnet-4-5-20250929", a "-latest" alias with the snapshot it stands for); Ollama's
-    ":latest" tag; or nothing to compare (no model asked: the server's default; no model named)."""
-    if not asked or not isinstance(answered, str) or not answered.strip():
-        return True
-    answered = answered.strip()
-    if answered == asked or _alias_base(answered) == _alias_base(asked):
-        return True
-    return answered.startswith(_alias_base(asked) + "-")
-
-
-def mismatch_sentence(where: str, asked: str, answered: str, *, note: bool) -> str:
-    """The one sentence a reply naming another model gets: a failed call's reason, or a note."""
-    if note:
-        return (f"{where} answered with model '{answered}' although '{asked}' was asked: its replies are scored "
-                f"as {asked}'s ({setting('model_mismatch', 'note')})")
-    return (f"{where} answered with model '{answered}' although '{asked}' was asked: the reply is not scored, it may "
-            f"come from other weights than the ones named (a proxy or router that swapped the model); set "
-            f"{setting('model_mismatch', 'note')} to accept it")
-
-
-class ReplyShares:
-    """How many slot replies of one server came with and without logprobs (shared by copies)."""
-
-    def __init__(self) -> None:
-        self.with_logprobs = 0
-        self.without = 0
-        self._lock = threading.Lock()
-
-    def count(self, had: bool) -> tuple[int, int]:
-        """Count one reply; the replies without logprobs and all replies so far."""
-        with self._lock:
-            if had:
-                self.with_logprobs += 1
-            else:
-                self.without += 1
-            return self.without, self.with_logprobs + self.without
-
-
-class OpenAICompatModel(HttpTransport):
+class OpenAICompatModel(ServerTokenizer):
     """One model on one OpenAI-compatible server."""
 
     is_embedded = False
@@ -235,7 +191,7 @@ class OpenAICompatModel(HttpTransport):
         info = await self._probe.ainfo(self._async_client())
         return f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
 
-    def _fingerprint_of(self, info: Any, plan: ReadPlan) -> str:
+    def _fingerprint_of(self, info: ServerInfo, plan: ReadPlan) -> str:
         # the read plan names the joint constraint: it changes what a joint reply writes before its later slots
         return (f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
                 + f"{READ_MARK}{plan.key()}" + (f" template={self.template}" if self.endpoint == "completions" else ""))
@@ -281,36 +237,7 @@ class OpenAICompatModel(HttpTransport):
                               old.prefill_fields, old.notes + (why,))
         return self._plan
 
-    async def slot_token_ids(self, labels: tuple[str, ...], post: Post) -> list[int] | None:
-        """The token ids a ``logprob_token_ids`` read asks for: each label alone and after a space, the
-        bare whitespace tokens, and a sentinel that shows the server honoured the list (None without a
-        tokenizer, or when the sentinel is not one token). Asked over ``post``'s transport, once per labels."""
-        if labels not in self._slot_ids:
-            probe = self._sync_probe if post == self._sync_post else self._aprobe
-            self._slot_ids[labels] = await self._token_ids(labels, probe)
-        return self._slot_ids[labels]
-
-    async def sentinel_token_id(self, post: Post) -> int | None:
-        """The id of the read probe's sentinel token (one tokenizer request), or None without a tokenizer."""
-        probe = self._sync_probe if post == self._sync_post else self._aprobe
-        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
-        got = await self._tokenize(root, SENTINEL_TEXT, probe)
-        return got[0] if got and len(got) == 1 else None
-
-    async def _token_ids(self, labels: tuple[str, ...], probe: Any) -> list[int] | None:
-        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
-        ids: list[int] = []
-        for text in [*labels, *(" " + lab for lab in labels), " ", "\n", SENTINEL_TEXT]:
-            got = await self._tokenize(root, text, probe)
-            if got is None:
-                return None
-            if len(got) == 1 and got[0] not in ids:
-                ids.append(got[0])
-            elif text == SENTINEL_TEXT:
-                return None
-        return ids
-
-    def retry_variant(self) -> "OpenAICompatModel | None":
+    def retry_variant(self) -> OpenAICompatModel | None:
         """The same model asked to show more of the slot's distribution (more top_logprobs), for one
         more try at a reply that put no probability on any label; None when it shows all it can (an
         exact read already shows every label; a sampled read has no top_logprobs to widen)."""
@@ -329,79 +256,6 @@ class OpenAICompatModel(HttpTransport):
         self._probe.info(self._client)
         return self._probe.context()
 
-    def count_tokens(self, text: str) -> int:
-        """The server's own count where it has a tokenizer, else ``context.estimate_tokens`` (a margin
-        over the truth). The same text counts the same from any caller; on an event loop prefer
-        :meth:`acount_tokens`, which does not block it."""
-        n = self._probe.count(self._client, text)
-        return estimate_tokens(text) if n is None else n
-
-    async def acount_tokens(self, text: str) -> int:
-        """:meth:`count_tokens` through the async client (the server's count where it has one)."""
-        n = await self._probe.acount(self._async_client(), text)
-        return estimate_tokens(text) if n is None else n
-
-    def token_spans(self) -> Any:
-        """The server's tokenizer for rendering (``veriscale.data.token_spans.TokenSpans``, one per
-        backend): each distinct text tokenised once, cuts made at token offsets; where the server gives no
-        token ids it counts as :meth:`count_tokens` does."""
-        return self._probe.spans(self._client, self.count_tokens)
-
-    def tokenizer_requests(self) -> int:
-        """Tokenizer requests this backend sent so far (counts, ids, pieces, label checks), for a run's cost."""
-        return self._probe.requests + self.tokenize_posts.value
-
-    def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
-        """Labels that tokenize to more than one token, where the server can tokenize."""
-        if labels not in self._label_checks:
-            self._label_checks[labels] = drive_sync(self._check_labels(labels, self._sync_probe))
-        return list(self._label_checks[labels])
-
-    async def asingle_token_labels(self, labels: tuple[str, ...]) -> list[str]:
-        """:meth:`single_token_labels` over the async client."""
-        if labels not in self._label_checks:
-            self._label_checks[labels] = await self._check_labels(labels, self._aprobe)
-        return list(self._label_checks[labels])
-
-    async def _check_labels(self, labels: tuple[str, ...], probe: Any) -> list[str]:
-        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
-        bad = []
-        for lab in labels:
-            counts = []
-            for text in (lab, " " + lab):
-                n = await self._tokenize_count(root, text, probe)
-                if n is None:
-                    return []  # cannot check on this server
-                counts.append(n)
-            if min(counts) != 1:
-                bad.append(lab)
-        return bad
-
-    async def _tokenize_count(self, root: str, text: str, probe: Any) -> int | None:
-        ids = await self._tokenize(root, text, probe)
-        return None if ids is None else len(ids)
-
-    async def _tokenize(self, root: str, text: str, probe: Any) -> list[int] | None:
-        """The server's token ids of ``text`` (no special tokens), or None when it cannot tokenize; asked
-        once per text (the label check and the logprob_token_ids read share the labels' tokens)."""
-        spans = self.token_spans()  # one memo of ids per server tokenizer, shared with rendering
-        known, ids = spans.known_ids(text)
-        if not known:
-            ids = await self._tokenize_once(root, text, probe)
-            spans.remember_ids(text, ids)
-        return ids
-
-    async def _tokenize_once(self, root: str, text: str, probe: Any) -> list[int] | None:
-        for path, body, field in (("/extras/tokenize", {"input": text}, "tokens"),
-                                  ("/tokenize", {"prompt": text, "add_special_tokens": False}, "tokens")):
-            try:
-                resp = await probe(root + path, {**body, "model": self.requested_model or ""})
-                if resp.status_code == 200 and isinstance(resp.json().get(field), list):
-                    return [t for t in resp.json()[field] if isinstance(t, int)]
-            except (httpx.HTTPError, ValueError):
-                continue
-        return None
-
     # -- lifecycle ---------------------------------------------------------------------------
     def _learned_context(self, context: int | None) -> None:
         self._probe.learned_context = context or self._probe.learned_context
@@ -411,7 +265,7 @@ class OpenAICompatModel(HttpTransport):
         """The model id, over the transport ``post`` belongs to."""
         return self.model_id() if post == self._sync_post else await self.amodel_id()
 
-    async def _server_info(self, post: Post) -> Any:
+    async def _server_info(self, post: Post) -> ServerInfo:
         """What the server says about itself, over the transport ``post`` belongs to."""
         return self._probe.info(self._client) if post == self._sync_post else await self._probe.ainfo(self._async_client())
 
@@ -420,20 +274,18 @@ class OpenAICompatModel(HttpTransport):
         cannot prefill and the server reports its chat template)."""
         self.template, self.endpoint = template, "completions"
 
+    def _route(self) -> SlotRoute:
+        """Where and how wide a slot is asked now (the probe may move it to the completions endpoint)."""
+        return SlotRoute(self.endpoint, self.template, self.top_logprobs)
+
+    def _names(self) -> ServerNames:
+        return ServerNames(self.base_url, self.display_name)
+
     async def _generate_reasoning(self, request: ScoreRequest, post: Post) -> tuple[str, int]:
-        if self.endpoint == "completions":
-            body = {"model": await self._ident(post), "prompt": render_chat(self.template, request.messages, request.reasoning_prefix),
-                    "max_tokens": request.max_reasoning_tokens, "temperature": request.temperature,
-                    "seed": request.seed, "stop": ["Grade"]}
-            data = self.check_reply_model(await post("/completions", body), body)
-            text = data["choices"][0].get("text", "")
-        else:
-            msgs = [{"role": m.role, "content": m.content} for m in request.messages]
-            body = {"model": await self._ident(post), "messages": msgs, "max_tokens": request.max_reasoning_tokens,
-                    "temperature": request.temperature, "seed": request.seed, "stop": ["Grade"]}
-            data = self.check_reply_model(await post("/chat/completions", body), body)
-            text = data["choices"][0]["message"].get("content") or ""
-        return text.strip(), int((data.get("usage") or {}).get("completion_tokens", 0))
+        route = self._route()
+        path, body = reasoning_body(route, await self._ident(post), request)
+        data = self.check_reply_model(await post(path, body), body)
+        return reasoning_reply(data, route.completions)
 
     def score(self, request: ScoreRequest) -> ScoreResponse:
         return drive_sync(self._score(request, self._sync_post))
@@ -477,43 +329,31 @@ class OpenAICompatModel(HttpTransport):
         where the server answers that many choices, else one request a draw, each with its own seed."""
         if request.reasoning:
             raise UserError(f"a sampled read draws the grade alone: leave out {setting('reasoning')} with ?sample=")
-        body = await self._plan_body(request, post, plan, request.prefill, "")
-        for key in ("logprobs", "top_logprobs", "logprob_token_ids"):
-            body.pop(key, None)
         n = self.sample or 2
         seed = 0 if request.seed is None else request.seed
-        body.update(temperature=SAMPLE_TEMPERATURE, max_tokens=SAMPLE_MAX_TOKENS, n=n, seed=seed, **FAITHFUL_SAMPLER)
-        if self._sampler_extra:
-            body.update(FAITHFUL_SAMPLER_EXTRA)
+        body = sampled_body(await self._plan_body(request, post, plan, request.prefill, ""), n=n, seed=seed,
+                            sampler_extra=self._sampler_extra)
+        path = self._route().path
         try:
-            replies = [await post(self._slot_path(), body)]
+            replies = [await post(path, body)]
         except ModelCallError as exc:
             if exc.retryable or not self._sampler_extra:
                 raise
             self._sampler_extra = False  # the server refuses llama.cpp's / vLLM's sampler fields: OpenAI's only
-            body = {k: v for k, v in body.items() if k not in FAITHFUL_SAMPLER_EXTRA}
-            replies = [await post(self._slot_path(), body)]
+            body = without_sampler_extra(body)
+            replies = [await post(path, body)]
         self.check_reply_model(replies[0], body)
-        draws = self._draws(replies[0])[:n]
+        draws = reply_draws(replies[0])[:n]
         while len(draws) < n:  # the server gave fewer choices than asked: one request a draw
-            one = self.check_reply_model(await post(self._slot_path(), {**body, "n": 1, "seed": seed + len(draws) + 1}), body)
+            one = self.check_reply_model(await post(path, {**body, "n": 1, "seed": seed + len(draws) + 1}), body)
             replies.append(one)
-            draws += self._draws(one)[:1] or [""]
+            draws += reply_draws(one)[:1] or [""]
         probs, mass = sampled_distribution(draws, request.labels)
         return ScoreResponse(
             label_probs=probs, label_mass=mass, unseen_mass=0.0, **summed_usage(replies),
             latency_s=time.perf_counter() - start,
             system_fingerprint=str(replies[0].get("system_fingerprint") or ""),
             strategy="sampled", prefilled=plan.prefilled, samples=n)
-
-    def _draws(self, data: dict[str, Any]) -> list[str]:
-        """The text of each choice of a reply."""
-        out = []
-        for choice in data.get("choices") or []:
-            if isinstance(choice, dict):
-                msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-                out.append(str(choice.get("text") if "text" in choice else msg.get("content") or ""))
-        return out
 
     async def _plan_over(self, post: Post) -> ReadPlan:
         """The read plan, probed over ``post``'s transport on first use."""
@@ -528,13 +368,13 @@ class OpenAICompatModel(HttpTransport):
         refuses the plan's option mid-run drops to top-k with a note: never an error)."""
         try:
             body = await self._plan_body(request, post, plan, prefill, reasoning)
-            data = await post(self._slot_path(), body)
+            data = await post(self._route().path, body)
         except ModelCallError as exc:
             if exc.retryable or plan.kind is not ReadKind.EXACT or plan.endpoint == "embedded":
                 raise
             plan = self._fall_back(f"the server refused the {plan.method} read mid-run ({exc}): top-k from here on")
             body = await self._plan_body(request, post, plan, prefill, reasoning)
-            data = await post(self._slot_path(), body)
+            data = await post(self._route().path, body)
         self.check_reply_model(data, body)
         top = await self._unbiased(self._top(data), body, request, post)
         replies = [data]
@@ -542,7 +382,7 @@ class OpenAICompatModel(HttpTransport):
             after = {}
             for ws, _ in whitespace_paths(top):
                 body = await self._plan_body(request, post, plan, prefill + ws, reasoning)
-                more = self.check_reply_model(await post(self._slot_path(), body), body)
+                more = self.check_reply_model(await post(self._route().path, body), body)
                 replies.append(more)
                 after[ws] = await self._unbiased(self._top(more), body, request, post)
             top = through_whitespace(top, after)
@@ -575,105 +415,31 @@ class OpenAICompatModel(HttpTransport):
         return data
 
     def _top(self, data: dict[str, Any]) -> list[tuple[str, float]]:
-        try:
-            top = first_position_top(data)
-        except NoLogprobs:
-            raise ModelCallError(self._no_logprobs("at the score slot", "two-stage scoring, e.g. "
-                                                   + setting("model", f"twostage:{self.uri}+embedded"))) from None
-        except MalformedLogprobs as exc:
-            self.logprob_replies.count(True)  # they came, unreadable: another failure than none at all
-            raise ModelCallError(f"{self.display_name} returned malformed logprobs ({exc})") from None
-        self.logprob_replies.count(True)
-        return top
-
-    def _no_logprobs(self, where: str, instead: str) -> str:
-        """The reason of a reply without logprobs, counted: a server that never gives them wants another
-        start; one that gave them to other replies drops them now and then, and a rerun asks again."""
-        without, replies = self.logprob_replies.count(False)
-        if without < replies:
-            return (f"{without} of {replies} replies from {self.base_url} came with no logprobs {where}: the server "
-                    f"drops them intermittently (an overloaded server, or a proxy in between); the others were read, "
-                    f"and a rerun asks these calls again")
-        return (f"{self.display_name} returned no logprobs {where}: use a server started with logprobs enabled, "
-                f"or {instead}")
+        """The slot's pairs of a one-token reply (``openai_replies.slot_top``)."""
+        return slot_top(data, self.logprob_replies, self._names(),
+                        "two-stage scoring, e.g. " + setting("model", f"twostage:{self.uri}+embedded"))
 
     async def _plan_body(self, request: ScoreRequest, post: Post, plan: ReadPlan, prefill: str,
                          reasoning: str) -> dict[str, Any]:
-        """A greedy one-token request that ends at the score slot, read the way ``plan`` says."""
-        body: dict[str, Any] = {"model": await self._ident(post), "max_tokens": 1, "temperature": 0.0}
+        """A greedy one-token request that ends at the score slot, read the way ``plan`` says
+        (``openai_requests.slot_read_body``; the token ids it needs asked over ``post``'s transport)."""
+        model_id = await self._ident(post)
         ids = await self.slot_token_ids(request.labels, post) if plan.method == "logprob_token_ids" else None
-        width = WIDE_LOGPROBS if plan.method == "wide-logprobs" else self.top_logprobs
-        if self.endpoint == "completions":
-            body.update(prompt=render_chat(self.template, request.messages, prefill), logprobs=len(ids) if ids else width)
-        else:
-            msgs = [{"role": m.role, "content": m.content} for m in request.messages]
-            if plan.prefilled:
-                msgs.append({"role": "assistant", "content": prefill})
-                body.update(dict(plan.prefill_fields))
-            elif request.reasoning:
-                msgs += [{"role": "assistant", "content": f"{request.reasoning_prefix} {reasoning}"},
-                         {"role": "user", "content": "Now reply with the grade only."}]
-            body.update(messages=msgs, logprobs=True)
-            if not ids:
-                body["top_logprobs"] = width
-        if ids:
-            body["logprob_token_ids"] = ids
-        if plan.method == EQUAL_BIAS_METHOD:
-            # the same bias on every label token: max_tokens is 1 and only the logprobs are read, so the
-            # token it makes the server write is never used
-            tokens = await bias_tokens(self, request.labels, post)
-            if tokens:
-                body["logit_bias"] = logit_bias(tokens)
-        return body
-
-    def _slot_path(self) -> str:
-        return "/completions" if self.endpoint == "completions" else "/chat/completions"
-
-    async def _slot_body(self, request: ScoreRequest, post: Post, *, max_tokens: int, prefill: str = "",
-                         after: list[dict[str, str]] | None = None) -> dict[str, Any]:
-        """A joint request's greedy body with logprobs at every position: the completions endpoint renders
-        the chat with ``prefill`` as the assistant's start; chat sends the messages (and ``after`` them)."""
-        body: dict[str, Any] = {"model": await self._ident(post), "max_tokens": max_tokens, "temperature": 0.0}
-        if self.endpoint == "completions":
-            return {**body, "prompt": render_chat(self.template, request.messages, prefill), "logprobs": self.top_logprobs}
-        msgs = [{"role": m.role, "content": m.content} for m in request.messages] + list(after or [])
-        return {**body, "messages": msgs, "logprobs": True, "top_logprobs": self.top_logprobs}
+        bias = await bias_tokens(self, request.labels, post) if plan.method == EQUAL_BIAS_METHOD else None
+        return slot_read_body(self._route(), model_id, request, plan, prefill, reasoning, ids=ids, bias=bias)
 
     async def _score_joint(self, request: ScoreRequest, post: Post) -> ScoreResponse:
         """One generation with logprobs at every position; each slot read right after its header."""
         start = time.perf_counter()
-        headers = [request.prefill, *request.joint]
-        budget = JOINT_TOKENS_PER_SLOT * len(headers) + sum(len(h) for h in headers) // 2
-        prefilled = self.endpoint == "completions"
-        body = await self._slot_body(request, post, max_tokens=budget if prefilled else budget + len(request.prefill) // 2,
-                                     prefill=request.prefill)
+        route = self._route()  # the body's endpoint, as before the probe (which may move slots to completions)
+        model_id = await self._ident(post)
         constraint = (self._plan or await self._plan_over(post)).joint
-        if constraint == "grammar":
-            body["grammar"] = joint_gbnf(headers, request.labels, first_header=not prefilled)
-        elif constraint == "structured_outputs":
-            body["structured_outputs"] = {"regex": joint_regex(headers, request.labels, first_header=not prefilled)}
-        elif constraint == "regex":
-            body["regex"] = joint_regex(headers, request.labels, first_header=not prefilled)
-        data = self.check_reply_model(await post(self._slot_path(), body), body)
-        try:
-            positions = generated_positions(data)
-        except NoLogprobs:
-            raise ModelCallError(self._no_logprobs("in its joint reply", f"score without {setting('joint')}")) from None
-        except MalformedLogprobs as exc:  # unreadable as a whole: every slot is re-asked alone
-            self.logprob_replies.count(True)
-            positions, why = [], f"the joint reply's logprobs are malformed ({exc})"
-        else:
-            self.logprob_replies.count(True)
-            why = None
-        slots = []
-        for top, written, problem in (joint_slot_tops(positions, headers, first_at_start=self.endpoint == "completions")
-                                      if positions else [(None, "", why or "the joint reply is empty")] * len(headers)):
-            if top is None:
-                slots.append(slot_entry({lab: 0.0 for lab in request.labels}, 0.0, 1.0, "", problem))
-                continue
-            probs, mass, unseen = label_distribution(top, request.labels)
-            slots.append(slot_entry(probs, mass, unseen, written,
-                                    None if mass > 0 else f"the joint reply wrote {written!r} there, not a score label"))
+        body = joint_body(route, model_id, request, constraint=constraint)
+        data = self.check_reply_model(await post(self._route().path, body), body)
+        positions, why = joint_positions(data, self.logprob_replies, self._names(),
+                                         f"score without {setting('joint')}")
+        slots = joint_slots(positions, why, [request.prefill, *request.joint], request.labels,
+                            first_at_start=self.endpoint == "completions")
         usage = reply_usage(data)  # the same honest cost as a one-slot reply: sent, processed, cached
         return ScoreResponse(
             label_probs=slots[0]["label_probs"], label_mass=slots[0]["label_mass"], unseen_mass=slots[0]["unseen_mass"],
@@ -681,7 +447,7 @@ class OpenAICompatModel(HttpTransport):
             prompt_tokens_total=usage.prompt_tokens, cached_prompt_tokens=usage.cached_prompt_tokens,
             completion_tokens=usage.completion_tokens, latency_s=time.perf_counter() - start,
             system_fingerprint=str(data.get("system_fingerprint") or ""), slots=slots,
-            strategy="top-k" if prefilled else "first-token", prefilled=prefilled)
+            strategy="top-k" if route.completions else "first-token", prefilled=route.completions)
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
              max_tokens: int = 512, temperature: float = 0.0, seed: int | None = None,
@@ -702,25 +468,6 @@ class OpenAICompatModel(HttpTransport):
         if unknown:
             raise UserError(f"{self.display_name} takes no chat option {', '.join(unknown)}: use "
                             f"{', '.join(sorted(self.chat_options))}")
-        body: dict[str, Any] = {"model": await self._ident(post), "messages": messages, "max_tokens": max_tokens,
-                                "temperature": temperature}
-        if seed is not None:
-            body["seed"] = seed
-        if tools:
-            body["tools"] = tools
-            body["tool_choice"] = "auto"
-        body.update(options or {})
+        body = chat_body(await self._ident(post), messages, tools, max_tokens, temperature, seed, options)
         data = self.check_reply_model(await post("/chat/completions", body), body)
-        try:
-            choice = data["choices"][0]
-            msg = choice["message"]
-        except (KeyError, IndexError, TypeError):
-            raise ModelCallError(f"{self.display_name} returned a chat response without choices") from None
-        usage = reply_usage(data)
-        matched = choice.get("stop_reason", choice.get("matched_stop"))  # vLLM / SGLang: the stop string (or token id)
-        return ChatResponse(content=msg.get("content") or "", tool_calls=list(msg.get("tool_calls") or []),
-                            prompt_tokens=usage.prompt_tokens, cached_prompt_tokens=usage.cached_prompt_tokens,
-                            completion_tokens=usage.completion_tokens,
-                            finish_reason=str(choice.get("finish_reason") or ""),
-                            stop_sequence=matched if isinstance(matched, str) and matched else None,
-                            system_fingerprint=str(data.get("system_fingerprint") or ""))
+        return chat_reply(data, self.display_name)

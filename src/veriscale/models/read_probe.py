@@ -43,7 +43,7 @@ note. ::
 from __future__ import annotations
 
 import math
-from typing import Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from veriscale.errors import ModelCallError
 from veriscale.models.base import Message
@@ -51,7 +51,15 @@ from veriscale.models.chat_template import detect_template, render_chat
 from veriscale.models.logprobs import MalformedLogprobs, NoLogprobs, first_position_top, label_distribution
 from veriscale.models.read_strategy import EQUAL_BIAS, EQUAL_BIAS_METHOD, ReadKind, ReadPlan
 
+if TYPE_CHECKING:
+    import httpx
+
+    from veriscale.models.server_info import ServerInfo
+
+#: a JSON POST to the server (path under its base URL, body) that answers the reply's JSON
 Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+#: a tokenizer POST (full URL, body) that answers the raw response (no retries)
+Probe = Callable[[str, dict[str, Any]], Awaitable["httpx.Response"]]
 
 
 class ProbedBackend(Protocol):
@@ -61,24 +69,27 @@ class ProbedBackend(Protocol):
     base_url: str
     endpoint: str
     endpoint_chosen: bool
-    template: Any
+    template: str | None
     top_logprobs: int
     grammar: bool | None
     sample: int | None
-    read: str | None
-    _sync_post: Post
-    _sync_probe: Any
-    _aprobe: Any
+    read: str
+
+    async def _sync_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def _sync_probe(self, url: str, body: dict[str, Any]) -> httpx.Response: ...
+
+    async def _aprobe(self, url: str, body: dict[str, Any]) -> httpx.Response: ...
 
     async def slot_token_ids(self, labels: tuple[str, ...], post: Post) -> list[int] | None: ...
 
     async def sentinel_token_id(self, post: Post) -> int | None: ...
 
-    async def _tokenize(self, root: str, text: str, probe: Any) -> list[int] | None: ...
+    async def _tokenize(self, root: str, text: str, probe: Probe) -> list[int] | None: ...
 
     async def _ident(self, post: Post) -> str: ...
 
-    async def _server_info(self, post: Post) -> Any: ...
+    async def _server_info(self, post: Post) -> ServerInfo: ...
 
     def prefer_completions(self, template: str) -> None: ...
 
@@ -244,7 +255,8 @@ async def probe_read_plan(m: ProbedBackend, post: Post) -> ReadPlan:
     asker = _Asker(m, post, await m._ident(post))
     notes: list[str] = []
     endpoint = m.endpoint
-    prefilled, fields = True, ()
+    prefilled = True
+    fields: tuple[tuple[str, Any], ...] = ()
     if endpoint == "chat":
         for tried in (CONTINUE_FIELDS, ()):
             if await _continues(asker, tried):

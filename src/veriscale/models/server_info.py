@@ -23,12 +23,15 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import httpx
 
 from veriscale.errors import UserError, setting
 from veriscale.models.base import drive_sync
+
+if TYPE_CHECKING:
+    from veriscale.data.token_spans import TokenSpans
 
 PROBE_TIMEOUT_S = 10.0
 #: Served ids an error message lists before "and N more".
@@ -112,7 +115,7 @@ class ServerProbe:
         self._separator: int | None = None  # the id of PIECE_SEPARATOR; -1 when it is not one token
         self.requests = 0  # tokenizer requests sent (count, ids, pieces), for the run's cost
         self._requests_lock = threading.Lock()
-        self._spans: Any = None  # the TokenSpans over this server's tokenizer (:meth:`spans`)
+        self._spans: TokenSpans | None = None  # the TokenSpans over this server's tokenizer (:meth:`spans`)
 
     # -- the model list and the server's own settings -----------------------------------------
     def info(self, client: httpx.Client) -> ServerInfo:
@@ -160,7 +163,8 @@ class ServerProbe:
         entry = next((m for m in entries if str(m["id"]) == model_id), {})
         context = _positive_int(entry.get("max_model_len"))  # vLLM
         weights = [f"root={entry['root']}"] if entry.get("root") else []  # vLLM: the weights it loaded
-        meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        raw_meta = entry.get("meta")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         weights += [f"{k}={meta[k]}" for k in ("size", "n_params") if meta.get(k)]  # llama-server
         try:
             props = _json(await http.get(f"{self.root}/props"))
@@ -241,7 +245,7 @@ class ServerProbe:
             return None
 
     # -- token ids and their text -------------------------------------------------------------
-    def spans(self, client: httpx.Client, count: Callable[[str], int]) -> Any:
+    def spans(self, client: httpx.Client, count: Callable[[str], int]) -> TokenSpans:
         """This server's tokenizer as one ``veriscale.data.token_spans.TokenSpans`` (made on first use):
         each distinct text tokenised once, cut at token offsets; ``count`` counts where it gives no ids."""
         with self._lock:
