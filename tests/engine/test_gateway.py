@@ -4,7 +4,6 @@ deadlines and cancellation leaving the store consistent."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from veriscale.engine.gateway import Gateway
 from veriscale.engine.store import Store
 from veriscale.errors import BudgetExceeded, ModelCallError
 from veriscale.models.base import ChatResponse, Message, ScoreRequest
+from veriscale.models.cancel import current_stop
 from veriscale.models.twostage import TwoStageModel
 
 
@@ -57,8 +57,12 @@ def test_two_stage_steps_are_gateway_calls_of_their_own(tmp_path: Path) -> None:
 
 
 class _SlowChat(ScriptedScoreModel):
+    """TEST DOUBLE: a blocking chat that answers only once its caller has given up on it (the worker's
+    stop flag, which the gateway sets when the deadline cancels the call)."""
+
     def chat(self, messages, **kw) -> ChatResponse:
-        time.sleep(2)
+        stop = current_stop()
+        assert stop is not None and stop.wait(600)  # a hang guard only: the deadline sets the flag
         return ChatResponse(content="late")
 
 
