@@ -38,7 +38,8 @@ from typing import Any, TypeVar
 from veriscale.engine import sync_edge
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
-from veriscale.models.base import ModelBackend, aclose_backend
+from veriscale.models.abilities import aclose_backend
+from veriscale.models.base import ModelBackend
 from veriscale.models.uri import load_backend
 from veriscale.models.weak_judge import warn_if_embedded
 from veriscale.verify.criteria import CriteriaSet

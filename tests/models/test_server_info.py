@@ -17,7 +17,8 @@ import pytest
 from tests.support.fault_server import FaultServer
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
-from veriscale.models.base import Message, ScoreRequest, aclose_backend
+from veriscale.models.abilities import aclose_backend
+from veriscale.models.base import Message, ScoreRequest
 from veriscale.models.openai_compat import OpenAICompatModel
 from veriscale.models.server_info import ServerProbe
 from veriscale.models.uri import load_backend

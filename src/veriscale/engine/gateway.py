@@ -54,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from veriscale.engine.backend_calls import (
     afingerprint,
@@ -84,6 +84,7 @@ from veriscale.engine.store_writer import landed
 from veriscale.engine.usage import Estimate, Usage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting
 from veriscale.models import weights
+from veriscale.models.abilities import ComposedScore, calls_per_score
 from veriscale.models.base import (
     ChatResponse,
     ModelBackend,
@@ -239,7 +240,7 @@ class Gateway:
             raise ModelCallError(f"model call to {backend.display_name} passed its {self.deadline_s:g} s deadline "
                                  f"({setting('deadline_s')})", retryable=True) from None
 
-    async def _invoke(self, endpoint: Endpoint, method: str, text: str, *args: Any, **kwargs: Any) -> Any:
+    async def _invoke(self, endpoint: Endpoint, method: Literal["score", "chat"], text: str, *args: Any, **kwargs: Any) -> Any:
         """One call on ``endpoint`` in one of its slots, under the deadline."""
         async with endpoint.slot(tokens=await self._tokens(endpoint, text)):
             return await self._bounded(endpoint.backend, call_backend(endpoint.backend, method, *args, **kwargs))
@@ -294,7 +295,7 @@ class Gateway:
         text = _prompt_text(call.request)
         endpoint = self.pool.pick(text)
         backend = endpoint.backend
-        composite = getattr(backend, "ascore_with", None)
+        composite = backend.ascore_with if isinstance(backend, ComposedScore) else None
         fresh = False
         while True:
             if fresh and (hit := await self._hit(call.key, fresh=True)) is not None:
@@ -381,7 +382,7 @@ class Gateway:
         retried = await self._retried_answers([k for k in keys if k not in cached])
         cached.update({k: ScoreResponse.from_dict(answer) for k, (_, answer) in retried.items()})
         pending = [k for k in keys if k not in cached]
-        self._check_budget(len(pending) * int(getattr(self.model, "calls_per_score", 1)))
+        self._check_budget(len(pending) * calls_per_score(self.model))
         first = {c.key: c for c in reversed(calls) if c.key in pending}
         results: dict[str, tuple[ScoreResponse | None, str | None, bool]] = {}
 

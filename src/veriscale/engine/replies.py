@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from veriscale.errors import ModelCallError
+from veriscale.models.abilities import WiderRetry
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse
 
 NO_LABEL_MASS = "no probability on any score label (the model answered off-format)"
@@ -70,8 +71,7 @@ class Answered(Generic[Reply]):
 
 def retry_of(backend: Any) -> tuple[Any, str] | None:
     """The backend's ``retry_variant()`` and how it asks again, or None when it has no other way."""
-    variant = getattr(backend, "retry_variant", None)
-    wider = variant() if callable(variant) else None
+    wider = backend.retry_variant() if isinstance(backend, WiderRetry) else None
     if wider is None:
         return None
     return wider, (f"with top_logprobs={wider.top_logprobs}" if hasattr(wider, "top_logprobs") else "another way")

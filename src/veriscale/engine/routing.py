@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from veriscale.errors import UserError, setting
-from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse, aclose_backend
+from veriscale.models.abilities import aclose_backend
+from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 
 #: A prompt sticks to an endpoint that recently saw a prompt sharing this fraction of it.
 MIN_SHARED_FRACTION = 0.5

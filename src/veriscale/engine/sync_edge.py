@@ -19,11 +19,11 @@ stopped (its calls are recorded ``cancelled``) and raises ``Stopped``; a flag al
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from veriscale.models.cancel import Stopped, current_stop
-from veriscale.models.http_transport import close_loop_clients
 
 T = TypeVar("T")
 
@@ -68,4 +68,12 @@ async def _edge(coro: Coroutine[Any, Any, T]) -> T:
     finally:
         if undo is not None:
             undo()
-        await close_loop_clients()
+        await _close_loop_clients()
+
+
+async def _close_loop_clients() -> None:
+    """The HTTP backends' clients opened on this loop; with no HTTP backend made (the module never
+    imported: embedded only), nothing, and httpx is not imported for it."""
+    transport = sys.modules.get("veriscale.models.http_transport")
+    if transport is not None:
+        await transport.close_loop_clients()

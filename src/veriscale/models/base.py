@@ -151,16 +151,7 @@ class ModelBackend(Protocol):
         also takes ``options={"stop": [...], ...}``; one without that attribute gets none."""
 
     # Optional: ``async def aclose()`` / ``def close()`` free what the backend holds (HTTP clients,
-    # a loaded model); :func:`aclose_backend` calls whichever a backend has.
-
-
-async def aclose_backend(backend: Any) -> None:
-    """Close ``backend`` (its ``aclose()``, else its ``close()``; nothing when it has neither)."""
-    aclose = getattr(backend, "aclose", None)
-    if aclose is not None:
-        await aclose()
-    elif callable(getattr(backend, "close", None)):
-        backend.close()
+    # a loaded model); :func:`veriscale.models.abilities.aclose_backend` calls whichever a backend has.
 
 
 def drive_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -17,13 +17,13 @@ import time
 from typing import Any, Protocol
 
 from veriscale.fence import fence
+from veriscale.models.abilities import aclose_backend
 from veriscale.models.base import (
     ChatResponse,
     Message,
     ModelBackend,
     ScoreRequest,
     ScoreResponse,
-    aclose_backend,
     drive_sync,
 )
 
@@ -80,7 +80,7 @@ class TwoStageModel:
     def close(self) -> None:
         """Close both stages' backends."""
         for stage in (self.reasoner, self.scorer):
-            close = getattr(stage, "close", None)  # optional in the contract (``base.aclose_backend``)
+            close = getattr(stage, "close", None)  # optional in the contract (``abilities.aclose_backend``)
             if callable(close):
                 close()
 

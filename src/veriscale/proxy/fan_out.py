@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from veriscale.engine.gateway import Gateway
-from veriscale.models.base import aclose_backend
+from veriscale.models.abilities import aclose_backend
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError, UserError
 from veriscale.proxy.conversation import ApiError, Conversation, Reply, arguments_of, unknown_model
