@@ -9,15 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.scripted_progress import CLI_MAIN
 from veriscale.cli.options import LineProgress
 
 REPO = Path(__file__).resolve().parents[2]
 TRAJECTORY = REPO / "examples" / "progress" / "fail_trajectory.json"
-# veriscale's own entry point with the scripted progress double registered (no model to load)
-MAIN = ("import sys; from tests.support.scripted_progress import ScriptedProgressModel; "
-        "from veriscale.models.registry import register_backend; "
-        "register_backend(('scripted-progress',), lambda _u: ScriptedProgressModel(), forms=('scripted-progress',)); "
-        "from veriscale.cli import app; sys.argv[0] = 'veriscale'; app()")
+MAIN = CLI_MAIN  # veriscale's own entry point with the scripted progress double registered
 
 
 def test_track_piped_shows_progress_lines_on_stderr_and_clean_json_on_stdout(tmp_path: Path) -> None:

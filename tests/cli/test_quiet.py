@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.scripted_progress import CLI_MAIN
 from veriscale.cli import app, common
 from veriscale.cli import options as o
 from veriscale.cli import settings as cli_settings
@@ -20,10 +21,7 @@ from veriscale.models.weak_judge import EMBEDDED_NOTICE
 
 REPO = Path(__file__).resolve().parents[2]
 TRAJECTORY = REPO / "examples" / "progress" / "fail_trajectory.json"
-MAIN = ("import sys; from tests.support.scripted_progress import ScriptedProgressModel; "
-        "from veriscale.models.registry import register_backend; "
-        "register_backend(('scripted-progress',), lambda _u: ScriptedProgressModel(), forms=('scripted-progress',)); "
-        "from veriscale.cli import app; sys.argv[0] = 'veriscale'; app()")
+MAIN = CLI_MAIN  # veriscale's own entry point with the scripted progress double registered
 NOTICE_START = str(EMBEDDED_NOTICE).split(":")[0]
 
 

@@ -55,3 +55,12 @@ class ScriptedProgressModel:
         probs = {lab: (1.0 if lab == nearest else 0.0) for lab in labels}
         tokens = self.count_tokens(request.messages[-1].content)
         return ScoreResponse(label_probs=probs, label_mass=0.9, prompt_tokens=tokens, prompt_tokens_total=tokens)
+
+
+#: ``python -c CLI_MAIN ...``: veriscale's own entry point with this double registered as the model
+#: ``scripted-progress`` (no model to load), for tests that run the CLI as a child process
+CLI_MAIN = ("import sys; from tests.support.scripted_progress import ScriptedProgressModel; "
+            "from veriscale.models.registry import register_backend; "
+            "register_backend(('scripted-progress',), lambda _u: ScriptedProgressModel(), "
+            "forms=('scripted-progress',)); "
+            "from veriscale.cli import app; sys.argv[0] = 'veriscale'; app()")
