@@ -74,3 +74,31 @@ def test_select_from_sync_code_gives_the_pick_aselect_gives() -> None:
     awaited = asyncio.run(aselect(Task("say hi"), pool, verifier=verifier, method="round_robin"))
     assert synced.best.id == awaited.best.id == "run-1"
     assert synced.scores == awaited.scores and synced.n_judgements == awaited.n_judgements
+
+
+class OneCallAtATimeModel(ScriptedScoreModel):
+    """TEST DOUBLE: the scripted model standing for the embedded one (one call at a time, a KV cache
+    that reuses the prefix consecutive prompts share); records which candidates each prompt shows."""
+
+    is_embedded = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown: list[frozenset[str]] = []
+
+    def score(self, request):
+        text = request.messages[-1].content
+        self.shown.append(frozenset(f"answer {i}" for i in range(5) if f"answer {i}" in text))
+        return super().score(request)
+
+
+def test_a_one_call_at_a_time_model_gets_each_judgements_calls_in_a_row() -> None:
+    """Concurrent rounds would interleave the comparisons' calls and lose the embedded model's prefix
+    reuse (the README job ran 3.7x slower so); its judgements are awaited in schedule order instead."""
+    model = OneCallAtATimeModel()
+    pool = [Candidate(id=f"run-{i}", text=f"answer {i}" + (" GOOD" if i == 3 else "")) for i in range(5)]
+    sel = select(Task("say hi"), pool, verifier=Verifier(model, criteria="general"), method="ppt", k=2,
+                 adaptive=False)
+    runs = 1 + sum(1 for before, after in zip(model.shown, model.shown[1:]) if before != after)
+    assert sel.best.id == "run-3" and len(model.shown) == sel.usage.model_calls > sel.n_judgements
+    assert runs <= sel.n_judgements  # each judgement's calls came one after another

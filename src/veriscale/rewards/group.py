@@ -44,7 +44,7 @@ from veriscale.selection.judge import VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection
 from veriscale.selection.prompt_fit import fit_prompt
 from veriscale.selection.rendering import Renderer
-from veriscale.selection.select import Selection, SelectionFailed, SelectionSettings, aselect, criteria_means
+from veriscale.selection.select import Selection, SelectionFailed, SelectionSettings, aselect, criteria_means, paced
 from veriscale.selection.core.sparse import asparse_ranking
 from veriscale.verify.reward import Verifier
 from veriscale.verify.results import ScoreResult
@@ -193,7 +193,8 @@ class GroupRewarder:
 
     async def _run_sparse(self, plan: SelectionPlan) -> tuple[GroupResult, list[dict[str, float | None]]]:
         before = self.verifier.usage.copy()
-        tournament = await asparse_ranking(plan.n_candidates, VerifierJudge(self.verifier, plan.pool).acompare,
+        tournament = await asparse_ranking(plan.n_candidates, paced(VerifierJudge(self.verifier, plan.pool).acompare,
+                                                                    self.verifier),
                                            repeats=plan.repeats, groups=list(plan.pool.groups),
                                            seed=plan.settings.seed)
         names = [c.name for c in self.verifier.criteria.items]

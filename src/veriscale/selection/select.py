@@ -58,6 +58,7 @@ from veriscale.selection.rendering import tokenizer_requests
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.selection.verifier_seam import BudgetVerifier, SelectionVerifier
 from veriscale.verify import injection as injection_signal
+from veriscale.selection.core.judging import InOrder
 from veriscale.selection.core.options import TournamentKnobs
 from veriscale.selection.core.position_bias import pair_orders
 from veriscale.selection.core.suspects import apply_policy
@@ -377,17 +378,24 @@ def head_to_head(result: TournamentResult, a: int, b: int) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def paced(judge: Callable[..., Any], verifier: SelectionVerifier) -> Callable[..., Any]:
+    """``judge`` as the tournaments should await it: in schedule order for a model that runs one call
+    at a time (the embedded model reuses the prompt prefix consecutive calls share), else a round at once."""
+    return InOrder(judge) if verifier.model.is_embedded else judge
+
+
 async def _run_tournament(plan: SelectionPlan, judge: VerifierJudge) -> TournamentResult:
     n, groups, seed = plan.n_candidates, list(plan.pool.groups), plan.settings.seed
+    compare = paced(judge.acompare, judge.verifier)
     if plan.method == "pointwise":
-        return await apointwise(n, judge.ascore, groups=groups)
+        return await apointwise(n, paced(judge.ascore, judge.verifier), groups=groups)
     if plan.method == "knockout":
-        return await aknockout(n, judge.acompare, repeats=plan.repeats, groups=groups, seed=seed)
+        return await aknockout(n, compare, repeats=plan.repeats, groups=groups, seed=seed)
     knobs: TournamentKnobs = {"adaptive": plan.adaptive, "min_confidence": plan.settings.min_confidence,
                               "max_repeats": plan.max_repeats, "groups": groups, "seed": seed}
     if plan.method == "round_robin":
-        return await around_robin(n, judge.acompare, repeats=plan.repeats, **knobs)
-    return await appt(n, judge.acompare, k=plan.k or 1, repeats=plan.repeats, **knobs)
+        return await around_robin(n, compare, repeats=plan.repeats, **knobs)
+    return await appt(n, compare, k=plan.k or 1, repeats=plan.repeats, **knobs)
 
 
 def _reason(result: TournamentResult, candidates: list[Candidate], scores: list[dict[str, float | None]],

@@ -83,6 +83,22 @@ class SyncJudge:
         return self.judge(*args)
 
 
+class InOrder:
+    """Marks an async judge to be awaited one call at a time, in the schedule's order, instead of a
+    round's pairs at once: for a model that runs one call at a time and reuses the prompt prefix
+    consecutive calls share (the embedded model's KV cache), where concurrency only scrambles the
+    order and loses that reuse. ``InOrder(judge.acompare)``; the answers are the same either way."""
+
+    __slots__ = ("judge",)
+    judge: Callable[..., Any]
+
+    def __init__(self, judge: Callable[..., Any]) -> None:
+        self.judge = judge
+
+    def __call__(self, *args: Any) -> Any:
+        return self.judge(*args)
+
+
 def run_inline(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to its end on this thread without an event loop (the sync tournaments' driver).
 
@@ -227,8 +243,9 @@ class JudgeLedger(PairBook):
 
     @classmethod
     def for_judge(cls, judge: Judge | AsyncJudge, index_map: list[int] | None = None) -> "JudgeLedger":
-        """The async tournaments' ledger: concurrent rounds unless ``judge`` is a :class:`SyncJudge`."""
-        return cls(judge, index_map, concurrent=True)
+        """The async tournaments' ledger: concurrent rounds unless ``judge`` is a :class:`SyncJudge`
+        or :class:`InOrder`."""
+        return cls(judge, index_map, concurrent=not isinstance(judge, InOrder))
 
     def repeats_done(self, a: int, b: int) -> int:
         """How many times the pair {a, b} has been judged."""

@@ -72,6 +72,7 @@ from veriscale.selection.core.groups import group_candidates
 from veriscale.selection.core.options import BracketKnobs, TournamentKnobs, TournamentOptions
 from veriscale.selection.core.judging import (
     AsyncJudge,
+    InOrder,
     Judge,
     JudgeLedger,
     Scored,
@@ -263,7 +264,7 @@ async def apointwise(
         raise UserError(f"score {score!r} is not callable: pass a function score(i) -> reward")
     grouped = group_candidates(n_candidates, groups)
     reps = list(grouped.representatives)
-    if isinstance(score, SyncJudge):
+    if isinstance(score, (SyncJudge, InOrder)):
         answers = [await _score_of(score, rep) for rep in reps]
     else:
         answers = await all_or_cancel(_score_of(score, rep) for rep in reps)
