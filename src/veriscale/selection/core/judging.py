@@ -66,37 +66,37 @@ AsyncJudge = Callable[[int, int, int], Awaitable[float | PairVerdict]]
 T = TypeVar("T")
 
 
-class SyncJudge:
-    """Marks a synchronous judge: the async tournament code calls it inline, one call at a time.
-
-    The sync tournaments (``ppt``, ``round_robin``, …) wrap their judge in it and run the async
-    core with :func:`run_inline`; ``__call__`` passes through, ``judge`` is the wrapped callable.
-    """
+class _MarkedJudge:
+    """A judge wrapped to tell the tournaments how to call it; ``__call__`` passes through, ``judge``
+    is the wrapped callable (a wrapper of the same kind is unwrapped first)."""
 
     __slots__ = ("judge",)
     judge: Callable[..., Any]
 
     def __init__(self, judge: Callable[..., Any]) -> None:
-        self.judge = judge.judge if isinstance(judge, SyncJudge) else judge
+        self.judge = judge.judge if isinstance(judge, type(self)) else judge
 
     def __call__(self, *args: Any) -> Any:
         return self.judge(*args)
 
 
-class InOrder:
+class SyncJudge(_MarkedJudge):
+    """Marks a synchronous judge: the async tournament code calls it inline, one call at a time.
+
+    The sync tournaments (``ppt``, ``round_robin``, …) wrap their judge in it and run the async
+    core with :func:`run_inline`.
+    """
+
+    __slots__ = ()
+
+
+class InOrder(_MarkedJudge):
     """Marks an async judge to be awaited one call at a time, in the schedule's order, instead of a
     round's pairs at once: for a model that runs one call at a time and reuses the prompt prefix
     consecutive calls share (the embedded model's KV cache), where concurrency only scrambles the
     order and loses that reuse. ``InOrder(judge.acompare)``; the answers are the same either way."""
 
-    __slots__ = ("judge",)
-    judge: Callable[..., Any]
-
-    def __init__(self, judge: Callable[..., Any]) -> None:
-        self.judge = judge
-
-    def __call__(self, *args: Any) -> Any:
-        return self.judge(*args)
+    __slots__ = ()
 
 
 def run_inline(coro: Coroutine[Any, Any, T]) -> T:
