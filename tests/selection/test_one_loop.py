@@ -65,6 +65,9 @@ def test_two_aselect_on_one_loop_overlap_their_model_calls_on_that_loop() -> Non
     assert model.both is not None and model.both.is_set()  # a call of each selection was in flight at once
     assert model.where == {here}  # every model call ran on the caller's loop, in the caller's thread
     assert first.best.id == "alpha-2" and second.best.id == "beta-2"
+    # each selection counts its own calls, not the other's that ran on the same gateway meanwhile
+    # (both pools have the same shape, so each spent half; counted from a snapshot, each saw both)
+    assert first.usage.model_calls == second.usage.model_calls == verifier.usage.model_calls // 2 > 0
 
 
 def test_select_from_sync_code_gives_the_pick_aselect_gives() -> None:

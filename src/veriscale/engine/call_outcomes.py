@@ -30,7 +30,7 @@ from veriscale.engine.replies import Answered, Reply, retried_key
 from veriscale.engine.run_scope import current_run_id
 from veriscale.engine.store import CHAT_KEY_VERSION, Store
 from veriscale.engine.store_writer import landed
-from veriscale.engine.usage import CallTokens, Usage
+from veriscale.engine.usage import CallTokens, GatewayUsage
 from veriscale.errors import BudgetExceeded, ModelCallError, worded
 from veriscale.models import weights
 from veriscale.models.base import ModelBackend
@@ -67,7 +67,7 @@ class OutcomeRecorder:
     fingerprint (asked only when a record needs it); ``io``: a store operation on the writer
     thread; ``spend``: count one call against the budget (raises BudgetExceeded when it is spent)."""
 
-    def __init__(self, store: Store | None, usage: Usage, claims: CallClaims, *, model: ModelBackend,
+    def __init__(self, store: Store | None, usage: GatewayUsage, claims: CallClaims, *, model: ModelBackend,
                  embedded: bool, run_id: int | None, prompt_version: str, fingerprint: Callable[[], str],
                  io: StoreIO, spend: Callable[[], None]) -> None:
         self.store = store
@@ -113,9 +113,9 @@ class OutcomeRecorder:
                 processed_tokens=tokens.processed, cached_tokens=tokens.cached, completion_tokens=tokens.completion)
         if counted:
             if cancelled:
-                self.usage.cancelled_calls += 1
+                self.usage.count("cancelled_calls")
             elif error:
-                self.usage.failed_calls += 1
+                self.usage.count("failed_calls")
             else:
                 self.usage.add_call(tokens, latency_s or 0.0)
         return written

@@ -81,7 +81,7 @@ from veriscale.engine.replies import (
 from veriscale.engine.routing import Endpoint, EndpointPool
 from veriscale.engine.store import CHAT_KEY_VERSION, Store, call_key
 from veriscale.engine.store_writer import landed
-from veriscale.engine.usage import Estimate, Usage
+from veriscale.engine.usage import Estimate, GatewayUsage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting
 from veriscale.models import weights
 from veriscale.models.abilities import ComposedScore, calls_per_score
@@ -133,7 +133,7 @@ class Gateway:
         self.deadline_s = deadline_s if deadline_s is not None else self.pool.deadline_s
         self.lease_s = lease_s
         self.claims = CallClaims(store, self._io, lease_s)
-        self.usage = Usage()
+        self.usage = GatewayUsage()
         self._spent = 0  # calls sent (answered or failed), what the budget counts
         self._fingerprint: str | None = None
         self._opened_at = time.time()  # a refreshing gateway takes answers written after this
@@ -268,7 +268,7 @@ class Gateway:
         fresh = False
         while True:
             if (hit := await self._hit(key, fresh=fresh, owner=owner)) is not None:
-                self.usage.cache_hits += 1
+                self.usage.count("cache_hits")
                 self.outcomes.link(key, cache_hit=True, label=label, run_id=run_id)
                 await self.outcomes.settled()
                 return kind.read(hit)
@@ -410,7 +410,7 @@ class Gateway:
         for c in calls:
             if c.key in cached or results[c.key][2]:
                 resp = cached.get(c.key) or results[c.key][0]
-                self.usage.cache_hits += 1
+                self.usage.count("cache_hits")
                 self.outcomes.link(retried[c.key][0] if c.key in retried else c.key, cache_hit=True)
                 outcome = CallOutcome(c, resp, True)
                 if progress is not None:

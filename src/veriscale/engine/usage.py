@@ -2,6 +2,7 @@
 
     usage = Usage(); usage.add_call(CallTokens.of(reply, embedded=False), latency_s=0.4)
     spent = usage.since(snapshot)          # what happened after ``snapshot = usage.copy()``
+    with usage_tap() as mine: ...          # what this context (and the tasks it starts) spent of a gateway
     usage.to_dict()["prompt_tokens_processed"]   # None when a server did not say (unknown, not 0)
     usage.tokenizer_requests                     # set by the job that fitted the prompts (select, bench)
 
@@ -13,6 +14,9 @@ the tokens it evaluated after reusing its KV cache).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -101,6 +105,41 @@ class Usage:
         for f in fields(self):
             setattr(spent, f.name, getattr(self, f.name) - getattr(before, f.name))
         return spent
+
+
+class GatewayUsage(Usage):
+    """A gateway's counters, whose every count also goes to the taps open in the counting context
+    (:func:`usage_tap`): concurrent jobs on one gateway each learn what they spent, not the sum."""
+
+    def count(self, name: str) -> None:
+        """One more ``cache_hits``, ``failed_calls`` or ``cancelled_calls``."""
+        for usage in (self, *_TAPS.get()):
+            setattr(usage, name, getattr(usage, name) + 1)
+
+    def add_call(self, tokens: CallTokens, latency_s: float = 0.0) -> None:
+        super().add_call(tokens, latency_s)
+        for tap in _TAPS.get():
+            tap.add_call(tokens, latency_s)
+
+
+_TAPS: ContextVar[tuple[Usage, ...]] = ContextVar("veriscale_usage_taps", default=())
+
+
+@contextmanager
+def usage_tap() -> Iterator[Usage]:
+    """A :class:`Usage` counting what every gateway spends for this context and the tasks started in
+    it (asyncio copies the context into a task), nested taps each counting::
+
+        with usage_tap() as spent:
+            await aselect(task, runs, verifier=v)
+        spent.model_calls
+    """
+    tap = Usage()
+    token = _TAPS.set((*_TAPS.get(), tap))
+    try:
+        yield tap
+    finally:
+        _TAPS.reset(token)
 
 
 @dataclass

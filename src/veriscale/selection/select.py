@@ -45,6 +45,7 @@ from typing import Any, Callable, Sequence, TypedDict, cast
 from veriscale.data.model import Candidate, Task
 from veriscale.engine import sync_edge
 from veriscale.engine.sync_facade import Usage
+from veriscale.engine.usage import GatewayUsage, usage_tap
 from veriscale.errors import UserError, setting, worded
 from veriscale.models.context import ContextOverflow, learned_context, refit_note
 from veriscale.selection.budget.controller import BudgetController
@@ -278,27 +279,9 @@ async def _run_plan(plan: SelectionPlan, verifier: SelectionVerifier, on_progres
                             else plan.judgements_planned * plan.calls_per_judgement)
     before = verifier.usage.copy()
     requests_before = tokenizer_requests(verifier.model)
-    budget = None
-    if plan.budget is not None:
-        granularity = plan.granularity  # the G the plan chose: the verifier reads on that scale
-        priced = cast(BudgetVerifier, verifier)  # a plan with a budget was priced by this verifier's plan and store
-        judge: Any = VerifierBudgetJudge(priced if granularity is None else priced.with_scale(granularity.scale),
-                                         pool, counter)
-        assert isinstance(settings.budget, Budget)  # SelectionSettings parses it
-        step_seen = None if on_step is None else _step_dicts(on_step)
-        controller = BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
-                                      n_criteria=len(names))
-        controlled = await controller.arun(plan.n_candidates, judge, groups=list(pool.groups),
-                                           names=[c.id for c in candidates], on_step=step_seen,
-                                           granularity=granularity)
-        result, budget = controlled.result, controlled.to_dict()
-        notes.append(f"budget {settings.budget}: spent {controlled.spent} in {len(controlled.steps)} step(s), "
-                     f"stopped with '{controlled.stop_reason}'")
-    else:
-        judge = VerifierJudge(verifier, pool, counter)
-        result = await _run_tournament(plan, judge)
-
-    usage = verifier.usage.since(before)
+    with usage_tap() as spent:  # this selection's calls, not those of others running on the same gateway
+        result, budget, judge = await _judge_plan(plan, verifier, pool, counter, names, notes, on_step)
+    usage = replace(spent) if isinstance(verifier.usage, GatewayUsage) else verifier.usage.since(before)
     # the tokenizer requests of fitting the plan's prompts and of the run (label checks)
     usage.tokenizer_requests += plan.tokenizer_requests + tokenizer_requests(verifier.model) - requests_before
     criteria_scores = criteria_means(result, names, pool.groups)
@@ -339,6 +322,33 @@ class _InjectionFields(TypedDict):
     injection: list[dict[str, Any] | None]
     injection_detect: bool
     injection_policy: str
+
+
+async def _judge_plan(plan: SelectionPlan, verifier: SelectionVerifier, pool: Any, counter: Any, names: list[str],
+                      notes: list[str], on_step: Callable[[dict[str, Any]], None] | None) -> tuple[Any, Any, Any]:
+    """The plan's tournament (or its budget controller's steps): the result, the budget's record, the judge."""
+    settings = plan.settings
+    budget = None
+    if plan.budget is not None:
+        granularity = plan.granularity  # the G the plan chose: the verifier reads on that scale
+        priced = cast(BudgetVerifier, verifier)  # a plan with a budget was priced by this verifier's plan and store
+        judge: Any = VerifierBudgetJudge(priced if granularity is None else priced.with_scale(granularity.scale),
+                                         pool, counter)
+        assert isinstance(settings.budget, Budget)  # SelectionSettings parses it
+        step_seen = None if on_step is None else _step_dicts(on_step)
+        controller = BudgetController(settings.budget, min_confidence=settings.min_confidence, seed=settings.seed,
+                                      n_criteria=len(names))
+        controlled = await controller.arun(plan.n_candidates, judge, groups=list(pool.groups),
+                                           names=[c.id for c in pool.candidates], on_step=step_seen,
+                                           granularity=granularity)
+        result, budget = controlled.result, controlled.to_dict()
+        notes.append(f"budget {settings.budget}: spent {controlled.spent} in {len(controlled.steps)} step(s), "
+                     f"stopped with '{controlled.stop_reason}'")
+    else:
+        judge = VerifierJudge(verifier, pool, counter)
+        result = await _run_tournament(plan, judge)
+
+    return result, budget, judge
 
 
 def _injection_spans(texts: Sequence[str], detect: bool) -> list[dict[str, Any] | None]:
