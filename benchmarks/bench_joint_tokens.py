@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -58,7 +57,9 @@ class CacheCounter:
     """Stand-in backend (joint-capable): counts processed prompt tokens under both cache models."""
 
     is_embedded = True
-    supports_joint = True
+
+    def supports_joint(self) -> bool:
+        return True
 
     def __init__(self, model: EmbeddedModel) -> None:
         self.model = model

@@ -433,7 +433,7 @@ PICK_TARGET_CALLS = 6
 
 
 def part_pick(tmp: Path, client: httpx.Client, args: argparse.Namespace) -> dict[str, Any]:
-    from veriscale import runtime
+    from veriscale.settings import source as setting_source
 
     verifier = load_backend("embedded")
     rows: dict[str, dict[str, list[float]]] = {name: {"calls": [], "after_last": [], "sample": []} for name in PICK_SETUPS}
@@ -450,7 +450,7 @@ def part_pick(tmp: Path, client: httpx.Client, args: argparse.Namespace) -> dict
                 names = list(PICK_SETUPS) if i % 2 else list(reversed(PICK_SETUPS))
                 for name in names:
                     schedule, joint = PICK_SETUPS[name]
-                    runtime.choose({"joint": "on" if joint else "off"})  # what --joint sets: every Verifier it builds
+                    setting_source.choose({"joint": "on" if joint else "off"})  # what --joint sets: every Verifier it builds
                     url, store = served_by[schedule]
                     _, r = timed_post(client, url + "/v1/chat/completions", chat_body())
                     result = store.run(int(r.headers["x-veriscale-run"])).result or {}
@@ -461,7 +461,7 @@ def part_pick(tmp: Path, client: httpx.Client, args: argparse.Namespace) -> dict
                     rows[name]["calls"].append(len(used) - sum(c["cache_hit"] for c in used))
                     rows[name]["after_last"].append(result.get("verify_after_last_s", result.get("verify_s", 0.0)))
                     rows[name]["sample"].append(result.get("sample_s", 0.0))
-            runtime.choose({})
+            setting_source.choose({})
     out: dict[str, Any] = {"n": 3, "delays_s": delays, "requests": args.pick_requests, "verifier": "embedded",
                            "target_calls": PICK_TARGET_CALLS}
     for name, r in rows.items():

@@ -35,10 +35,10 @@ SETUPS = {"no budget (round robin)": ("auto", None), "calls=6 (controller)": ("a
 
 
 def run(requests: int, delays: list[float]) -> dict[str, Any]:
-    from veriscale import runtime
+    from veriscale.settings import source as setting_source
     from veriscale.models.uri import load_backend
 
-    runtime.choose({"joint": "off"})
+    setting_source.choose({"joint": "off"})
     verifier = load_backend("embedded")
     client = httpx.Client(timeout=900)
     rows: dict[str, dict[str, list]] = {name: {"calls": [], "spent": [], "after": [], "winner": []} for name in SETUPS}
@@ -69,7 +69,7 @@ def run(requests: int, delays: list[float]) -> dict[str, Any]:
         finally:
             for cm in reversed(opened):
                 cm.__exit__(None, None, None)
-    runtime.choose({})
+    setting_source.choose({})
     base = rows["no budget (round robin)"]["winner"]
     out: dict[str, Any] = {"n": 3, "delays_s": delays, "requests": requests, "criteria": "agent (3, separate)",
                            "load_avg": os.getloadavg()}

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from veriscale.config import GatewaySettings, load_config, pick
+from veriscale.config import TABLES, GatewaySettings, load_config
 from veriscale.errors import UserError
+from veriscale.settings.sections import PROXY, REWARDS, SERVER, section
 
 GOOD = """
 model = "qwen"
@@ -34,7 +35,7 @@ def test_a_full_file_is_read(tmp_path: Path) -> None:
     assert cfg.model == "qwen" and cfg.store == Path("~/stores/v.sqlite3").expanduser()
     assert cfg.gateway == GatewaySettings(concurrency=4, rpm=120, routing="round_robin")
     assert cfg.model_uris(["qwen", "embedded"]) == ["http://127.0.0.1:8001/v1#q", "http://127.0.0.1:8002/v1#q", "embedded"]
-    assert cfg.raw == {"server": {"port": 8080}}  # tables of later parts are kept for them
+    assert cfg.tables["server"] == {"port": 8080} and cfg.values["server.port"] == 8080  # checked like every table
 
 
 def test_no_file_means_defaults_and_the_env_var_points_at_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,13 +47,23 @@ def test_no_file_means_defaults_and_the_env_var_points_at_one(tmp_path: Path, mo
     assert load_config(None).model == "embedded"
 
 
-def test_precedence_is_flag_then_env_then_file_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("VS_TEST_SETTING", "from-env")
-    assert pick(flag="from-flag", env="VS_TEST_SETTING", file="from-file", default="d") == "from-flag"
-    assert pick(flag=None, env="VS_TEST_SETTING", file="from-file", default="d") == "from-env"
-    monkeypatch.delenv("VS_TEST_SETTING")
-    assert pick(flag=None, env="VS_TEST_SETTING", file="from-file", default="d") == "from-file"
-    assert pick(flag=None, env="VS_TEST_SETTING", file=None, default="d") == "d"
+def test_precedence_is_flag_then_env_then_file_then_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A section setting (the server's token) goes by the one rule the global settings use."""
+    (tmp_path / "c.toml").write_text('[server]\ntoken = "from-file"\n')
+    cfg, empty = load_config(tmp_path / "c.toml"), load_config("/dev/null")
+    monkeypatch.setenv("VERISCALE_TOKEN", "from-env")
+    assert section(SERVER, cfg, {"token": "from-flag"})["token"] == "from-flag"
+    assert section(SERVER, cfg)["token"] == "from-env"
+    monkeypatch.delenv("VERISCALE_TOKEN")
+    assert section(SERVER, cfg)["token"] == "from-file"
+    assert section(SERVER, empty)["token"] is None
+
+
+def test_every_section_setting_has_a_checked_place_in_the_file() -> None:
+    """A section key the file's tables do not list could never be read from the file (or would go unchecked)."""
+    for spec in (*SERVER, *REWARDS, *PROXY):
+        table, key = spec.file.split(".", 1)
+        assert key in TABLES[table], spec.name
 
 
 @pytest.mark.parametrize("text, fragment", [

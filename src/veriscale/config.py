@@ -1,4 +1,4 @@
-"""The one configuration file for the whole tool (TOML), and the precedence rule.
+"""The one configuration file for the whole tool (TOML); its settings are resolved by veriscale.settings.
 
 Where it is: ``--config FILE``, else ``$VERISCALE_CONFIG``, else ``<user config dir>/veriscale/
 config.toml`` (if it exists). Precedence for every setting: flag > environment > file > default.
@@ -26,7 +26,7 @@ Later parts of veriscale (the server, the proxies) add their own tables to this 
 
     cfg = load_config(None)                       # the file in the user config dir, or defaults
     cfg.model_uris("qwen")                        # -> the two endpoint URIs
-    pick(flag=None, env="VERISCALE_STORE", file=cfg.store, default=None)
+    resolve(cfg).store                            # by the one rule (veriscale.settings.resolve)
 """
 
 from __future__ import annotations
@@ -88,7 +88,6 @@ class Config:
     store: Path | None = None
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     models: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)  # tables later parts read
     tables: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # TABLES as the file set them, checked
     values: dict[str, Any] = field(default_factory=dict, repr=False)  # "gateway.rpm" -> what the file set
     unknown: tuple[str, ...] = ()  # top-level keys no part of veriscale reads (likely typos)
@@ -143,11 +142,13 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "proxy": {"verifier": str, "criteria": str, "k": int, "temperature": (int, float), "timeout_s": (int, float),
               "progress": bool, "candidates": list, "max_tokens": int, "schedule": str, "margin": (int, float),
               "aliases": dict, "budget": str},  # veriscale.proxy.settings
+    "server": {"host": str, "port": int, "token": str, "allow_dirs": list, "max_body": str,
+               "workers": int},  # veriscale.server.settings
 }
 
 
-# What the top level of the file may hold besides TABLES: veriscale.server.settings reads [server].
-KNOWN_TOP = ("model", "store", "[models]", "[prices]", "[server]")
+# What the top level of the file may hold besides TABLES.
+KNOWN_TOP = ("model", "store", "[models]", "[prices]")
 
 
 def _walk(data: dict[str, Any], path: Path) -> None:
@@ -230,19 +231,8 @@ def load_config(path: Path | str | None = None) -> Config:
     return Config(path=chosen, model=_expect(model, str, "model", chosen) if model is not None else None,
                   store=Path(_expect(store, str, "store", chosen)).expanduser() if store is not None else None,
                   gateway=GatewaySettings(**gateway_raw), models=models, tables=tables,
-                  raw={k: v for k, v in data.items() if k not in {"model", "store", "models", *TABLES}},
-                  unknown=tuple(k for k in data if k not in {"model", "store", "models", "prices", "server", *TABLES}),
+                  unknown=tuple(k for k in data if k not in {"model", "store", "models", "prices", *TABLES}),
                   values={**({"model": model} if model is not None else {}),
                           **({"store": str(store)} if store is not None else {}),
                           **({"prices": data["prices"]} if "prices" in data else {}),  # veriscale.engine.prices
                           **{f"{name}.{k}": v for name, table in tables.items() for k, v in table.items()}})
-
-
-def pick(*, flag: Any = None, env: str | None = None, file: Any = None, default: Any = None) -> Any:
-    """The first of flag, environment variable ``env``, file value, default that is set."""
-    if flag is not None:
-        return flag
-    found = environment(env) if env else None
-    if found:
-        return found
-    return file if file is not None else default

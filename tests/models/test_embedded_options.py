@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from veriscale.cli import app
 from veriscale.errors import UserError
-from veriscale import runtime
+from veriscale.settings import source as setting_source
 from veriscale.models.embedded import EmbeddedModel
 from veriscale.models.embedded_files import all_cores
 from veriscale.models.uri import load_backend
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.embedded
 @pytest.fixture()
 def restore_threads(embedded_model):
     yield embedded_model
-    runtime.choose({})
+    setting_source.choose({})
     EmbeddedModel.load()  # back to every core for the tests after this one
 
 

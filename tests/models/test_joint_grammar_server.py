@@ -48,7 +48,7 @@ def test_the_grammar_keeps_its_verdicts_apart(llama_server) -> None:
     try:
         assert held.read_plan().joint == "grammar"  # found by the probe: llama.cpp holds a reply to a GBNF
         assert held.fingerprint() == plain.fingerprint() + "/joint=grammar"
-        assert not plain.supports_joint and held.supports_joint
+        assert not plain.supports_joint() and held.supports_joint()
     finally:
         plain.close(), held.close()
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fault_server import FaultServer
-from veriscale import runtime
+from veriscale.settings import source as setting_source
 from veriscale.engine.sync_facade import CallExecutor, PlannedCall
 from veriscale.engine.replies import retried_key
 from veriscale.engine.store import Store, call_key
@@ -46,9 +46,9 @@ def _model(server: FaultServer, **kw) -> OpenAICompatModel:
 @pytest.fixture(autouse=True)
 def _no_chosen_settings(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("VERISCALE_MODEL_MISMATCH", raising=False)
-    runtime.choose({})
+    setting_source.choose({})
     yield
-    runtime.choose({})
+    setting_source.choose({})
 
 
 # -- another model's reply ---------------------------------------------------------------------------
@@ -84,12 +84,12 @@ def test_the_setting_reaches_the_backend_from_the_environment_and_the_command(mo
         monkeypatch.setenv("VERISCALE_MODEL_MISMATCH", "note")
         server.queue("othermodel")
         assert _model(server).score(_request()).label_mass > 0
-        runtime.choose({"model_mismatch": "fail"})  # a flag or the config file wins over the environment
+        setting_source.choose({"model_mismatch": "fail"})  # a flag or the config file wins over the environment
         server.queue("othermodel")
         with pytest.raises(Exception, match="answered with model 'other'"):
             _model(server).score(_request())
     monkeypatch.setenv("VERISCALE_MODEL_MISMATCH", "sometimes")
-    runtime.choose({})
+    setting_source.choose({})
     with FaultServer() as server:
         server.queue("othermodel")
         with pytest.raises(UserError, match="VERISCALE_MODEL_MISMATCH='sometimes' is not fail or note"):

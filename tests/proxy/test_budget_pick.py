@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from tests.proxy.conftest import fault_uri, index_of, probe_reply, proxied, settings_for
 from tests.support.fault_server import FaultServer
 from tests.support.scripted_model import ScriptedScoreModel
-from veriscale import runtime
+from veriscale.settings import source as setting_source
 from veriscale.config import load_config
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.store import Store
@@ -56,7 +56,7 @@ class Judge(ScriptedScoreModel):
 
 @pytest.fixture()
 def joint_off() -> None:
-    runtime.choose({"joint": "off"})
+    setting_source.choose({"joint": "off"})
 
 
 def ask(p, question=QUESTION) -> tuple[str, dict[str, Any], int]:
@@ -102,7 +102,7 @@ def test_a_budget_below_one_comparison_is_refused_naming_the_smallest(joint_off)
     refuse_if_too_small(settings_for(("m", 3), budget="calls=2"), verifier)  # one slot order on one criterion
     with pytest.raises(UserError, match=r"proxy_budget='tokens=\d+'"):
         refuse_if_too_small(settings_for(("m", 3), budget="tokens=20"), verifier)
-    runtime.choose({"joint": "on"})
+    setting_source.choose({"joint": "on"})
     refuse_if_too_small(settings_for(("m", 3), budget="calls=1"), Verifier(Judge(), criteria="agent"))  # 1 joint call
 
 

@@ -20,7 +20,7 @@ import pytest
 from tests.proxy.conftest import fault_uri, index_of, probe_reply, proxied, settings_for
 from tests.support.fault_server import FaultServer
 from tests.support.scripted_model import ScriptedScoreModel
-from veriscale import runtime
+from veriscale.settings import source as setting_source
 from veriscale.config import load_config
 from veriscale.errors import UserError
 from veriscale.models.base import ScoreRequest, ScoreResponse
@@ -133,7 +133,7 @@ class Judge(ScriptedScoreModel):
 
 @pytest.fixture()
 def joint_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    runtime.choose({"joint": "on"})  # what --joint chooses for the process (tests/conftest.py forgets it)
+    setting_source.choose({"joint": "on"})  # what --joint chooses for the process (tests/conftest.py forgets it)
 
 
 def ask(p) -> tuple[str, dict[str, Any], int]:
@@ -242,7 +242,7 @@ def test_the_timeout_gives_up_the_early_pick(store_path: Path, joint_on) -> None
 
 @pytest.mark.parametrize("n,joint,expected", [(4, True, "early"), (4, False, "round_robin"), (3, True, "round_robin")])
 def test_auto_picks_the_schedule_by_joint_and_n(store_path: Path, monkeypatch, n: int, joint: bool, expected: str) -> None:
-    runtime.choose({"joint": "on" if joint else "off"})
+    setting_source.choose({"joint": "on" if joint else "off"})
     replies = ["GOOD: run pytest -q.", "Push it and see.", "Push it now.", "Read the diff."]
     with FaultServer(chat_reply=lambda body: replies[index_of(body)]) as up, \
             proxied(store_path, settings_for((fault_uri(up), n)), Judge()) as p:

@@ -25,9 +25,11 @@ from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, slo
 
 class ScriptedScoreModel:
     is_embedded = False
-    supports_joint = True
     uri = "scripted:test-double"
     display_name = "scripted test double"
+
+    def supports_joint(self) -> bool:
+        return True
 
     def __init__(self, mass: float = 0.9) -> None:
         self.mass = mass

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.support.scripted_model import ScriptedScoreModel
-from veriscale import runtime
+from veriscale.settings import source as setting_source
 from veriscale.engine.sync_facade import CallExecutor
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
@@ -125,15 +125,15 @@ def test_reasoning_and_backends_without_joint_support_score_separately_and_say_s
     model, v = make(tmp_path, reasoning=True)
     res = v.score(TASK, "GOOD")
     assert res.usage.model_calls == 3 and any("not used with reasoning" in n for n in res.notes)
-    model.supports_joint = False
+    model.supports_joint = lambda: False
     _, plain = make(tmp_path, name="p")
-    plain.model.supports_joint = False
+    plain.model.supports_joint = lambda: False
     res = plain.score(TASK, "GOOD")
     assert res.usage.model_calls == 3 and any("cannot hold a joint reply to its format" in n for n in res.notes)
 
 
 def test_joint_default_reads_the_environment(monkeypatch):
-    runtime.choose({})  # the conftest forgets choices too; start from none here all the same
+    setting_source.choose({})  # the conftest forgets choices too; start from none here all the same
     monkeypatch.delenv(joint_scoring.JOINT_ENV, raising=False)
     assert joint_scoring.joint_default() is False
     monkeypatch.setenv(joint_scoring.JOINT_ENV, "on")

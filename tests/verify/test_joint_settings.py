@@ -7,14 +7,14 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support.scripted_model import ScriptedScoreModel, registered_scheme
-from veriscale import runtime
+from veriscale.settings import source as setting_source
 from veriscale.cli import app
 from veriscale.verify import joint as joint_scoring
 
 
 @pytest.fixture()
 def scripted(monkeypatch):
-    runtime.choose({})  # the CLI callback chooses it; start from none
+    setting_source.choose({})  # the CLI callback chooses it; start from none
     monkeypatch.delenv(joint_scoring.JOINT_ENV, raising=False)
     with registered_scheme("scripted", lambda uri: ScriptedScoreModel(), ("scripted",)):
         yield

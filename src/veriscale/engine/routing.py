@@ -287,9 +287,6 @@ class EndpointPool:
     def context_size(self) -> int | None:
         return self.primary.context_size()
 
-    def read_plan(self) -> Any:
-        return self.primary.read_plan()
-
     def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
         return self.primary.single_token_labels(labels)
 
@@ -298,6 +295,7 @@ class EndpointPool:
 
     # the optional abilities, present exactly when the first endpoint has them (a probe such as
     # getattr(pool, "token_spans", None) sees what it would see on that backend)
+    read_plan = _first_endpoints("read_plan")
     supports_joint = _first_endpoints("supports_joint")
     calls_per_score = _first_endpoints("calls_per_score")
     chat_options = _first_endpoints("chat_options")

@@ -17,10 +17,20 @@ abilities and who has them:
   client; else ``fingerprint`` in a thread): the HTTP backends.
 - ``AsyncLabelCheck`` (``asingle_token_labels``; else ``single_token_labels`` in a thread).
 - ``Closable`` (``aclose``; else ``close``, else nothing): :func:`veriscale.models.base.aclose_backend`.
+- ``ReadPlanned`` (``read_plan()``, how a slot is read: a ``models.read_strategy.ReadPlan``, exact,
+  top-k or sampled, probed once for a server; else a top-k read where the backend shows ``TopK``):
+  every shipped backend.
+- ``JointReads`` (``supports_joint()``; else every criterion is its own call): embedded, the
+  OpenAI-compatible servers whose read probe found a joint format.
+- ``ServerTokenizer`` (``token_spans()`` and ``tokenizer_requests()``; else ``count_tokens`` and no
+  tokenizer requests): the OpenAI-compatible servers, two-stage.
+- ``ChatOptions`` (``chat_options``, the sampling options ``chat`` takes; else none).
+- ``TopK`` (``top_logprobs``, the most labels one read shows; else every label is read).
+- ``StagedScorer`` (``scorer``, the backend that reads a two-stage model's slot).
 
-Attributes a server backend computes lazily (``supports_joint`` runs a read probe, ``top_logprobs``,
-``token_spans``) stay plain attributes read where used: ``isinstance`` on Python 3.11 would evaluate
-a property while it checks, sending that probe from the event loop.
+An ability that costs a request to find out (whether a server reads joint prompts runs its read
+probe) is a method, never a property: ``isinstance`` against these Protocols on Python 3.11 reads
+each member with ``hasattr``, which would run a property's probe from wherever the check happens.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from veriscale.data.token_spans import TokenSpans
     from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 
 
@@ -75,6 +86,38 @@ class Closable(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class ReadPlanned(Protocol):
+    def read_plan(self) -> Any: ...
+
+
+@runtime_checkable
+class JointReads(Protocol):
+    def supports_joint(self) -> bool: ...
+
+
+@runtime_checkable
+class ServerTokenizer(Protocol):
+    def token_spans(self) -> TokenSpans | None: ...
+
+    def tokenizer_requests(self) -> int: ...
+
+
+@runtime_checkable
+class ChatOptions(Protocol):
+    chat_options: frozenset[str]
+
+
+@runtime_checkable
+class TopK(Protocol):
+    top_logprobs: int
+
+
+@runtime_checkable
+class StagedScorer(Protocol):
+    scorer: ModelBackend
+
+
 async def aclose_backend(backend: object) -> None:
     """Close ``backend`` (its ``aclose()``, else its ``close()``; nothing when it has neither)."""
     if isinstance(backend, Closable):
@@ -88,3 +131,13 @@ async def aclose_backend(backend: object) -> None:
 def calls_per_score(backend: object) -> int:
     """Model calls one score of ``backend`` spends (a composed score spends its steps)."""
     return backend.calls_per_score if isinstance(backend, ComposedScore) else 1
+
+
+def reads_joint(backend: object) -> bool:
+    """Whether ``backend`` reads a joint request's slots (a server asks its read probe, once)."""
+    return isinstance(backend, JointReads) and bool(backend.supports_joint())
+
+
+def chat_options(backend: object) -> frozenset[str]:
+    """The sampling options ``backend.chat`` takes beyond the contract's (none where it lists none)."""
+    return frozenset(backend.chat_options) if isinstance(backend, ChatOptions) else frozenset()

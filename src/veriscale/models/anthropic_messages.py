@@ -35,7 +35,6 @@ class AnthropicMessagesModel(HttpTransport):
     """One model on an Anthropic Messages endpoint (``base_url`` ends in ``/v1``)."""
 
     is_embedded = False
-    supports_joint = False
     chat_options = frozenset({"stop", "top_p", "top_k"})
 
     def __init__(self, base_url: str, model: str, *, api_key: str, sample: int = DEFAULT_SAMPLE, uri: str = "",

@@ -136,10 +136,6 @@ class ModelBackend(Protocol):
     def context_size(self) -> int | None:
         """The model's context window in tokens, if known."""
 
-    def read_plan(self) -> Any:
-        """How this backend reads a score slot (a ``veriscale.models.read_strategy.ReadPlan``: exact,
-        top-k or sampled, prefilled or first-token), probed once for a server."""
-
     def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
         """The labels that are NOT single tokens for this model (empty list = all fine)."""
 
@@ -150,7 +146,8 @@ class ModelBackend(Protocol):
         A backend that lists more parameters in ``chat_options`` (``frozenset({"stop", "top_p"})``)
         also takes ``options={"stop": [...], ...}``; one without that attribute gets none."""
 
-    # Optional: ``async def aclose()`` / ``def close()`` free what the backend holds (HTTP clients,
+    # Optional abilities (veriscale.models.abilities): how a slot is read (``read_plan``), joint reads,
+    # a server's tokenizer, ...; ``async def aclose()`` / ``def close()`` free what the backend holds (HTTP clients,
     # a loaded model); :func:`veriscale.models.abilities.aclose_backend` calls whichever a backend has.
 
 

@@ -80,7 +80,6 @@ class EmbeddedModel:
     """A GGUF chat model run with llama-cpp-python; one instance per file per process."""
 
     is_embedded = True
-    supports_joint = True  # reads a joint request slot by slot (teacher-forced)
     chat_options = frozenset({"stop", "top_p", "top_k"})  # what chat(options=...) honours
 
     def __init__(self, gguf: Path, n_ctx: int = DEFAULT_N_CTX, template: str | None = None,
@@ -169,6 +168,10 @@ class EmbeddedModel:
 
     def context_size(self) -> int:
         return self._llm.n_ctx()
+
+    def supports_joint(self) -> bool:
+        """Always: a joint request is read slot by slot, each slot teacher-forced."""
+        return True
 
     def read_plan(self) -> ReadPlan:
         """Exact and prefilled: the full softmax at the slot (see ``veriscale.models.read_strategy``)."""

@@ -212,7 +212,6 @@ class OpenAICompatModel(ServerTokenizer):
         return weights if plan.strategy == "exact" else f"{weights} read={plan.strategy}"
 
     # -- how a slot is read ------------------------------------------------------------------
-    @property
     def supports_joint(self) -> bool:
         """Whether a joint reply can be held to its format here (the probe's ``joint``): without that a
         joint reply costs more than separate scoring, so the Verifier scores separately."""

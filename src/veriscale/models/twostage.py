@@ -17,7 +17,7 @@ import time
 from typing import Any, Protocol
 
 from veriscale.fence import fence
-from veriscale.models.abilities import aclose_backend
+from veriscale.models.abilities import ReadPlanned, ServerTokenizer, aclose_backend
 from veriscale.models.base import (
     ChatResponse,
     Message,
@@ -71,8 +71,8 @@ class TwoStageModel:
         return f"twostage:{self.reasoner.fingerprint()}+{self.scorer.fingerprint()}"
 
     def read_plan(self) -> Any:
-        """The scorer's read (the reasoner writes text only)."""
-        return self.scorer.read_plan()
+        """The scorer's read (the reasoner writes text only); None where the scorer names none."""
+        return self.scorer.read_plan() if isinstance(self.scorer, ReadPlanned) else None
 
     def context_size(self) -> int | None:
         return self.scorer.context_size()
@@ -94,13 +94,11 @@ class TwoStageModel:
 
     def token_spans(self) -> Any:
         """The scorer's tokenizer for rendering, where it has one (None: count with :meth:`count_tokens`)."""
-        spans = getattr(self.scorer, "token_spans", None)
-        return spans() if callable(spans) else None
+        return self.scorer.token_spans() if isinstance(self.scorer, ServerTokenizer) else None
 
     def tokenizer_requests(self) -> int:
         """Tokenizer requests both stages sent."""
-        return sum(int(f()) for f in (getattr(s, "tokenizer_requests", None) for s in (self.reasoner, self.scorer))
-                   if callable(f))
+        return sum(s.tokenizer_requests() for s in (self.reasoner, self.scorer) if isinstance(s, ServerTokenizer))
 
     def single_token_labels(self, labels: tuple[str, ...]) -> list[str]:
         return self.scorer.single_token_labels(labels)

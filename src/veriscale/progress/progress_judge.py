@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from veriscale.data.render import MIN_BUDGET_TOKENS
-from veriscale.data.truncate import estimate_tokens, truncate_middle
+from veriscale.data.truncate import truncate_middle
 from veriscale.engine.sync_facade import CallExecutor, CallOutcome, PlannedCall
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
@@ -63,7 +63,7 @@ class ProgressJudge:
         if repeats and len(self.repeats) < repeats:
             self.notes.append(worded(f"K collapsed from {repeats} to {len(self.repeats)}: without sampled reasoning a "
                                      f"repeat would recompute the same thing (use {setting('reasoning')} to sample anew)"))
-        embedded = bool(getattr(model, "is_embedded", False))
+        embedded = bool(model.is_embedded)
         self.step_tokens = step_tokens or (EMBEDDED_STEP_TOKENS if embedded else SERVER_STEP_TOKENS)
         if self.step_tokens < MIN_BUDGET_TOKENS:
             raise UserError(f"step budget {self.step_tokens} ({setting('step_tokens')}) is too small: "
@@ -79,8 +79,7 @@ class ProgressJudge:
         return self.executor.usage
 
     def count_tokens(self, text: str) -> int:
-        counter = getattr(self.model, "count_tokens", None)
-        return counter(text) if callable(counter) else estimate_tokens(text)
+        return self.model.count_tokens(text)
 
     def check_labels(self) -> None:
         if self._labels_checked:
@@ -100,8 +99,7 @@ class ProgressJudge:
         return truncate_middle(task.strip(), int(context * TASK_SHARE), self.count_tokens) if context else task.strip()
 
     def _context(self) -> int | None:
-        size = getattr(self.model, "context_size", None)
-        return size() if callable(size) else None
+        return self.model.context_size()
 
     def new_log(self, task_text: str) -> StepLog:
         """An empty step log whose budget is what the context leaves after ``task_text``."""

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from veriscale.engine.gateway import Gateway
-from veriscale.models.abilities import aclose_backend
+from veriscale.models.abilities import aclose_backend, chat_options
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError, UserError
 from veriscale.proxy.conversation import ApiError, Conversation, Reply, arguments_of, unknown_model
@@ -160,13 +160,13 @@ class UpstreamPools:
         """Refuse, before any call, what the named pool cannot answer: an unknown model name (404),
         an option an upstream model does not take (400 naming the field and the model)."""
         for gateway, _ in self.pool_for(conv):
-            for backend in [e.backend for e in getattr(gateway.pool, "endpoints", ())] or [gateway.model]:
-                taken = getattr(backend, "chat_options", frozenset())
+            for backend in [e.backend for e in gateway.pool.endpoints]:
+                taken = chat_options(backend)
                 for key in conv.options:
                     if key not in taken:
                         name = conv.option_fields.get(key, key)
                         raise ApiError(400, f"'{name}' cannot be passed to the upstream model "
-                                            f"{getattr(backend, 'uri', backend)}, which takes "
+                                            f"{backend.uri}, which takes "
                                             f"{', '.join(sorted(taken)) or 'no sampling options'} (chat names): "
                                             "leave it out or configure an upstream that takes it", param=name)
 

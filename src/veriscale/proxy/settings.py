@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from veriscale.config import Config
 from veriscale.errors import UserError, setting
+from veriscale.settings.sections import PROXY, section
 from veriscale.verify.injection import check_policy
 
 if TYPE_CHECKING:
@@ -160,14 +161,14 @@ def proxy_settings(source: "Config | Settings", *, fallback_model: str | None = 
 
     resolved = resolve(source) if isinstance(source, Config) else source
     cfg = resolved.config
-    table: dict[str, Any] = cfg.tables.get("proxy", {})  # keys and types checked by load_config (config.TABLES)
+    if not cfg.tables.get("proxy") and n is None and not resolved.proxy_aliases:
+        return None
+    table = section(PROXY, cfg)  # [proxy] by the one rule; its keys and types checked by load_config
     where = f"config file '{cfg.path}'"
     aliases, origin = resolved.proxy_aliases or None, resolved.origin("proxy_aliases")
-    if not table and n is None and not aliases:
-        return None
     aliases_where = f"{where}: [proxy.aliases]" if origin.startswith("config file") else origin
     pools: list[tuple[str, int]] = []
-    for entry in table.get("candidates", []):
+    for entry in table["candidates"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("model"), str) or not entry["model"]:
             raise UserError(f"{where}: each [[proxy.candidates]] needs model = \"<URI or [models] name>\"")
         count = entry.get("n", 1)
@@ -183,13 +184,11 @@ def proxy_settings(source: "Config | Settings", *, fallback_model: str | None = 
             raise UserError(f"the proxy needs N >= 1 candidates, not {n}: pass {setting('proxy_n', 3)} or add "
                             "[[proxy.candidates]] tables to the config file")
         pools.append((fallback_model or cfg.model or "embedded", n))
-    settings = ProxySettings(candidates=tuple(pools), verifier=table.get("verifier"),
-                             criteria=table.get("criteria", "agent"), k=table.get("k", 2),
-                             temperature=float(table.get("temperature", 0.8)),
-                             timeout_s=float(table.get("timeout_s", 120.0)), progress=table.get("progress", True),
-                             max_tokens=table.get("max_tokens", 1024), models=tuple(cfg.models.items()),
-                             injection=dict(injection or {}), schedule=resolved.proxy_schedule,
-                             margin=float(table.get("margin", 0.1)), aliases=named,
+    settings = ProxySettings(candidates=tuple(pools), verifier=table["verifier"], criteria=table["criteria"],
+                             k=table["k"], temperature=table["temperature"], timeout_s=table["timeout_s"],
+                             progress=table["progress"], max_tokens=table["max_tokens"],
+                             models=tuple(cfg.models.items()), injection=dict(injection or {}),
+                             schedule=resolved.proxy_schedule, margin=table["margin"], aliases=named,
                              budget=resolved.proxy_budget)
     if settings.k < 1 or settings.timeout_s <= 0 or not 0 <= settings.temperature <= 2:
         raise UserError(f"{where}: proxy.k must be >= 1, proxy.timeout_s > 0 and proxy.temperature in [0, 2]")

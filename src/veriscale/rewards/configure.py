@@ -26,11 +26,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from veriscale.config import Config, load_config, pick
+from veriscale.config import Config, load_config
 from veriscale.engine.routing import EndpointPool
 from veriscale.models.uri import load_backend
 from veriscale.rewards.batch import BatchRewarder
 from veriscale.rewards.group import check_scheme
+from veriscale.settings.sections import REWARDS, section
 from veriscale.verify.reward import Verifier
 
 _lock = threading.Lock()
@@ -39,20 +40,15 @@ _default: BatchRewarder | None = None
 
 
 def reward_settings(cfg: Config | None = None) -> dict[str, Any]:
-    """The ``[rewards]`` table of the config file (checked when it is read), with the environment over it."""
+    """The ``[rewards]`` table of the config file with the environment over it (the ``REWARDS`` section
+    of :mod:`veriscale.settings.sections` and the global reward settings, each by the one rule)."""
     from veriscale.settings.resolve import resolve
 
     cfg = cfg or load_config(None)
-    table = {key.split(".", 1)[1]: value for key, value in cfg.values.items() if key.startswith("rewards.")}
-    return {
-        "model": pick(env="VERISCALE_REWARD_MODEL", file=table.get("model"), default=cfg.model or "embedded"),
-        "criteria": pick(env="VERISCALE_REWARD_CRITERIA", file=table.get("criteria"), default="general"),
-        "scale": table.get("scale", "letters"),
-        "mode": pick(env="VERISCALE_REWARD_MODE", file=table.get("mode"), default="group"),
-        "group_scheme": resolve(cfg).reward_group_scheme,
-        "length_control": resolve(cfg).reward_length_control,
-        "joint": table.get("joint"),  # None: the process default (veriscale.verify.joint.joint_default)
-    }
+    got = section(REWARDS, cfg)
+    resolved = resolve(cfg)
+    return {**got, "model": got["model"] or cfg.model or "embedded",
+            "group_scheme": resolved.reward_group_scheme, "length_control": resolved.reward_length_control}
 
 
 def reward_verifier(model: str | None = None, *, criteria: str | None = None, scale: str | None = None,

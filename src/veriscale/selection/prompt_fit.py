@@ -66,7 +66,7 @@ def fit_prompt(verifier: SelectionVerifier, task: Task, budget_tokens: int | Non
     task_tokens = count(task_text) if task_text else 0
     overhead = _prompt_overhead(verifier, task_text or "-", count, pairwise=pairwise)
     room = (context - overhead) // slots if context else None
-    budget = _resolve_budget(budget_tokens, room, getattr(model, "is_embedded", False), context, slots)
+    budget = _resolve_budget(budget_tokens, room, model.is_embedded, context, slots)
     return PromptFit(task_text, task_tokens, budget, overhead, tuple(notes))
 
 

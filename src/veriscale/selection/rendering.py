@@ -24,6 +24,7 @@ from veriscale.data.model import Candidate, Task
 from veriscale.data.render import render_candidate, render_task
 from veriscale.data.token_spans import TokenSpans
 from veriscale.data.truncate import TokenCounter
+from veriscale.models.abilities import ServerTokenizer
 
 
 @dataclass(frozen=True)
@@ -40,19 +41,14 @@ class RenderedPool:
 
 def model_counter(model: Any) -> TokenCounter:
     """The counter to render for ``model`` with: its ``TokenSpans`` where it has one, else ``count_tokens``."""
-    spans = getattr(model, "token_spans", None)
-    found = spans() if callable(spans) else None
+    found = model.token_spans() if isinstance(model, ServerTokenizer) else None
     counter: TokenCounter = found if found is not None else model.count_tokens
     return counter
 
 
 def tokenizer_requests(model: Any) -> int:
     """Tokenizer requests ``model``'s backend sent so far (0 for one that tokenises in process)."""
-    count = getattr(model, "tokenizer_requests", None)
-    try:
-        return int(count()) if callable(count) else 0
-    except (TypeError, ValueError):
-        return 0
+    return int(model.tokenizer_requests()) if isinstance(model, ServerTokenizer) else 0
 
 
 class Renderer:

@@ -20,17 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from veriscale.config import Config, pick
+from veriscale.config import Config
 from veriscale.errors import UserError, setting
 from veriscale.redact import Redactor
 from veriscale.server.security import is_loopback
+from veriscale.settings.sections import SERVER, section
 from veriscale.sizes import parse_size
 
 TOKEN_ENV = "VERISCALE_TOKEN"
 DEFAULT_PORT = 8765
-_KNOWN = {"host": str, "port": int, "token": str, "allow_dirs": list, "max_body": str, "workers": int}
 
 
 @dataclass(frozen=True)
@@ -51,30 +49,19 @@ class ServerSettings:
 def server_settings(cfg: Config, *, host: str | None = None, port: int | None = None, token: str | None = None,
                     allow_dirs: list[Path] | None = None, max_body: str | None = None,
                     workers: int | None = None, redactor: Redactor | None = None) -> ServerSettings:
-    """Flags (the keyword arguments) over the environment over ``[server]``; checked. ``redactor``
+    """Flags (the keyword arguments) over the environment over ``[server]`` over defaults (the
+    ``SERVER`` section of :mod:`veriscale.settings.sections`, by the one rule); checked. ``redactor``
     comes from the ``redact`` settings (``[redact]`` in the file, ``--redact`` / ``--no-redact``)."""
-    table: dict[str, Any] = cfg.raw.get("server", {})
-    if not isinstance(table, dict):
-        raise UserError(f"config file '{cfg.path}': [server] must be a table: fix that section")
-    for key, value in table.items():
-        if key not in _KNOWN:
-            raise UserError(f"config file '{cfg.path}': [server] has no setting '{key}': use {', '.join(_KNOWN)}")
-        if not isinstance(value, _KNOWN[key]) or isinstance(value, bool):
-            raise UserError(f"config file '{cfg.path}': server.{key} must be {_KNOWN[key].__name__}, not {value!r}: "
-                            "fix that line")
-    dirs = allow_dirs if allow_dirs else [Path(str(d)).expanduser() for d in table.get("allow_dirs", [])]
+    got = section(SERVER, cfg, {"host": host, "port": port, "token": token, "allow_dirs": allow_dirs,
+                                "max_body": max_body, "workers": workers})
+    dirs = [Path(str(d)).expanduser() for d in got["allow_dirs"]]
     for folder in dirs:
         if not folder.is_dir():
             raise UserError(f"{setting('allow_dirs', str(folder))} is not a folder: give a folder that exists")
-    settings = ServerSettings(
-        host=pick(flag=host, file=table.get("host"), default="127.0.0.1"),
-        port=pick(flag=port, file=table.get("port"), default=DEFAULT_PORT),
-        token=pick(flag=token, env=TOKEN_ENV, file=table.get("token"), default=None) or None,
-        allow_dirs=tuple(folder.resolve() for folder in dirs),
-        max_body_bytes=parse_size(pick(flag=max_body, file=table.get("max_body"), default="1M")),
-        workers=pick(flag=workers, file=table.get("workers"), default=1),
-        redactor=redactor or Redactor(),
-    )
+    settings = ServerSettings(host=got["host"], port=got["port"], token=got["token"] or None,
+                              allow_dirs=tuple(folder.resolve() for folder in dirs),
+                              max_body_bytes=parse_size(got["max_body"]), workers=got["workers"],
+                              redactor=redactor or Redactor())
     if not 0 < settings.port < 65536:
         raise UserError(f"{setting('port', settings.port)} is not a TCP port: give 1-65535")
     if settings.workers < 1:

@@ -175,13 +175,21 @@ def _from_file(spec: Spec, config: Config) -> tuple[bool, Any]:
 def resolve(config: Config, flags: Mapping[str, Any] | None = None,
             environ: Mapping[str, str] | None = None) -> Settings:
     """Every setting by flag > environment > file > default (``flags``: name -> value, None unset)."""
+    values, origins = resolve_specs(SPECS, config, flags, environ)
+    return Settings(config=config, **values, origins=origins)
+
+
+def resolve_specs(specs: tuple[Spec, ...], config: Config, flags: Mapping[str, Any] | None = None,
+                  environ: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """The rule itself, over ``specs``: each one's value (flag > environment > file > default) and, for
+    those not left at their default, where it came from (its flag, ``$ENV`` or ``config file KEY``)."""
     flags = flags or {}
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
-    for spec in SPECS:
+    for spec in specs:
         flag = flags.get(spec.name)
         if flag is not None and flag != [] and flag != ():
-            values[spec.name], origins[spec.name] = _from_flag(spec, flag), spec.flag
+            values[spec.name], origins[spec.name] = _from_flag(spec, flag), spec.flag or spec.name
             continue
         raw = environment(spec.env, environ) if spec.env else None
         if raw is not None:
@@ -192,7 +200,7 @@ def resolve(config: Config, flags: Mapping[str, Any] | None = None,
             values[spec.name], origins[spec.name] = value, f"config file {spec.file}"
             continue
         values[spec.name] = spec.default
-    return Settings(config=config, **values, origins=origins)
+    return values, origins
 
 
 def names() -> tuple[str, ...]:

@@ -31,8 +31,10 @@ def joint_default() -> bool:
 
 
 def supports(model: Any) -> bool:
-    """Whether ``model`` reads a joint request's slots (``supports_joint``)."""
-    return bool(getattr(model, "supports_joint", False))
+    """Whether ``model`` reads a joint request's slots (``models.abilities.JointReads``)."""
+    from veriscale.models.abilities import reads_joint
+
+    return reads_joint(model)
 
 
 def plan_score(v: Any, task: str, candidate: str, repeats: list) -> list["PlannedCall"]:

@@ -24,6 +24,7 @@ from veriscale.engine.sync_facade import CallExecutor, CallOutcome, Estimate, Pl
 from veriscale.engine import sync_edge
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting, worded
+from veriscale.models.abilities import AsyncLabelCheck
 from veriscale.models.base import ModelBackend
 from veriscale.models.read_strategy import first_token_note
 from veriscale.models.sampled_read import value_se
@@ -124,8 +125,7 @@ class Verifier:
         """:meth:`check_labels` without blocking the loop (the backend's async probe, else a thread)."""
         if self._labels_checked:
             return
-        probe = getattr(self.model, "asingle_token_labels", None)
-        bad = (await probe(self.scale.labels) if probe is not None
+        bad = (await self.model.asingle_token_labels(self.scale.labels) if isinstance(self.model, AsyncLabelCheck)
                else await asyncio.to_thread(self.model.single_token_labels, self.scale.labels))
         self._refuse_labels(bad)
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from veriscale.engine.routing import EndpointPool
+from veriscale.models.abilities import ReadPlanned, StagedScorer, TopK
 from veriscale.selection.budget.steps import BudgetStep
 from veriscale.selection.budget.form import Budget
 from veriscale.verify.scale import Scale, custom, digits, letters
@@ -66,16 +67,14 @@ def readable_labels(verifier: SelectionVerifier) -> int | None:
 
 
 def _cap(backend: Any) -> int | None:
-    scorer = getattr(backend, "scorer", None)
-    if scorer is not None:
-        return _cap(scorer)
-    if getattr(backend, "is_embedded", False):
+    if isinstance(backend, StagedScorer):
+        return _cap(backend.scorer)
+    if backend.is_embedded:
         return None
-    plan = backend.read_plan() if callable(getattr(backend, "read_plan", None)) else None
+    plan = backend.read_plan() if isinstance(backend, ReadPlanned) else None
     if plan is not None and plan.kind.value in ("exact", "sampled"):
         return None  # every label's probability is read (or drawn): no top-k cut
-    top = getattr(backend, "top_logprobs", None)
-    return int(top) if isinstance(top, int) and not isinstance(top, bool) else None
+    return int(backend.top_logprobs) if isinstance(backend, TopK) else None
 
 
 @dataclass(frozen=True)
