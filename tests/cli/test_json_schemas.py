@@ -85,6 +85,10 @@ def outputs(tmp_path_factory) -> dict[str, list]:
     solutions.write_text("".join(json.dumps({"id": f"s{i}", "problem": "Add 2 and 2, then double it.",
                                              "steps": ["UP 2 + 2 = 4", "UP 4 * 2 = 8" if i % 2 else "DOWN 4 * 2 = 6"],
                                              "label": -1 if i % 2 else 1}) + "\n" for i in range(4)))
+    pool = root / "pool.jsonl"  # two tasks of two chat runs each (select-many)
+    pool.write_text("".join(json.dumps({"id": f"{t}-{r}", "task_id": t, "messages": [
+        {"role": "user", "content": texts["task"]}, {"role": "assistant", "content": texts["good" if r else "bad"]}]})
+        + "\n" for t in ("t1", "t2") for r in (0, 1)))
     follow = root / "follow.jsonl"
     follow.write_text("".join(json.dumps({"role": "agent", "text": t, "observation": "ok"}) + "\n"
                               for t in ("UP read", "UP wrote", "nothing")))
@@ -96,6 +100,7 @@ def outputs(tmp_path_factory) -> dict[str, list]:
         ["compare", f["task"], f["bad"], f["good"], *model, "--json", "--dry-run"],
         ["select", f["bad"], f["good"], f["worse"], "--task", f["task"], *model, "--json"],
         ["select", f["bad"], f["good"], f["worse"], "--task", f["task"], *model, "--json", "--dry-run"],
+        ["select-many", str(pool), "-o", str(root / "picks.jsonl"), *model, "--json"],
         ["track", str(PROGRESS / "fail_trajectory.json"), "--checkpoints", "2,4,6", "--model", "scripted-progress",
          "--store", store, "--json"],
         ["track", "--follow", str(follow), "--idle-timeout", "0.3", "--task", f["task"], "--model",
@@ -112,6 +117,8 @@ def outputs(tmp_path_factory) -> dict[str, list]:
         ["runs", "show", "1", "--store", store, "--calls"],
         ["runs", "show", "2", "--store", store],
         ["runs", "cost", "1", "--store", store, "--json"],
+        ["runs", "prune", "--status", "failed", "--dry-run", "--store", store, "--json"],
+        ["runs", "vacuum", "--store", store, "--json"],
         ["harness", "skills", "list", "--json"],
         ["harness", "materialize", str(HARNESS_FIXTURES / "quarterly_report"), str(root / "task"), "--json"],
         ["harness", "claims", str(root / "task"), "--json"],
@@ -131,6 +138,8 @@ def outputs(tmp_path_factory) -> dict[str, list]:
             for line in result.stdout.splitlines():
                 item = json.loads(line)
                 found.setdefault(_tag(item), []).append(item)
+        for line in (root / "picks.jsonl").read_text().splitlines():  # select-many's picks.jsonl lines
+            found.setdefault(_tag(json.loads(line)), []).append(json.loads(line))
         whole = json.loads(runner.invoke(app, ["runs", "export", "1", "--store", store]).stdout)
         found.setdefault(_tag(whole), []).append(whole)
         found.setdefault("race", []).append(_race(root))

@@ -13,6 +13,7 @@ MODULES = [
     "veriscale.cli.runs",
     "veriscale.cli.harness",
     "veriscale.cli.select",
+    "veriscale.cli.select_many",
     "veriscale.cli.bench",
     "veriscale.cli.track",
     "veriscale.cli.serve_reward",

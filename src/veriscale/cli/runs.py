@@ -1,4 +1,5 @@
-"""``veriscale runs list|show|export|cost``: what earlier commands did and cost, from the store."""
+"""``veriscale runs list|show|export|cost``: what earlier commands did and cost, from the store;
+``runs prune|vacuum``: its upkeep (:mod:`veriscale.engine.store_upkeep`)."""
 
 from __future__ import annotations
 
@@ -197,6 +198,76 @@ def cost_run(run_id: Annotated[str, typer.Argument(help="Run id from `runs list`
         for what, value in rows:
             out.add_row(what, for_terminal(value))
         console.print(out)
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:,.1f} MiB"
+
+
+@runs_app.command("prune")
+def prune_runs(older_than: Annotated[Optional[str], typer.Option(
+                   "--older-than", help="Only runs that ended this long ago: 30d, 12h, 90m, 45s (or seconds).")] = None,
+               kind: Annotated[Optional[list[str]], typer.Option(
+                   "--kind", help="Only runs of this command, e.g. select (repeatable).")] = None,
+               status: Annotated[Optional[list[str]], typer.Option(
+                   "--status", help="Only runs that ended so: ok, failed, cancelled, interrupted (repeatable).")] = None,
+               orphans: Annotated[bool, typer.Option(
+                   "--orphans", help="Also remove the calls no run links to (made outside any run).")] = False,
+               dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be removed.")] = False,
+               then_vacuum: Annotated[bool, typer.Option(
+                   "--vacuum", help="Then rewrite the store file without its free space (runs vacuum).")] = False,
+               store: o.StoreOpt = None, json_out: o.JsonOpt = False) -> None:
+    """Remove the runs every filter selects, with their child runs, events and call links, and the
+    model calls only they used (a call a kept run used stays); a running run is never removed.
+    Example: veriscale runs prune --older-than 30d --status ok --dry-run"""
+    from veriscale.engine.store_upkeep import parse_duration, prune, vacuum
+
+    with user_errors():
+        if older_than is None and not kind and not status and not orphans:
+            raise UserError("runs prune removes nothing without a filter: give --older-than 30d, --kind select, "
+                            "--status failed or --orphans (see veriscale runs prune --help)")
+        age = None if older_than is None else parse_duration(older_than, "--older-than")
+        st = o.open_store(store)
+        report = prune(st, older_than=age, kinds=kind, statuses=status, orphans=orphans, dry_run=dry_run)
+        doc = report.to_dict()
+        if then_vacuum and not dry_run:
+            doc["vacuum"] = vacuum(st).to_dict()
+        if json_out:
+            emit_json(doc, "runs-prune")
+            return
+        verb = "would remove" if dry_run else "removed"
+        children = f" ({report.child_runs:,} of them child runs)" if report.child_runs else ""
+        lines = [(f"{verb} {_n(report.runs, 'run')}{children}, {_n(report.calls, 'model call')}, "
+                  f"{_n(report.events, 'event')} and {_n(report.steps, 'step')} from {st.path} "
+                  f"({_mib(report.bytes_before)})")]
+        if report.running:
+            lines.append(f"kept {_n(report.running, 'run')} still running (a running run is never pruned)")
+        if "vacuum" in doc:
+            lines.append(f"vacuumed: {_mib(doc['vacuum']['bytes_before'])} -> {_mib(doc['vacuum']['bytes_after'])}")
+        elif report.runs and not dry_run:
+            lines.append("the file keeps its size until vacuumed: veriscale runs vacuum")
+        for line in lines:
+            console.print(for_terminal(line), highlight=False, soft_wrap=True)
+
+
+@runs_app.command("vacuum")
+def vacuum_store(store: o.StoreOpt = None, json_out: o.JsonOpt = False) -> None:
+    """Rewrite the store file without the free space pruned runs and calls left (SQLite VACUUM); prints
+    its size before and after. Example: veriscale runs vacuum"""
+    from veriscale.engine.store_upkeep import vacuum
+
+    with user_errors():
+        st = o.open_store(store)
+        report = vacuum(st)
+        if json_out:
+            emit_json(report.to_dict(), "runs-vacuum")
+            return
+        console.print(for_terminal(f"vacuumed {st.path}: {_mib(report.bytes_before)} -> {_mib(report.bytes_after)}"),
+                      highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -34,7 +34,8 @@ from veriscale import settings
 class RunTable(Protocol):
     """What :func:`settle_dead_runs` needs of a store (``veriscale.engine.store.Store`` is one)."""
 
-    read_only: bool
+    @property
+    def read_only(self) -> bool: ...
 
     def running_runs(self, run_ids: Iterable[int] | None = None) -> list[dict[str, Any]]: ...
 

@@ -27,8 +27,9 @@ from typing import Any
 from veriscale.engine.store import Store
 
 #: The event kinds commands emit: a progress point, a progress event (stall, regression, likely
-#: done), calls done of planned, a status change, and a trajectory's new steps.
-EVENT_KINDS = ("point", "event", "calls", "status", "steps", "budget")
+#: done), calls done of planned, a status change, a trajectory's new steps, a budget step, and
+#: tasks done of planned (select-many).
+EVENT_KINDS = ("point", "event", "calls", "status", "steps", "budget", "tasks")
 
 
 @dataclass(frozen=True)

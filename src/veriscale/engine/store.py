@@ -288,6 +288,21 @@ class Store(CallLeases, RunRecords):
                 raise
             self._conn.execute("COMMIT")
 
+    def transaction(self, fn: Callable[[GuardedConnection], _T]) -> _T:
+        """``fn(conn)`` in one ``BEGIN IMMEDIATE`` transaction under the store's lock, after the writes
+        already handed over: committed when it returns, rolled back when it raises. For a write of
+        many statements that must land whole (:mod:`veriscale.engine.store_upkeep`'s prune)."""
+        self._settle()
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return result
+
     # -- meta --------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         with self._lock:

@@ -128,6 +128,22 @@ class SelectParams(_Params):
     budget: Annotated[str | None, AfterValidator(_known(_budget))] = Field(None, max_length=64, description="What the decision may spend: calls=N or tokens=N (cache hits are free).")
 
 
+class SelectManyParams(_Params):
+    paths: list[PathText] = Field(min_length=1, description="Pools (JSONL, folders) whose runs carry their task, under an allowed folder.")
+    tasks: list[str] | None = Field(None, description="Only these task ids (default: every task of the pool).")
+    limit: int | None = Field(None, ge=1, description="At most the first N tasks.")
+    tasks_at_once: int | None = Field(None, ge=1, le=64, description="Tasks decided at once (default: 1 on the embedded model, 4 on servers).")
+    method: Annotated[str, AfterValidator(_known(_method))] = "ppt"
+    k: int = Field(2, ge=1, le=64, description="PPT pivots.")
+    criteria: Criteria | None = None
+    repeats: int | None = Field(None, ge=1, le=32)
+    adaptive: bool = True
+    min_confidence: float = Field(0.9, gt=0, le=1)
+    seed: int = Field(0, ge=0, lt=2 ** 63)
+    scale: Scale = "letters"
+    budget: Annotated[str | None, AfterValidator(_known(_budget))] = Field(None, max_length=64, description="What each decision may spend: calls=N or tokens=N (cache hits are free).")
+
+
 class TrackParams(_Params):
     paths: list[PathText] = Field(min_length=1, description="Trajectory files under an allowed folder.")
     task: PathText | None = Field(None, description="A task file (default: the task the run names).")
@@ -163,6 +179,11 @@ class SelectJob(_Job):
     params: SelectParams
 
 
+class SelectManyJob(_Job):
+    kind: Literal["select_many"]
+    params: SelectManyParams
+
+
 class TrackJob(_Job):
     kind: Literal["track"]
     params: TrackParams
@@ -173,9 +194,10 @@ class HarnessJob(_Job):
     params: HarnessParams
 
 
-JobRequest = Annotated[Union[ScoreJob, CompareJob, SelectJob, TrackJob, HarnessJob], Field(discriminator="kind")]
+JobRequest = Annotated[Union[ScoreJob, CompareJob, SelectJob, SelectManyJob, TrackJob, HarnessJob],
+                      Field(discriminator="kind")]
 PARAMS: dict[str, type[_Params]] = {"score": ScoreParams, "compare": CompareParams, "select": SelectParams,
-                                    "track": TrackParams, "harness": HarnessParams}
+                                    "select_many": SelectManyParams, "track": TrackParams, "harness": HarnessParams}
 
 
 def _criteria(name: str, ctx: Any):
@@ -232,6 +254,40 @@ def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
     return {**result, "task_taken_from": took} if took else result
 
 
+def run_select_many(params: SelectManyParams, ctx: Any) -> dict[str, Any]:
+    """``select-many`` as a job: each decision a run under the job's, the picks in its result (a rerun
+    of the same job takes every call it committed from the store)."""
+    from veriscale.data.pool import load_pool
+    from veriscale.many.picks_file import PicksList
+    from veriscale.many.select_many import jobs_of, select_many
+    from veriscale.selection.inputs import default_criteria
+    from veriscale.selection.settings import SelectionSettings
+
+    paths = [str(ctx.path(p)) for p in params.paths]
+    jobs = jobs_of(load_pool(paths), tasks=params.tasks, limit=params.limit)
+    crits = _criteria(params.criteria or default_criteria([c for j in jobs for c in j.candidates]), ctx)
+    settings = SelectionSettings(method=params.method, k=params.k, repeats=params.repeats, adaptive=params.adaptive,
+                                 min_confidence=params.min_confidence, seed=params.seed, scale=params.scale,
+                                 criteria=crits, budget=params.budget, **ctx.injection)
+    verifier = settings.verifier(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
+    at_once = params.tasks_at_once or (1 if verifier.model.is_embedded else 4)
+    run_id = ctx.start_run("select-many", verifier.model.uri, {"paths": paths, "tasks": len(jobs),
+                                                               "method": params.method, "k": params.k,
+                                                               "criteria": crits.name, "tasks_at_once": at_once})
+    picks = PicksList()
+    done = 0
+
+    def finished(_record: Any) -> None:
+        nonlocal done
+        done += 1
+        ctx.log.emit(run_id, "tasks", {"done": done, "planned": len(jobs)})
+        ctx.check()  # a cancel stops the job between decisions
+
+    report = select_many(jobs, verifier=verifier, settings=settings, picks=picks, at_once=at_once, parent=run_id,
+                         on_done=finished, on_call=lambda _outcome: ctx.check())
+    return {**report.to_dict(), "picks": [r.to_dict() for r in picks.records]}
+
+
 def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:
     from veriscale.data.importers import load_candidates
     from veriscale.data.text_input import read_text_input
@@ -278,14 +334,15 @@ def run_harness(params: HarnessParams, ctx: Any) -> dict[str, Any]:
 
 
 RUNNERS: dict[str, Callable[[Any, Any], dict[str, Any]]] = {
-    "score": run_score, "compare": run_compare, "select": run_select, "track": run_track, "harness": run_harness}
+    "score": run_score, "compare": run_compare, "select": run_select, "select_many": run_select_many,
+    "track": run_track, "harness": run_harness}
 #: Kinds a running job of which can be stopped between model calls (a harness session cannot).
-CANCELLABLE_WHILE_RUNNING = ("score", "compare", "select", "track")
+CANCELLABLE_WHILE_RUNNING = ("score", "compare", "select", "select_many", "track")
 
 
 def paths_in(kind: str, params: dict[str, Any]) -> list[str]:
     """The file and folder paths a job's params name (each must lie under an allowed folder)."""
-    found = list(params.get("paths") or []) + list(params.get("tasks") or [])
+    found = list(params.get("paths") or []) + (list(params.get("tasks") or []) if kind == "harness" else [])
     if kind in ("select", "track") and params.get("task"):
         found.append(params["task"])
     criteria = params.get("criteria")

@@ -315,7 +315,8 @@ def _run_failed(result: Any, ctx: JobContext) -> str | None:
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         return one_line(f"the run failed: {errors[0]}{more}")[:500]
-    tasks = [t for t in result.get("tasks") or [] if isinstance(t, dict)]
+    listed = result.get("tasks")  # a harness run's tasks; select-many counts its tasks and lists "failures"
+    tasks = [t for t in (listed if isinstance(listed, list) else result.get("failures") or []) if isinstance(t, dict)]
     adopted = None if ctx.run is not None else JobTable(ctx.store).get(ctx.job_id)["run_id"]
     run = ctx.store.run(adopted) if adopted is not None else None
     if result.get("failed") or (run is not None and run.status == "failed"):
@@ -323,6 +324,7 @@ def _run_failed(result: Any, ctx: JobContext) -> str | None:
 
         first = next((f"{t.get('task', 'a task')}: {t.get('error') or t.get('outcome')}" for t in tasks
                       if t.get("error") or t.get("outcome") in FAILED_OUTCOMES), None)
-        count = f"{result['failed']} of {len(tasks)} task(s) failed" if result.get("failed") and tasks else "the run failed"
+        of = listed if isinstance(listed, int) else len(tasks)
+        count = f"{result['failed']} of {of} task(s) failed" if result.get("failed") and tasks else "the run failed"
         return one_line(f"{count}{f': {first}' if first else ''}")[:500]
     return None

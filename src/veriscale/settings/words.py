@@ -35,6 +35,8 @@ FLAG_FOR: dict[str, str] = {
     "budget": "--budget",
     "task": "--task",
     "limit": "--limit",
+    "tasks": "--tasks",
+    "tasks_at_once": "--tasks-at-once",
     "sweep": "--sweep",
     "plot": "--plot",
     "no_jail": "--no-jail",

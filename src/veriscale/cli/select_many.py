@@ -1,0 +1,106 @@
+"""``veriscale select-many``: one Best-of-N decision per task of a pool, written to picks.jsonl.
+
+    veriscale select-many trials.jsonl.gz -o picks.jsonl
+    veriscale select-many runs/ -o picks.jsonl --limit 20 --tasks-at-once 4 --model http://127.0.0.1:8000/v1#judge
+    veriscale select-many trials.jsonl.gz -o picks.jsonl --tasks fix-git,merge-diff   # only these tasks
+
+A rerun with the same ``-o`` skips the tasks already decided and asks again those that failed.
+Exit codes: 0 every task decided, 2 bad input, 3 some task had no pick (its line says why; a rerun
+resumes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from veriscale.cli import options as o
+from veriscale.cli.common import console, emit_json, fail, note, user_errors
+from veriscale.cli.select import (DEFAULT_MIN_CONFIDENCE, AdaptiveOpt, BudgetOpt, DecisionBudgetOpt, FormatOpt,
+                                  MethodOpt, MinConfOpt, PivotsOpt, SelectCriteriaOpt, SelectRepeatsOpt,
+                                  SelectSeedOpt)
+from veriscale.engine.run_scope import recorded_run
+from veriscale.errors import UserError
+from veriscale.selection.settings import SelectionSettings
+
+FAILED_EXIT = 3
+
+PoolsArg = Annotated[list[str], typer.Argument(help="Pools: JSONL files (.gz too), folders or globs of runs that "
+                                                    "carry their task.", show_default=False)]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="picks.jsonl to write (an existing one is resumed).")]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Decide at most the first N tasks of the pool.")]
+TasksOpt = Annotated[Optional[list[str]], typer.Option(
+    "--tasks", help="Only these task ids (comma-separated or repeated).")]
+AtOnceOpt = Annotated[Optional[int], typer.Option(
+    "--tasks-at-once", help="Tasks decided at once (default: 1 on the embedded model, 4 on servers).")]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("select-many")
+    def select_many_command(
+        pools: PoolsArg, out: OutOpt,
+        limit: LimitOpt = None, tasks: TasksOpt = None, tasks_at_once: AtOnceOpt = None,
+        method: MethodOpt = "ppt", pivots: PivotsOpt = 2, budget_tokens: BudgetOpt = None,
+        budget: DecisionBudgetOpt = None, min_confidence: MinConfOpt = None, adaptive: AdaptiveOpt = True,
+        model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
+        criteria: SelectCriteriaOpt = None, repeats: SelectRepeatsOpt = None, reasoning: o.ReasoningOpt = False,
+        discrete: o.DiscreteOpt = False, seed: SelectSeedOpt = 0, refresh: o.RefreshOpt = False,
+        json_out: o.JsonOpt = False, max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None,
+        fmt: FormatOpt = None,
+    ) -> None:
+        """Pick the best run of every task in a pool; one line per task in picks.jsonl.
+
+        A rerun with the same -o skips decided tasks. Exit 3 when some task has no pick.
+
+        Example: veriscale select-many examples/terminal_bench/merge-diff-arc-agi-task.jsonl -o picks.jsonl
+        """
+        with user_errors():
+            from veriscale.data.pool import load_pool
+            from veriscale.many.picks_file import PicksFile
+            from veriscale.many.select_many import jobs_of, select_many
+            from veriscale.selection.inputs import default_criteria
+            from veriscale.verify.criteria import load_criteria
+
+            if min_confidence is not None and not 0.0 < min_confidence <= 1.0:
+                raise UserError(f"--min-confidence {min_confidence} is out of range: give a number in (0, 1], e.g. 0.9")
+            if out.exists() and out.is_dir():
+                raise UserError(f"-o '{out}' is a folder: give a file path for the picks, e.g. {out / 'picks.jsonl'}")
+            wanted = [t.strip() for given in tasks or [] for t in given.split(",") if t.strip()]
+            pool = load_pool(pools, fmt)
+            jobs = jobs_of(pool, tasks=wanted or None, limit=limit)
+            every_run = [c for job in jobs for c in job.candidates]
+            crits = load_criteria(criteria or default_criteria(every_run))
+            cs = o.command_settings(model, store, concurrency)
+            settings = SelectionSettings(
+                budget=cs.with_flags(budget=budget).budget, method=method, k=pivots, repeats=repeats,
+                adaptive=adaptive, min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
+                budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits, reasoning=reasoning,
+                discrete=discrete, injection_policy=cs.injection_policy, **cs.injection())
+            verifier = settings.verifier(o.open_model(cs), store=o.open_store(cs), refresh=refresh,
+                                         max_calls=max_calls, concurrency=cs.concurrency)
+            at_once = tasks_at_once or (1 if verifier.model.is_embedded else 4)
+            picks = PicksFile(out)
+            with recorded_run(verifier.executor.store, "select-many", verifier.model.uri, {
+                    "pools": pools, "out": str(out), "tasks": len(jobs), "method": method, "k": pivots,
+                    "criteria": crits.name, "tasks_at_once": at_once}) as run:
+                with o.call_progress(len(jobs), "tasks", not json_out, what="select-many", unit="tasks") as advance:
+                    report = select_many(jobs, verifier=verifier, settings=settings, picks=picks, at_once=at_once,
+                                         parent=run.id, on_done=lambda record: advance())
+                payload = report.to_dict()
+                run.finish("ok" if not report.failed else "failed", payload)
+            payload.update(out=str(out), run_id=run.id)
+            if json_out:
+                emit_json(payload, "select-many")
+            else:
+                skipped = f", {len(report.skipped)} decided before" if report.skipped else ""
+                console.print(f"decided {report.decided} of {len(jobs)} task(s){skipped}; "
+                              f"{payload['model_calls']} model calls, {payload['cache_hits']} cache hits; "
+                              f"picks in {out}", highlight=False, soft_wrap=True)
+            for text in report.notes:
+                note(text)
+            if report.failed:
+                first = next(r for r in report.records if r.error is not None)
+                fail(f"{report.failed} task(s) have no pick (the first, {first.task}: {first.error}); their lines in "
+                     f"'{out}' say why, and a rerun with the same -o decides them again", FAILED_EXIT)
