@@ -3,6 +3,7 @@
     veriscale select-many trials.jsonl.gz -o picks.jsonl
     veriscale select-many runs/ -o picks.jsonl --limit 20 --tasks-at-once 4 --model http://127.0.0.1:8000/v1#judge
     veriscale select-many trials.jsonl.gz -o picks.jsonl --tasks fix-git,merge-diff   # only these tasks
+    veriscale select-many trials.jsonl.gz -o picks.jsonl --executor ray --address 10.0.0.5:6379
 
 A rerun with the same ``-o`` skips the tasks already decided and asks again those that failed.
 Exit codes: 0 every task decided, 2 bad input, 3 some task had no pick (its line says why; a rerun
@@ -33,6 +34,10 @@ OutOpt = Annotated[Path, typer.Option("--out", "-o", help="picks.jsonl to write 
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Decide at most the first N tasks of the pool.")]
 TasksOpt = Annotated[Optional[list[str]], typer.Option(
     "--tasks", help="Only these task ids (comma-separated or repeated).")]
+ExecutorOpt = Annotated[str, typer.Option(
+    "--executor", help="Where decisions run: local (this process, default) or ray (Ray tasks; pip install 'veriscale[ray]').")]
+AddressOpt = Annotated[Optional[str], typer.Option(
+    "--address", help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT or auto; default: a local Ray instance).")]
 AtOnceOpt = Annotated[Optional[int], typer.Option(
     "--tasks-at-once", help="Tasks decided at once (default: 1 on the embedded model, 4 on servers).")]
 
@@ -42,6 +47,7 @@ def register(app: typer.Typer) -> None:
     def select_many_command(
         pools: PoolsArg, out: OutOpt,
         limit: LimitOpt = None, tasks: TasksOpt = None, tasks_at_once: AtOnceOpt = None,
+        executor: ExecutorOpt = "local", address: AddressOpt = None,
         method: MethodOpt = "ppt", pivots: PivotsOpt = 2, budget_tokens: BudgetOpt = None,
         budget: DecisionBudgetOpt = None, min_confidence: MinConfOpt = None, adaptive: AdaptiveOpt = True,
         model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
@@ -67,6 +73,15 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"--min-confidence {min_confidence} is out of range: give a number in (0, 1], e.g. 0.9")
             if out.exists() and out.is_dir():
                 raise UserError(f"-o '{out}' is a folder: give a file path for the picks, e.g. {out / 'picks.jsonl'}")
+            from veriscale.many.executors import EXECUTORS, LocalExecutor, RayExecutor
+
+            if executor not in EXECUTORS:
+                raise UserError(f"--executor {executor!r} is unknown: use local or ray")
+            if address is not None and executor != "ray":
+                raise UserError("--address names a Ray cluster: add --executor ray, or drop --address")
+            runner = RayExecutor(address=address) if executor == "ray" else LocalExecutor()
+            if isinstance(runner, RayExecutor):
+                runner.start()  # an unreachable cluster is one sentence before any work
             wanted = [t.strip() for given in tasks or [] for t in given.split(",") if t.strip()]
             pool = load_pool(pools, fmt)
             jobs = jobs_of(pool, tasks=wanted or None, limit=limit)
@@ -80,14 +95,14 @@ def register(app: typer.Typer) -> None:
                 discrete=discrete, injection_policy=cs.injection_policy, **cs.injection())
             verifier = settings.verifier(o.open_model(cs), store=o.open_store(cs), refresh=refresh,
                                          max_calls=max_calls, concurrency=cs.concurrency)
-            at_once = tasks_at_once or (1 if verifier.model.is_embedded else 4)
+            at_once = tasks_at_once or (1 if verifier.model.is_embedded and executor == "local" else 4)
             picks = PicksFile(out)
             with recorded_run(verifier.executor.store, "select-many", verifier.model.uri, {
                     "pools": pools, "out": str(out), "tasks": len(jobs), "method": method, "k": pivots,
-                    "criteria": crits.name, "tasks_at_once": at_once}) as run:
+                    "criteria": crits.name, "tasks_at_once": at_once, "executor": executor}) as run:
                 with o.call_progress(len(jobs), "tasks", not json_out, what="select-many", unit="tasks") as advance:
                     report = select_many(jobs, verifier=verifier, settings=settings, picks=picks, at_once=at_once,
-                                         parent=run.id, on_done=lambda record: advance())
+                                         parent=run.id, on_done=lambda record: advance(), executor=runner)
                 payload = report.to_dict()
                 run.finish("ok" if not report.failed else "failed", payload)
             payload.update(out=str(out), run_id=run.id)

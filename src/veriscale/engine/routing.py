@@ -32,7 +32,7 @@ import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from veriscale.errors import UserError, setting
 from veriscale.models.abilities import aclose_backend
@@ -143,14 +143,33 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+class Slots(Protocol):
+    """Call slots: :class:`SlotLimiter` in one process, a cluster's shared desk on Ray workers
+    (``veriscale.many.ray_limits``)."""
+
+    cap: int
+
+    async def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class Rate(Protocol):
+    """A rate bucket: :class:`RateLimiter`, or a cluster's shared one."""
+
+    per_minute: int
+
+    async def take(self, units: int) -> None: ...
+
+
 @dataclass
 class EndpointLimits:
     """What limits one endpoint in this process: call slots and rate buckets."""
 
     key: str
-    slots: SlotLimiter
-    requests: RateLimiter | None = None
-    tokens: RateLimiter | None = None
+    slots: Slots
+    requests: Rate | None = None
+    tokens: Rate | None = None
 
     @property
     def concurrency(self) -> int:
@@ -185,6 +204,17 @@ def endpoint_limits(backend: ModelBackend, *, concurrency: int, rpm: int | None 
         return found
 
 
+def install_limits(backend: ModelBackend, limits: EndpointLimits) -> None:
+    """Make ``limits`` the process's limits of ``backend``'s endpoint (a Ray worker installs the
+    cluster's shared ones before any pool is built, so :func:`endpoint_limits` finds them)."""
+    key = getattr(backend, "limit_key", None)
+    with _LIMITS_LOCK:
+        if key:
+            _LIMITS[key] = limits
+        else:
+            _LIMITS_BY_OBJECT[backend] = limits
+
+
 @dataclass
 class Endpoint:
     """One backend instance of a pool, and the process-wide limits of its endpoint."""
@@ -200,7 +230,7 @@ class Endpoint:
         return self.limits.concurrency
 
     @property
-    def tokens(self) -> RateLimiter | None:
+    def tokens(self) -> Rate | None:
         return self.limits.tokens
 
     def shared_prefix(self, prompt: str) -> int:

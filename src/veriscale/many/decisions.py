@@ -39,27 +39,40 @@ def cost_of(spent: Usage) -> dict[str, Any]:
             "prompt_tokens": spent.prompt_tokens, "completion_tokens": spent.completion_tokens}
 
 
-async def adecide(job: DecisionJob, *, verifier: Any, settings: SelectionSettings, parent: int | None = None,
-                  on_call: Callable[[Any], None] | None = None) -> PickRecord:
-    """Select among ``job``'s runs on the running loop, as a ``select`` run under ``parent``."""
+async def apick(job: DecisionJob, *, verifier: Any, settings: SelectionSettings,
+                on_call: Callable[[Any], None] | None = None) -> tuple[PickRecord, dict[str, Any] | None]:
+    """The selection among ``job``'s runs on the running loop, in no run of its own: the record (no
+    ``run_id`` yet) and the selection as a run records it (None when the task failed: ``error``)."""
     from veriscale.selection.select import aselect
 
-    store = verifier.executor.store
-    run_id: int | None = None
     with usage_tap() as spent:
         try:
-            with recorded_run(store, "select", verifier.model.uri,
-                              {"task": job.key, "method": settings.method, "k": settings.k,
-                               "criteria": verifier.criteria.name, "select_many": parent}, parent=parent) as run:
-                run_id = run.id
-                RunLog(run.store).record_candidates(run.id, job.candidates)
-                progress = None if on_call is None else (lambda done, planned: on_call(None))
-                sel = await aselect(job.task, job.candidates, verifier=verifier, settings=settings,
-                                    on_progress=progress)
-                run.finish("ok", sel.to_dict())
+            progress = None if on_call is None else (lambda done, planned: on_call(None))
+            sel = await aselect(job.task, job.candidates, verifier=verifier, settings=settings, on_progress=progress)
         except (UserError, ModelCallError) as exc:  # SelectionFailed is a ModelCallError
             return PickRecord(task=job.key, n_candidates=len(job.candidates), method=settings.method,
-                              cost=cost_of(spent), run_id=run_id, error=one_line(str(exc)))
-    return PickRecord(task=job.key, pick=sel.best.id, confidence=sel.confidence, decided=sel.decided,
-                      ranking=[sel.candidates[i].id for i in sel.ranking], n_candidates=len(job.candidates),
-                      method=sel.method, cost=cost_of(spent), run_id=run_id, notes=list(sel.notes))
+                              cost=cost_of(spent), error=one_line(str(exc))), None
+    record = PickRecord(task=job.key, pick=sel.best.id, confidence=sel.confidence, decided=sel.decided,
+                        ranking=[sel.candidates[i].id for i in sel.ranking], n_candidates=len(job.candidates),
+                        method=sel.method, cost=cost_of(spent), notes=list(sel.notes))
+    return record, sel.to_dict()
+
+
+def run_args(job: DecisionJob, verifier: Any, settings: SelectionSettings, parent: int | None) -> dict[str, Any]:
+    """The arguments a decision's ``select`` run records."""
+    return {"task": job.key, "method": settings.method, "k": settings.k, "criteria": verifier.criteria.name,
+            "select_many": parent}
+
+
+async def adecide(job: DecisionJob, *, verifier: Any, settings: SelectionSettings, parent: int | None = None,
+                  on_call: Callable[[Any], None] | None = None) -> PickRecord:
+    """:func:`apick` as a ``select`` run under ``parent`` in the verifier's store."""
+    store = verifier.executor.store
+    with recorded_run(store, "select", verifier.model.uri, run_args(job, verifier, settings, parent),
+                      parent=parent) as run:
+        RunLog(run.store).record_candidates(run.id, job.candidates)
+        record, result = await apick(job, verifier=verifier, settings=settings, on_call=on_call)
+        record.run_id = run.id
+        run.finish("ok" if record.error is None else "failed", result if result is not None else
+                   {"error": record.error})
+    return record

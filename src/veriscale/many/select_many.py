@@ -21,7 +21,8 @@ from typing import Any
 from veriscale.data.pool import TaskGroup
 from veriscale.engine import sync_edge
 from veriscale.errors import UserError, setting
-from veriscale.many.decisions import DecisionJob, adecide
+from veriscale.many.decisions import DecisionJob
+from veriscale.many.executors import Executor, LocalExecutor
 from veriscale.many.picks_file import PickRecord, PicksFile, PicksList
 from veriscale.selection.settings import SelectionSettings
 
@@ -86,7 +87,8 @@ def jobs_of(pool: dict[str, TaskGroup], *, tasks: Sequence[str] | None = None,
 async def aselect_many(jobs: Sequence[DecisionJob], *, verifier: Any, settings: SelectionSettings,
                        picks: PicksFile | PicksList, at_once: int = 1, parent: int | None = None,
                        on_done: Callable[[PickRecord], None] | None = None,
-                       on_call: Callable[[Any], None] | None = None) -> ManyReport:
+                       on_call: Callable[[Any], None] | None = None,
+                       executor: Executor | None = None) -> ManyReport:
     """Decide every job not already in ``picks`` (``at_once`` at a time), appending each record as it
     finishes; ``on_done(record)`` after each line is on disk."""
     if at_once < 1:
@@ -95,10 +97,11 @@ async def aselect_many(jobs: Sequence[DecisionJob], *, verifier: Any, settings: 
     report = ManyReport(skipped=[j.key for j in jobs if j.key in done], notes=list(picks.notes))
     todo = [j for j in jobs if j.key not in done]
     slots = asyncio.Semaphore(at_once)
+    runner = executor or LocalExecutor()
 
     async def one(job: DecisionJob) -> None:
         async with slots:
-            record = await adecide(job, verifier=verifier, settings=settings, parent=parent, on_call=on_call)
+            record = await runner.decide(job, verifier=verifier, settings=settings, parent=parent, on_call=on_call)
         picks.append(record)  # the loop's one writer: a line is whole before the next one starts
         report.records.append(record)
         if on_done is not None:

@@ -45,6 +45,11 @@ def chosen(name: str) -> Any:
     return _chosen.get(name)
 
 
+def choices() -> dict[str, Any]:
+    """Every choice the command made (what a worker process is handed to read the same settings)."""
+    return dict(_chosen)
+
+
 def from_environment(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """Setting ``name`` from its environment variable, parsed and checked (None when unset or blank);
     a bad value is the setting's one sentence."""
@@ -69,4 +74,4 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
     return SPEC[name].default
 
 
-__all__ = ["choose", "chosen", "environment", "from_environment", "value"]
+__all__ = ["choices", "choose", "chosen", "environment", "from_environment", "value"]

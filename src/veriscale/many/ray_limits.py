@@ -1,0 +1,110 @@
+"""One set of endpoint limits for a whole Ray cluster: a desk actor holds each endpoint's call slots
+and rate buckets, and every worker's gateway takes its slots there, so however many workers run,
+an endpoint never has more than ``--concurrency`` calls in flight (nor more than ``--rpm`` /
+``--tpm`` a minute)::
+
+    desk = start_desk()                                  # on the driver, once
+    install_remote_limits(backend, desk, holder="t1#1", concurrency=4, rpm=0, tpm=0)   # on a worker
+    desk.release_all.remote("t1#1")                      # on the driver, when that attempt ends
+
+A worker that dies holding slots would keep them forever; each attempt takes its slots as a
+``holder`` the driver names, and the driver frees whatever a finished or lost attempt still holds.
+The embedded model keeps its own one-call limit in each worker (each worker loads its own copy).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from veriscale.engine.routing import EndpointLimits, RateLimiter, SlotLimiter, install_limits
+
+
+class EndpointDesk:
+    """The body of the desk actor (an async Ray actor: waits for a slot without blocking the others)."""
+
+    def __init__(self) -> None:
+        self.slots: dict[str, SlotLimiter] = {}
+        self.rates: dict[tuple[str, str], RateLimiter] = {}
+        self.held: dict[str, Counter[str]] = {}  # endpoint -> holder -> slots held
+        self.peak: Counter[str] = Counter()  # the most slots of an endpoint ever held at once
+
+    async def acquire(self, key: str, cap: int, holder: str) -> None:
+        slots = self.slots.setdefault(key, SlotLimiter(cap))
+        await slots.acquire()
+        self.held.setdefault(key, Counter())[holder] += 1
+        self.peak[key] = max(self.peak[key], slots.held)
+
+    def release(self, key: str, holder: str) -> None:
+        held = self.held.get(key)
+        if held is not None and held[holder] > 0:
+            held[holder] -= 1
+            self.slots[key].release()
+
+    def release_all(self, holder: str) -> int:
+        """Free every slot ``holder`` still holds (its worker finished or died); how many."""
+        freed = 0
+        for key, held in self.held.items():
+            while held[holder] > 0:
+                held[holder] -= 1
+                self.slots[key].release()
+                freed += 1
+        return freed
+
+    async def take(self, key: str, kind: str, per_minute: int, units: int) -> None:
+        await self.rates.setdefault((key, kind), RateLimiter(per_minute)).take(units)
+
+    def state(self, key: str) -> dict[str, int]:
+        """Slots held and waited for now, and the peak (for tests and the scaling benchmark)."""
+        slots = self.slots.get(key)
+        return {"held": slots.held if slots else 0, "waiting": slots.waiting if slots else 0, "peak": self.peak[key]}
+
+
+#: the desk's actor name, in the driver's own Ray namespace (one desk a driver, found by its workers)
+DESK_NAME = "veriscale-endpoint-desk"
+
+
+def start_desk() -> Any:
+    """The desk actor of this driver (one a driver, however many runs it starts; it ends with it)."""
+    import ray
+
+    return ray.remote(num_cpus=0, max_concurrency=1000)(EndpointDesk).options(
+        name=DESK_NAME, get_if_exists=True).remote()
+
+
+class _RemoteSlots:
+    def __init__(self, desk: Any, key: str, cap: int, holder: str) -> None:
+        self.desk, self.key, self.cap, self.holder = desk, key, cap, holder
+
+    async def acquire(self) -> None:
+        await self.desk.acquire.remote(self.key, self.cap, self.holder)
+
+    def release(self) -> None:
+        self.desk.release.remote(self.key, self.holder)
+
+
+class _RemoteRate:
+    def __init__(self, desk: Any, key: str, kind: str, per_minute: int) -> None:
+        self.desk, self.key, self.kind, self.per_minute = desk, key, kind, per_minute
+
+    async def take(self, units: int) -> None:
+        await self.desk.take.remote(self.key, self.kind, self.per_minute, units)
+
+
+def limit_key(backend: Any) -> str:
+    """The endpoint a backend's calls count against, cluster-wide (its ``limit_key``, else its URI)."""
+    return str(getattr(backend, "limit_key", None) or backend.uri)
+
+
+def install_remote_limits(backend: Any, desk: Any, *, holder: str, concurrency: int, rpm: int = 0,
+                          tpm: int = 0) -> None:
+    """Make ``desk`` the limits of ``backend``'s endpoint in this worker (not for the embedded model)."""
+    if getattr(backend, "is_embedded", False):
+        return
+    key = limit_key(backend)
+    own = getattr(backend, "concurrency", None)
+    cap = int(own) if isinstance(own, int) and own > 0 else concurrency
+    install_limits(backend, EndpointLimits(
+        f"cluster:{key}", _RemoteSlots(desk, key, cap, holder),
+        _RemoteRate(desk, key, "requests", rpm) if rpm else None,
+        _RemoteRate(desk, key, "tokens", tpm) if tpm else None))
