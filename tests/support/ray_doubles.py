@@ -117,3 +117,31 @@ def register_crowd_in_worker() -> None:
 
     register_in_worker()
     register_backend(("crowd",), lambda uri: CrowdModel(uri, int(uri.split(":", 1)[1])), forms=("crowd:CAP",))
+
+
+class StallOnceModel(ScriptedScoreModel):
+    """TEST DOUBLE: the scripted model whose first worker, at its 4th call, writes ``FOLDER/stalled``
+    and waits there until its node is taken away (the test removes it); later workers answer."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder, self.count, self.lock = folder, 0, threading.Lock()
+
+    def score(self, request):
+        with self.lock:
+            self.count += 1
+            nth = self.count
+        stalled = self.folder / "stalled"
+        if nth == 4 and not stalled.exists():
+            stalled.write_text(str(os.getpid()))
+            deadline = time.monotonic() + GUARD_S
+            while time.monotonic() < deadline:  # the node's removal ends this process
+                time.sleep(0.05)
+        return super().score(request)
+
+
+def register_stall_in_worker() -> None:
+    from veriscale.models.registry import register_backend
+
+    register_in_worker()
+    register_backend(("stallonce",), lambda uri: StallOnceModel(Path(uri.split(":", 1)[1])), forms=("stallonce:DIR",))

@@ -17,6 +17,7 @@ call is asked twice.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -45,10 +46,23 @@ class LocalExecutor:
         return await adecide(job, verifier=verifier, settings=settings, parent=parent, on_call=on_call)
 
 
+def model_backends(model: Any) -> list[Any]:
+    """The endpoint backends of the verifier's model (a worker loads each from its URI)."""
+    endpoints = getattr(model, "endpoints", None)
+    return [e.backend for e in endpoints] if endpoints else [model]
+
+
 def model_uris(model: Any) -> list[str]:
     """The endpoint URIs a worker loads the verifier's model from."""
-    endpoints = getattr(model, "endpoints", None)
-    return [e.backend.uri for e in endpoints] if endpoints else [model.uri]
+    return [backend.uri for backend in model_backends(model)]
+
+
+def probed_states(model: Any) -> list[dict[str, Any] | None]:
+    """What the driver's backends learned by probing their servers, one per endpoint (None: nothing
+    to hand over), so no worker probes an endpoint again."""
+    from veriscale.models.abilities import ProbedState
+
+    return [b.probed_state() if isinstance(b, ProbedState) else None for b in model_backends(model)]
 
 
 def committed_calls(store: Any, task: str) -> list[dict[str, Any]]:
@@ -70,6 +84,7 @@ class RayExecutor:
         self._remote: Any = None
         self.desk: Any = None  # the cluster's endpoint limits (veriscale.many.ray_limits)
         self.attempts: dict[str, int] = {}  # task -> workers it took (1: no retry)
+        self._probed: list[dict[str, Any] | None] | None = None
 
     def start(self) -> None:
         """Join (or start) the Ray cluster; an address nobody answers is one sentence."""
@@ -100,6 +115,8 @@ class RayExecutor:
         if self._remote is None:
             self.start()
         store = verifier.executor.store
+        if self._probed is None:  # probed once, by the driver, before the first task leaves
+            self._probed = await asyncio.to_thread(probed_states, verifier.model)
         lost = ""
         for attempt in range(1, self.retries + 2):
             self.attempts[job.key] = attempt
@@ -111,7 +128,9 @@ class RayExecutor:
                                         chosen=setting_source.source.choices(),
                                         seeds=await asyncio.to_thread(committed_calls, store, job.key),
                                         refresh=verifier.executor.gateway.refresh and attempt == 1, setup=self.setup,
-                                        desk=self.desk, holder=f"{job.key}#{attempt}", **_rates(verifier))
+                                        desk=self.desk, holder=f"{uuid.uuid4().hex}:{job.key}#{attempt}",
+                                        probed=self._probed,
+                                        **_rates(verifier))
                 try:
                     record, result = await self._stream(payload, store, run.id, on_call)
                 except _WorkerLost as gone:

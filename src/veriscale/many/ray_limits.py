@@ -4,11 +4,12 @@ an endpoint never has more than ``--concurrency`` calls in flight (nor more than
 ``--tpm`` a minute)::
 
     desk = start_desk()                                  # on the driver, once
-    install_remote_limits(backend, desk, holder="t1#1", concurrency=4, rpm=0, tpm=0)   # on a worker
-    desk.release_all.remote("t1#1")                      # on the driver, when that attempt ends
+    install_remote_limits(backend, desk, holder=attempt_id, concurrency=4, rpm=0, tpm=0)   # on a worker
+    desk.release_all.remote(attempt_id)                  # on the driver, when that attempt ends
 
-A worker that dies holding slots would keep them forever; each attempt takes its slots as a
-``holder`` the driver names, and the driver frees whatever a finished or lost attempt still holds.
+A worker that dies holding slots would keep them forever, and its acquires still queued at the desk
+would take the next ones; each attempt takes its slots as a ``holder`` the driver names (unique: the desk outlives runs of one driver), and when an
+attempt ends the driver frees what it holds and the desk passes on whatever its queued acquires get.
 The embedded model keeps its own one-call limit in each worker (each worker loads its own copy).
 """
 
@@ -28,10 +29,14 @@ class EndpointDesk:
         self.rates: dict[tuple[str, str], RateLimiter] = {}
         self.held: dict[str, Counter[str]] = {}  # endpoint -> holder -> slots held
         self.peak: Counter[str] = Counter()  # the most slots of an endpoint ever held at once
+        self.gone: set[str] = set()  # holders whose attempt ended: what they still wait for is passed on
 
     async def acquire(self, key: str, cap: int, holder: str) -> None:
         slots = self.slots.setdefault(key, SlotLimiter(cap))
         await slots.acquire()
+        if holder in self.gone:  # a dead worker's acquire, still queued here when it died: pass the slot on
+            slots.release()
+            return
         self.held.setdefault(key, Counter())[holder] += 1
         self.peak[key] = max(self.peak[key], slots.held)
 
@@ -42,7 +47,9 @@ class EndpointDesk:
             self.slots[key].release()
 
     def release_all(self, holder: str) -> int:
-        """Free every slot ``holder`` still holds (its worker finished or died); how many."""
+        """Free every slot ``holder`` still holds (its worker finished or died), and pass on the slots its
+        still-queued acquires would get; how many were held."""
+        self.gone.add(holder)
         freed = 0
         for key, held in self.held.items():
             while held[holder] > 0:
@@ -65,11 +72,14 @@ DESK_NAME = "veriscale-endpoint-desk"
 
 
 def start_desk() -> Any:
-    """The desk actor of this driver (one a driver, however many runs it starts; it ends with it)."""
+    """The desk actor of this driver (one a driver, however many runs it starts; it ends with it),
+    on the driver's own node: a worker node that leaves never takes the limits with it."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
     return ray.remote(num_cpus=0, max_concurrency=1000)(EndpointDesk).options(
-        name=DESK_NAME, get_if_exists=True).remote()
+        name=DESK_NAME, get_if_exists=True, scheduling_strategy=here).remote()
 
 
 class _RemoteSlots:

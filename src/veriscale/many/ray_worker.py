@@ -47,6 +47,7 @@ class WorkerPayload:
     holder: str = ""  # who this attempt's slots belong to at the desk
     rpm: int = 0
     tpm: int = 0
+    probed: list[dict[str, Any] | None] | None = None  # what the driver's probes found, one per endpoint
 
 
 def call_rows(store: Any, where: str = "", params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
@@ -128,6 +129,7 @@ async def _decide(payload: WorkerPayload, out: queue.Queue[tuple[str, Any]]) -> 
     from veriscale.engine.run_scope import recorded_run
     from veriscale.engine.store import Store
     from veriscale.many.decisions import apick, run_args
+    from veriscale.models.abilities import ProbedState
     from veriscale.models.uri import load_backend
 
     if payload.setup is not None:
@@ -138,6 +140,9 @@ async def _decide(payload: WorkerPayload, out: queue.Queue[tuple[str, Any]]) -> 
     try:
         put_rows(store, payload.seeds)
         backends = [load_backend(uri) for uri in payload.uris]
+        for backend, state in zip(backends, payload.probed or []):
+            if state is not None and isinstance(backend, ProbedState):
+                backend.adopt_probed_state(state)  # the driver probed this endpoint: no probe from here
         if payload.desk is not None:
             from veriscale.many.ray_limits import install_remote_limits
 

@@ -27,6 +27,8 @@ abilities and who has them:
 - ``ChatOptions`` (``chat_options``, the sampling options ``chat`` takes; else none).
 - ``TopK`` (``top_logprobs``, the most labels one read shows; else every label is read).
 - ``StagedScorer`` (``scorer``, the backend that reads a two-stage model's slot).
+- ``ProbedState`` (``probed_state()`` / ``adopt_probed_state(state)``: what a server backend learned by
+  probing, handed to a copy in another process; else the copy probes for itself): OpenAI-compatible.
 
 An ability that costs a request to find out (whether a server reads joint prompts runs its read
 probe) is a method, never a property: ``isinstance`` against these Protocols on Python 3.11 reads
@@ -116,6 +118,13 @@ class TopK(Protocol):
 @runtime_checkable
 class StagedScorer(Protocol):
     scorer: ModelBackend
+
+
+@runtime_checkable
+class ProbedState(Protocol):
+    def probed_state(self) -> dict[str, Any]: ...
+
+    def adopt_probed_state(self, state: dict[str, Any]) -> None: ...
 
 
 async def aclose_backend(backend: object) -> None:

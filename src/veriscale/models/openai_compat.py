@@ -211,6 +211,19 @@ class OpenAICompatModel(ServerTokenizer):
             weights = f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
         return weights if plan.strategy == "exact" else f"{weights} read={plan.strategy}"
 
+    # -- what was probed, handed to a copy elsewhere (a Ray worker) -----------------------------
+    def probed_state(self) -> dict[str, Any]:
+        """What this backend learned from its server: the read plan and the server's info and
+        tokenizer routes (probing first what it had not yet), for :meth:`adopt_probed_state`."""
+        self.read_plan()
+        self._probe.info(self._client)
+        return {"plan": self._plan, "probe": self._probe.learned()}
+
+    def adopt_probed_state(self, state: dict[str, Any]) -> None:
+        """Take another copy's :meth:`probed_state`: this backend sends no probe of its own."""
+        self._plan = state.get("plan") or self._plan
+        self._probe.adopt(state.get("probe") or {})
+
     # -- how a slot is read ------------------------------------------------------------------
     def supports_joint(self) -> bool:
         """Whether a joint reply can be held to its format here (the probe's ``joint``): without that a

@@ -117,6 +117,18 @@ class ServerProbe:
         self._requests_lock = threading.Lock()
         self._spans: TokenSpans | None = None  # the TokenSpans over this server's tokenizer (:meth:`spans`)
 
+    _LEARNED = ("learned_context", "_info", "_route", "_baseline", "_id_route", "_id_baseline", "_separator")
+
+    def learned(self) -> dict[str, Any]:
+        """What this probe found out (the server's info, its tokenizer routes), for :meth:`adopt`."""
+        return {name: getattr(self, name) for name in self._LEARNED}
+
+    def adopt(self, learned: dict[str, Any]) -> None:
+        """Take what another probe of the same server found out, so this one asks nothing again."""
+        for name in self._LEARNED:
+            if name in learned:
+                setattr(self, name, learned[name])
+
     # -- the model list and the server's own settings -----------------------------------------
     def info(self, client: httpx.Client) -> ServerInfo:
         """What the server says (asked on the first call only)."""
