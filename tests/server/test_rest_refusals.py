@@ -67,7 +67,7 @@ def test_an_unknown_top_level_field_and_an_unknown_kind_are_refused(served) -> N
         "a score job's 'priority' is not a field this API takes: drop it or fix its name (kind, params)"), r.text
     r = c.post("/api/jobs", json={"kind": "rank", "params": {}})
     assert r.status_code == 422 and r.json()["error"] == (
-        "'kind': unknown job kind 'rank': use one of score, compare, select, track, harness"), r.text
+        "'kind': unknown job kind 'rank': use one of score, compare, select, select_many, track, harness"), r.text
 
 
 @pytest.mark.parametrize("body, start", [

@@ -35,7 +35,7 @@ LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Decide at most
 TasksOpt = Annotated[Optional[list[str]], typer.Option(
     "--tasks", help="Only these task ids (comma-separated or repeated).")]
 ExecutorOpt = Annotated[str, typer.Option(
-    "--executor", help="Where decisions run: local (this process, default) or ray (Ray tasks; pip install 'veriscale[ray]').")]
+    "--executor", help="Where decisions run: local (this process, default) or ray (Ray tasks; pip install 'veriscale\\[ray]').")]
 AddressOpt = Annotated[Optional[str], typer.Option(
     "--address", help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT or auto; default: a local Ray instance).")]
 AtOnceOpt = Annotated[Optional[int], typer.Option(

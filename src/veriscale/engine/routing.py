@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from veriscale.errors import UserError, setting
-from veriscale.models.abilities import aclose_backend
+from veriscale.models.abilities import aclose_backend, endpoint_key, own_concurrency
 from veriscale.models.base import ChatResponse, ModelBackend, ScoreRequest, ScoreResponse
 
 #: A prompt sticks to an endpoint that recently saw a prompt sharing this fraction of it.
@@ -184,12 +184,11 @@ _LIMITS_BY_OBJECT: weakref.WeakKeyDictionary[Any, EndpointLimits] = weakref.Weak
 def endpoint_limits(backend: ModelBackend, *, concurrency: int, rpm: int | None = None,
                     tpm: int | None = None) -> EndpointLimits:
     """The process's one :class:`EndpointLimits` for ``backend`` (see the module docstring for the rule)."""
-    key = getattr(backend, "limit_key", None)
+    key = endpoint_key(backend)
     with _LIMITS_LOCK:
         found = _LIMITS.get(key) if key else _LIMITS_BY_OBJECT.get(backend)
         if found is None:
-            own = getattr(backend, "concurrency", None)
-            cap = 1 if getattr(backend, "is_embedded", False) else int(own) if isinstance(own, int) and own > 0 else concurrency
+            cap = 1 if backend.is_embedded else own_concurrency(backend) or concurrency
             found = EndpointLimits(key or f"object:{id(backend)}", SlotLimiter(cap),
                                    RateLimiter(rpm) if rpm else None, RateLimiter(tpm) if tpm else None)
             if key:
@@ -207,7 +206,7 @@ def endpoint_limits(backend: ModelBackend, *, concurrency: int, rpm: int | None 
 def install_limits(backend: ModelBackend, limits: EndpointLimits) -> None:
     """Make ``limits`` the process's limits of ``backend``'s endpoint (a Ray worker installs the
     cluster's shared ones before any pool is built, so :func:`endpoint_limits` finds them)."""
-    key = getattr(backend, "limit_key", None)
+    key = endpoint_key(backend)
     with _LIMITS_LOCK:
         if key:
             _LIMITS[key] = limits

@@ -23,6 +23,7 @@ from veriscale.engine import sync_edge
 from veriscale.engine.gateway import CallOutcome, Gateway, PlannedCall, Progress
 from veriscale.engine.routing import EndpointPool
 from veriscale.engine.store import Store
+from veriscale.models.abilities import Calibrated
 from veriscale.engine.usage import Estimate, Usage
 from veriscale.models.base import ChatResponse, ModelBackend
 
@@ -54,8 +55,8 @@ class CallExecutor:
     def calibration_key(self) -> str:
         """What τ is stored under: the weights, and the read where it is not exact and prefilled
         (``calibration_key()`` of the backend; its fingerprint for a backend without one)."""
-        key = getattr(self.gateway.model, "calibration_key", None)
-        return key() if callable(key) else self.gateway.fingerprint()
+        model = self.gateway.model
+        return model.calibration_key() if isinstance(model, Calibrated) else self.gateway.fingerprint()
 
     def keyed(self, calls: Sequence[PlannedCall]) -> list[PlannedCall]:
         return self.gateway.keyed(calls)

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import recorded_run
-from veriscale.errors import UserError, one_line
+from veriscale.errors import UserError, one_line, setting
 from veriscale.many.decisions import DecisionJob, adecide, run_args
 from veriscale.many.picks_file import PickRecord
 from veriscale.selection.settings import SelectionSettings
@@ -91,7 +91,7 @@ class RayExecutor:
         try:
             import ray
         except ImportError:
-            raise UserError("--executor ray needs Ray: pip install 'veriscale[ray]'") from None
+            raise UserError(f"{setting('executor', 'ray')} needs Ray: pip install 'veriscale[ray]'") from None
         if not ray.is_initialized():
             _reachable(self.address)
             try:
@@ -100,7 +100,8 @@ class RayExecutor:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = self.address or "a local instance"
                 raise UserError(f"cannot reach the Ray cluster at {where} ({one_line(str(exc))[:200]}): start it with "
-                                "'ray start --head', give its address with --address, or drop --executor ray") from None
+                                f"'ray start' on its head node, give its address with {setting('address')}, or drop "
+                                f"{setting('executor', 'ray')}") from None
         from veriscale.many.ray_limits import start_desk
         from veriscale.many.ray_worker import decide_here
 
@@ -190,13 +191,13 @@ def _reachable(address: str | None, timeout_s: float = 5.0) -> None:
     where = address.split("://", 1)[-1]
     host, _, port = where.rpartition(":")
     if not host or not port.isdigit():
-        raise UserError(f"--address {address!r} is not HOST:PORT (or ray://HOST:PORT): give the head node's address, "
-                        "e.g. 10.0.0.5:6379")
+        raise UserError(f"{setting('address', repr(address))} is not HOST:PORT (or ray://HOST:PORT): give the head "
+                        "node's address, e.g. 10.0.0.5:6379")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise UserError(f"nothing answers at --address {address} ({exc.strerror or exc}): start the cluster with "
-                        "'ray start --head', check the address, or drop --executor ray") from None
+        raise UserError(f"nothing answers at {setting('address', address)} ({exc.strerror or exc}): start the cluster "
+                        f"with 'ray start' on its head node, check the address, or drop {setting('executor', 'ray')}") from None
 
 
 class _WorkerLost(Exception):

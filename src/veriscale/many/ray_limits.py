@@ -19,6 +19,7 @@ from collections import Counter
 from typing import Any
 
 from veriscale.engine.routing import EndpointLimits, RateLimiter, SlotLimiter, install_limits
+from veriscale.models.abilities import endpoint_key, own_concurrency
 
 
 class EndpointDesk:
@@ -103,17 +104,16 @@ class _RemoteRate:
 
 def limit_key(backend: Any) -> str:
     """The endpoint a backend's calls count against, cluster-wide (its ``limit_key``, else its URI)."""
-    return str(getattr(backend, "limit_key", None) or backend.uri)
+    return endpoint_key(backend) or str(backend.uri)
 
 
 def install_remote_limits(backend: Any, desk: Any, *, holder: str, concurrency: int, rpm: int = 0,
                           tpm: int = 0) -> None:
     """Make ``desk`` the limits of ``backend``'s endpoint in this worker (not for the embedded model)."""
-    if getattr(backend, "is_embedded", False):
+    if backend.is_embedded:
         return
     key = limit_key(backend)
-    own = getattr(backend, "concurrency", None)
-    cap = int(own) if isinstance(own, int) and own > 0 else concurrency
+    cap = own_concurrency(backend) or concurrency
     install_limits(backend, EndpointLimits(
         f"cluster:{key}", _RemoteSlots(desk, key, cap, holder),
         _RemoteRate(desk, key, "requests", rpm) if rpm else None,

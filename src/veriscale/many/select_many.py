@@ -62,7 +62,7 @@ def jobs_of(pool: dict[str, TaskGroup], *, tasks: Sequence[str] | None = None,
         first = pool[""].candidates[0]
         where = f"'{first.source}'" if first.source else f"run '{first.id}'"
         raise UserError(f"{where} has no task (no task id or text): select-many groups runs by task, so give "
-                        "pools whose runs carry their task, or use select with --task for one task")
+                        f"pools whose runs carry their task, or use select with {setting('task')} for one task")
     keys = list(pool)
     if tasks:
         unknown = [t for t in tasks if t not in pool]

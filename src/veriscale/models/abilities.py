@@ -27,6 +27,11 @@ abilities and who has them:
 - ``ChatOptions`` (``chat_options``, the sampling options ``chat`` takes; else none).
 - ``TopK`` (``top_logprobs``, the most labels one read shows; else every label is read).
 - ``StagedScorer`` (``scorer``, the backend that reads a two-stage model's slot).
+- ``SharedEndpoint`` (``limit_key``: the server and model its calls count against, so every gateway of a
+  process shares one set of limits for it; else the backend object is its own endpoint): the HTTP
+  backends and embedded. ``OwnConcurrency`` (``concurrency``: the endpoint's own cap; else the
+  ``concurrency`` setting). ``Calibrated`` (``calibration_key()``, what τ is stored under; else the
+  fingerprint): OpenAI-compatible.
 - ``ProbedState`` (``probed_state()`` / ``adopt_probed_state(state)``: what a server backend learned by
   probing, handed to a copy in another process; else the copy probes for itself): OpenAI-compatible.
 
@@ -118,6 +123,32 @@ class TopK(Protocol):
 @runtime_checkable
 class StagedScorer(Protocol):
     scorer: ModelBackend
+
+
+@runtime_checkable
+class SharedEndpoint(Protocol):
+    limit_key: str
+
+
+@runtime_checkable
+class OwnConcurrency(Protocol):
+    concurrency: int | None
+
+
+@runtime_checkable
+class Calibrated(Protocol):
+    def calibration_key(self) -> str: ...
+
+
+def endpoint_key(backend: object) -> str | None:
+    """The endpoint ``backend``'s calls count against (None: the object is its own endpoint)."""
+    return str(backend.limit_key) if isinstance(backend, SharedEndpoint) else None
+
+
+def own_concurrency(backend: object) -> int | None:
+    """The endpoint's own cap on calls at once (None: the ``concurrency`` setting holds)."""
+    cap = backend.concurrency if isinstance(backend, OwnConcurrency) else None
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
 
 
 @runtime_checkable

@@ -114,9 +114,9 @@ class CompareParams(_Params):
     repeats: int | None = Field(None, ge=1, le=32)
 
 
-class SelectParams(_Params):
-    paths: list[PathText] = Field(min_length=1, description="Candidate files, folders or a JSONL pool, under an allowed folder.")
-    task: PathText | None = Field(None, description="A task file (default: the task the runs carry).")
+class _TournamentParams(_Params):
+    """What a selection runs and how it judges (``select`` and ``select_many`` jobs)."""
+
     method: Annotated[str, AfterValidator(_known(_method))] = "ppt"
     k: int = Field(2, ge=1, le=64, description="PPT pivots.")
     criteria: Criteria | None = None
@@ -125,23 +125,19 @@ class SelectParams(_Params):
     min_confidence: float = Field(0.9, gt=0, le=1)
     seed: int = Field(0, ge=0, lt=2 ** 63)
     scale: Scale = "letters"
-    budget: Annotated[str | None, AfterValidator(_known(_budget))] = Field(None, max_length=64, description="What the decision may spend: calls=N or tokens=N (cache hits are free).")
+    budget: Annotated[str | None, AfterValidator(_known(_budget))] = Field(None, max_length=64, description="What a decision may spend: calls=N or tokens=N (cache hits are free).")
 
 
-class SelectManyParams(_Params):
+class SelectParams(_TournamentParams):
+    paths: list[PathText] = Field(min_length=1, description="Candidate files, folders or a JSONL pool, under an allowed folder.")
+    task: PathText | None = Field(None, description="A task file (default: the task the runs carry).")
+
+
+class SelectManyParams(_TournamentParams):
     paths: list[PathText] = Field(min_length=1, description="Pools (JSONL, folders) whose runs carry their task, under an allowed folder.")
     tasks: list[str] | None = Field(None, description="Only these task ids (default: every task of the pool).")
     limit: int | None = Field(None, ge=1, description="At most the first N tasks.")
     tasks_at_once: int | None = Field(None, ge=1, le=64, description="Tasks decided at once (default: 1 on the embedded model, 4 on servers).")
-    method: Annotated[str, AfterValidator(_known(_method))] = "ppt"
-    k: int = Field(2, ge=1, le=64, description="PPT pivots.")
-    criteria: Criteria | None = None
-    repeats: int | None = Field(None, ge=1, le=32)
-    adaptive: bool = True
-    min_confidence: float = Field(0.9, gt=0, le=1)
-    seed: int = Field(0, ge=0, lt=2 ** 63)
-    scale: Scale = "letters"
-    budget: Annotated[str | None, AfterValidator(_known(_budget))] = Field(None, max_length=64, description="What each decision may spend: calls=N or tokens=N (cache hits are free).")
 
 
 class TrackParams(_Params):

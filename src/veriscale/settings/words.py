@@ -37,6 +37,8 @@ FLAG_FOR: dict[str, str] = {
     "limit": "--limit",
     "tasks": "--tasks",
     "tasks_at_once": "--tasks-at-once",
+    "executor": "--executor",
+    "address": "--address",
     "sweep": "--sweep",
     "plot": "--plot",
     "no_jail": "--no-jail",
