@@ -176,3 +176,16 @@ def test_command_already_in_the_message_is_not_repeated():
                 tool_calls=[{"name": "bash", "arguments": {"command": "ls -la"}}], observation="a.txt")
     text = render_candidate(Candidate(id="m", trajectory=Trajectory(steps=[step])), 200)
     assert "$ ls -la" not in text and "```bash\nls -la\n```" in text
+
+
+def test_a_counter_that_calls_a_huge_line_one_token_still_gets_a_bounded_cut():
+    """A whitespace-word counter calls a 2 MB line of one character a single token: the cut is still
+    bounded by the budget, and no part of the text is shown twice (once a negative elided count)."""
+    words = lambda s: len(s.split())  # noqa: E731
+    line = "a" * (1 << 20) + "b" * (1 << 20)
+    cut = truncate_middle(line, 500, words)
+    assert len(cut) <= 500 * 16 + 64 and cut.startswith("a") and cut.endswith("b")
+    assert "-" not in cut.split("characters elided")[0].rsplit("[...", 1)[1]
+    assert cut.count("a") + cut.count("b") < len(line)
+    rendered = render_candidate(Candidate(id="big", text=line), 500, count_tokens=words)
+    assert len(rendered) <= 500 * 16 + 64

@@ -44,8 +44,10 @@ def truncate_middle(
 ) -> str:
     """``text`` if it fits ``max_tokens``; else its head and tail around an elision marker.
 
-    Cuts prefer line boundaries near the cut point. Returns "" when ``max_tokens`` cannot
-    even hold the marker.
+    A text longer than ``max_tokens`` x ``_MAX_CHARS_PER_TOKEN`` characters never fits, whatever the
+    counter says (a whitespace-word counter calls a 50 MB line one token), so what comes back is
+    bounded by the budget. Cuts prefer line boundaries near the cut point. Returns "" when
+    ``max_tokens`` cannot even hold the marker.
     """
     if max_tokens <= 0:
         return ""
@@ -62,7 +64,7 @@ def truncate_middle(
     if count_tokens(_elision_marker(len(text))) >= max_tokens:
         return ""
     chars_per_token = max(len(sample) / max(sample_tokens, 1), 0.25)
-    keep = int(max_tokens * chars_per_token * 0.95)
+    keep = min(int(max_tokens * chars_per_token * 0.95), precut_chars, len(text) - 1)
     while keep > 0:
         candidate = _cut_middle(text, keep, head_share)
         if count_tokens(candidate) <= max_tokens:
@@ -135,6 +137,7 @@ def joined(separator: str, parts: list[str], count: TokenCounter) -> str:
 
 
 def _cut_middle(text: str, keep_chars: int, head_share: float) -> str:
+    keep_chars = min(keep_chars, len(text))  # head and tail never overlap: nothing is shown twice
     head_len = int(keep_chars * head_share)
     tail_len = keep_chars - head_len
     head = text[:head_len]
