@@ -41,6 +41,23 @@ def test_an_ability_the_first_endpoint_lacks_is_absent_and_an_unknown_name_is_an
         pool.no_such_member  # noqa: B018 - a member the pool does not declare
 
 
+def test_an_ability_protocol_sees_on_the_pool_what_it_sees_on_the_first_endpoint() -> None:
+    """isinstance on a Protocol of methods reads the class: the pool's class has exactly the first
+    endpoint's abilities (a pool over the plain double once passed as a ServerTokenizer and then
+    failed on ``tokenizer_requests``)."""
+    from veriscale.models.abilities import Calibrated, JointReads, ServerTokenizer
+
+    class Tokenized(SpannedModel):
+        def tokenizer_requests(self) -> int:
+            return 7
+
+    plain, tokenized = EndpointPool([ScriptedScoreModel()]), EndpointPool([Tokenized(), ScriptedScoreModel()])
+    assert not isinstance(plain, ServerTokenizer) and not isinstance(plain, Calibrated)
+    assert isinstance(plain, JointReads) and plain.supports_joint()
+    assert isinstance(tokenized, ServerTokenizer) and tokenized.tokenizer_requests() == 7
+    assert isinstance(plain, EndpointPool) and type(plain) is not type(tokenized)
+
+
 def test_closing_the_pool_closes_each_backend_once() -> None:
     shared, other = SpannedModel(), SpannedModel()
     asyncio.run(EndpointPool([shared, other, shared]).aclose())

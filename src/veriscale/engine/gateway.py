@@ -293,7 +293,7 @@ class Gateway:
         The claim is taken inside an endpoint slot, so two processes split a batch between them;
         a process that finds a call claimed gives its slot back while it waits."""
         text = _prompt_text(call.request)
-        endpoint = self.pool.pick(text)
+        endpoint = await self.pool.choose(text)
         backend = endpoint.backend
         composite = backend.ascore_with if isinstance(backend, ComposedScore) else None
         fresh = False
@@ -451,7 +451,7 @@ class Gateway:
 
         async def make() -> tuple[ChatResponse, None]:
             text = "\n".join(str(m.get("content") or "") for m in messages)
-            return await self._invoke(self.pool.pick(text), "chat", text, list(messages),
+            return await self._invoke(await self.pool.choose(text), "chat", text, list(messages),
                                       tools=tools, max_tokens=max_tokens, temperature=temperature,
                                       **({"seed": seed} if seed is not None else {}),
                                       **({"options": options} if options else {})), None

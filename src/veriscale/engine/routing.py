@@ -6,7 +6,7 @@ of one conversation), unless that endpoint is far busier than the others; any ot
 to the endpoint with the fewest calls in flight::
 
     pool = EndpointPool([backend_a, backend_b], concurrency=8, rpm=600)
-    endpoint = pool.pick(prompt_text)
+    endpoint = await pool.choose(prompt_text)   # pool.pick() decides here; a router elsewhere
     async with endpoint.slot(tokens=1200):
         await endpoint.backend.ascore(request)
 
@@ -30,7 +30,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -232,10 +232,6 @@ class Endpoint:
     def tokens(self) -> Rate | None:
         return self.limits.tokens
 
-    def shared_prefix(self, prompt: str) -> int:
-        """Characters ``prompt`` shares with the recent prompt it shares most with."""
-        return max((common_prefix_length(prompt, seen) for seen in self.recent), default=0)
-
     @contextlib.asynccontextmanager
     async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
         """Hold one of the endpoint's call slots (after the rate limits allow it)."""
@@ -255,6 +251,28 @@ class Endpoint:
             self.in_flight -= 1
 
 
+def affine_choice(prompt: str, recents: Sequence[Iterable[str]], loads: Sequence[tuple[int, int]]) -> int:
+    """The affinity rule (module docstring) over endpoints given as their recent prompts and their
+    ``(in flight, served)``: the index of the endpoint ``prompt`` goes to.
+
+        affine_choice("ab" * 40, [["ab" * 39], []], [(0, 5), (0, 0)])   # 0: it shares most of its prefix
+        affine_choice("zz" * 40, [["ab" * 39], []], [(0, 5), (0, 0)])   # 1: nothing shared, the least busy
+    """
+    least = min(range(len(loads)), key=lambda i: loads[i])
+    length, _, index = max((max((common_prefix_length(prompt, seen) for seen in recent), default=0), -loads[i][0], i)
+                           for i, recent in enumerate(recents))
+    if length < MIN_SHARED_FRACTION * len(prompt) or loads[index][0] > loads[least][0] + BALANCE_SLACK:
+        return least
+    return index
+
+
+class Router(Protocol):
+    """Decides elsewhere which endpoint of a pool a prompt goes to (the Ray desk: one decision for a
+    whole cluster, so calls sharing a prefix reach one endpoint from any worker); an index into the pool."""
+
+    async def route(self, prompt: str) -> int: ...
+
+
 def common_prefix_length(a: str, b: str) -> int:
     """Length of the longest common prefix (binary search over C-speed slice comparisons)."""
     low, high = 0, min(len(a), len(b))
@@ -272,13 +290,42 @@ def _first_endpoints(name: str) -> Any:
     return property(lambda pool: getattr(pool.primary, name), doc=f"the first endpoint's ``{name}``, where it has one")
 
 
+#: the optional abilities a pool has exactly when its first endpoint has them (read from it)
+POOL_ABILITIES = ("read_plan", "supports_joint", "calls_per_score", "chat_options", "top_logprobs", "scorer",
+                  "reasoner", "tokenizer_requests", "token_spans", "calibration_key", "retry_variant", "afingerprint",
+                  "aweights_fingerprint", "asingle_token_labels", "ascore", "achat")
+
+
+_POOL_CLASSES: dict[tuple[type, frozenset[str]], type] = {}
+
+
+def _pool_class(base: type, present: frozenset[str]) -> type:
+    """``base`` with a property for each ability in ``present``: an ability Protocol's ``isinstance``
+    (which reads the class) sees on the pool what it sees on the first endpoint, no more."""
+    if not present:
+        return base
+    found = _POOL_CLASSES.get((base, present))
+    if found is None:
+        members: dict[str, Any] = {name: _first_endpoints(name) for name in sorted(present)}
+        found = _POOL_CLASSES.setdefault((base, present), type(base.__name__, (base,), {
+            **members, "__qualname__": base.__qualname__, "__module__": base.__module__}))
+    return found
+
+
 class EndpointPool:
-    """Endpoints that serve one model; the first one's fingerprint names the model in the cache."""
+    """Endpoints that serve one model; the first one's fingerprint names the model in the cache.
+    The optional abilities (:data:`POOL_ABILITIES`) are the first endpoint's, present exactly when it has them."""
+
+    def __new__(cls, backends: Sequence[ModelBackend], *args: Any, **kwargs: Any) -> "EndpointPool":
+        present = frozenset(name for name in POOL_ABILITIES if backends and hasattr(backends[0], name))
+        pool: EndpointPool = super().__new__(_pool_class(cls, present))
+        return pool
 
     def __init__(self, backends: Sequence[ModelBackend], *, concurrency: int = 8,
                  rpm: int | None = None, tpm: int | None = None, routing: str = "affinity",
-                 deadline_s: float | None = None) -> None:
-        self.deadline_s = deadline_s  # per call; the gateway uses it when it is given none
+                 deadline_s: float | None = None, router: Router | None = None) -> None:
+        self.deadline_s = deadline_s
+        self.router = router  # where the affinity decision is made, when not here  # per call; the gateway uses it when it is given none
         if routing not in ROUTINGS:
             raise UserError(f"unknown routing '{routing}': use one of {', '.join(ROUTINGS)}")
         self.routing = routing
@@ -322,42 +369,27 @@ class EndpointPool:
     def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
         return self.primary.chat(messages, **kwargs)
 
-    # the optional abilities, present exactly when the first endpoint has them (a probe such as
-    # getattr(pool, "token_spans", None) sees what it would see on that backend)
-    read_plan = _first_endpoints("read_plan")
-    supports_joint = _first_endpoints("supports_joint")
-    calls_per_score = _first_endpoints("calls_per_score")
-    chat_options = _first_endpoints("chat_options")
-    top_logprobs = _first_endpoints("top_logprobs")
-    scorer = _first_endpoints("scorer")
-    reasoner = _first_endpoints("reasoner")
-    tokenizer_requests = _first_endpoints("tokenizer_requests")
-    token_spans = _first_endpoints("token_spans")
-    calibration_key = _first_endpoints("calibration_key")
-    retry_variant = _first_endpoints("retry_variant")
-    afingerprint = _first_endpoints("afingerprint")
-    aweights_fingerprint = _first_endpoints("aweights_fingerprint")
-    asingle_token_labels = _first_endpoints("asingle_token_labels")
-    ascore = _first_endpoints("ascore")
-    achat = _first_endpoints("achat")
-
     async def aclose(self) -> None:
         """Close every endpoint's backend (each once)."""
         for backend in {id(e.backend): e.backend for e in self.endpoints}.values():
             await aclose_backend(backend)
 
     def pick(self, prompt: str) -> Endpoint:
-        """The endpoint for a prompt (see the module docstring); remembers the prompt there."""
+        """The endpoint for a prompt, decided here (see the module docstring); remembers the prompt there."""
         if len(self.endpoints) == 1:
             return self.endpoints[0]
         if self.routing == "round_robin":
             self._turn += 1
             return self.endpoints[(self._turn - 1) % len(self.endpoints)]
-        least = min(self.endpoints, key=lambda e: (e.in_flight, e.served))
-        shared = [(e.shared_prefix(prompt), -e.in_flight, i) for i, e in enumerate(self.endpoints)]
-        length, _, index = max(shared)
+        index = affine_choice(prompt, [e.recent for e in self.endpoints],
+                              [(e.in_flight, e.served) for e in self.endpoints])
         chosen = self.endpoints[index]
-        if length < MIN_SHARED_FRACTION * len(prompt) or chosen.in_flight > least.in_flight + BALANCE_SLACK:
-            chosen = least
         chosen.recent.append(prompt)
         return chosen
+
+    async def choose(self, prompt: str) -> Endpoint:
+        """The endpoint for a prompt: the pool's ``router`` decides where one is installed (a Ray
+        cluster's desk, which sees every worker's calls), else :meth:`pick` here."""
+        if self.router is not None and len(self.endpoints) > 1 and self.routing == "affinity":
+            return self.endpoints[await self.router.route(prompt)]
+        return self.pick(prompt)

@@ -11,14 +11,21 @@ A worker that dies holding slots would keep them forever, and its acquires still
 would take the next ones; each attempt takes its slots as a ``holder`` the driver names (unique: the desk outlives runs of one driver), and when an
 attempt ends the driver frees what it holds and the desk passes on whatever its queued acquires get.
 The embedded model keeps its own one-call limit in each worker (each worker loads its own copy).
+
+The desk also makes the prefix-affinity decision for a pool of several endpoints
+(:func:`remote_router`): each worker's pool asks it where a prompt goes, and it answers from the
+prompts every worker sent and the slots held cluster-wide, so calls that share a prefix reach one
+endpoint (and its prefix cache) from whichever worker they come.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Sequence
 from typing import Any
 
-from veriscale.engine.routing import EndpointLimits, RateLimiter, SlotLimiter, install_limits
+from veriscale.engine.routing import (RECENT_PROMPTS, EndpointLimits, RateLimiter, Router, SlotLimiter, affine_choice,
+                                      install_limits)
 from veriscale.models.abilities import endpoint_key, own_concurrency
 
 
@@ -31,6 +38,8 @@ class EndpointDesk:
         self.held: dict[str, Counter[str]] = {}  # endpoint -> holder -> slots held
         self.peak: Counter[str] = Counter()  # the most slots of an endpoint ever held at once
         self.gone: set[str] = set()  # holders whose attempt ended: what they still wait for is passed on
+        self.recent: dict[tuple[str, ...], list[deque[str]]] = {}  # pool (its endpoints' keys) -> recent prompts each
+        self.routed: dict[tuple[str, ...], list[int]] = {}  # pool -> prompts sent to each endpoint
 
     async def acquire(self, key: str, cap: int, holder: str) -> None:
         slots = self.slots.setdefault(key, SlotLimiter(cap))
@@ -61,6 +70,24 @@ class EndpointDesk:
 
     async def take(self, key: str, kind: str, per_minute: int, units: int) -> None:
         await self.rates.setdefault((key, kind), RateLimiter(per_minute)).take(units)
+
+    def route(self, pool: tuple[str, ...], prompt: str) -> int:
+        """Which endpoint of ``pool`` takes ``prompt``: the affinity rule over every worker's recent
+        prompts, with the calls in flight (held or waiting for a slot here) as each endpoint's load."""
+        recent = self.recent.setdefault(pool, [deque(maxlen=RECENT_PROMPTS) for _ in pool])
+        routed = self.routed.setdefault(pool, [0] * len(pool))
+        loads = [(self._in_flight(key), routed[i]) for i, key in enumerate(pool)]
+        index = affine_choice(prompt, recent, loads)
+        recent[index].append(prompt)
+        routed[index] += 1
+        return index
+
+    def routed_counts(self, pool: tuple[str, ...]) -> list[int]:
+        return list(self.routed.get(pool, [0] * len(pool)))
+
+    def _in_flight(self, key: str) -> int:
+        slots = self.slots.get(key)
+        return slots.held + slots.waiting if slots else 0
 
     def state(self, key: str) -> dict[str, int]:
         """Slots held and waited for now, and the peak (for tests and the scaling benchmark)."""
@@ -118,3 +145,20 @@ def install_remote_limits(backend: Any, desk: Any, *, holder: str, concurrency: 
         f"cluster:{key}", _RemoteSlots(desk, key, cap, holder),
         _RemoteRate(desk, key, "requests", rpm) if rpm else None,
         _RemoteRate(desk, key, "tokens", tpm) if tpm else None))
+
+
+class _RemoteRouter:
+    def __init__(self, desk: Any, pool: tuple[str, ...]) -> None:
+        self.desk, self.pool = desk, pool
+
+    async def route(self, prompt: str) -> int:
+        index: int = await self.desk.route.remote(self.pool, prompt)
+        return index
+
+
+def remote_router(backends: Sequence[Any], desk: Any) -> Router | None:
+    """The desk as the affinity router of a pool of ``backends`` (None for one endpoint, or the
+    embedded model, which no other process shares)."""
+    if len(backends) < 2 or any(b.is_embedded for b in backends):
+        return None
+    return _RemoteRouter(desk, tuple(limit_key(b) for b in backends))
