@@ -49,7 +49,7 @@ SelectCriteriaOpt = Annotated[Optional[str], typer.Option("--criteria", "-c", he
 SelectSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the PPT ring and knockout bracket, and of sampled reasoning.")]
 FormatOpt = Annotated[Optional[str], typer.Option("--format", help="Candidate file format, when auto-detection is not wanted.")]
 
-DEFAULT_MIN_CONFIDENCE = 0.9
+DEFAULT_MIN_CONFIDENCE = SelectionSettings.min_confidence  # race's fixed target, select's default
 ID_WIDTH = 20  # what the candidate column gets beside three criteria in an 80-column terminal
 ID_SEPARATORS = "_-./:@# "
 MIN_PREFIX_SHOWN_AS_ELLIPSIS = 4
@@ -189,14 +189,11 @@ def register(app: typer.Typer) -> None:
             crits = load_criteria(criteria or default_criteria(candidates))
             if criterion:
                 crits = crits.only(criterion)
-            decision_budget = o.command_settings().with_flags(budget=budget).budget
-            settings = SelectionSettings(
-                budget=decision_budget, method=method, k=pivots, repeats=repeats, adaptive=adaptive,
-                min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
-                budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits, reasoning=reasoning,
-                discrete=discrete, injection_policy=o.command_settings().injection_policy,
-                **o.command_settings().injection())
             cs = o.command_settings(model, store, concurrency)
+            settings = SelectionSettings.from_flags(
+                cs, criteria=crits, budget=budget, method=method, k=pivots, repeats=repeats, adaptive=adaptive,
+                min_confidence=min_confidence, budget_tokens=budget_tokens, seed=seed, scale=scale,
+                reasoning=reasoning, discrete=discrete)
             verifier = settings.verifier(o.open_model(cs, notice=not dry_run), store=o.open_store(cs),
                                          refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency)
             from veriscale.selection.select import plan_selection, run_selection

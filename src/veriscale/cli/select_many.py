@@ -4,6 +4,7 @@
     veriscale select-many runs/ -o picks.jsonl --limit 20 --tasks-at-once 4 --model http://127.0.0.1:8000/v1#judge
     veriscale select-many trials.jsonl.gz -o picks.jsonl --tasks fix-git,merge-diff   # only these tasks
     veriscale select-many trials.jsonl.gz -o picks.jsonl --executor ray --address 10.0.0.5:6379
+    veriscale select-many trials.jsonl.gz -o picks.jsonl --model http://10.0.0.7:8000/v1 --batch  # Batch API
 
 A rerun with the same ``-o`` skips the tasks already decided and asks again those that failed.
 Exit codes: 0 every task decided, 2 bad input, 3 some task had no pick (its line says why; a rerun
@@ -19,7 +20,7 @@ import typer
 
 from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, fail, note, user_errors
-from veriscale.cli.select import (DEFAULT_MIN_CONFIDENCE, AdaptiveOpt, BudgetOpt, DecisionBudgetOpt, FormatOpt,
+from veriscale.cli.select import (AdaptiveOpt, BudgetOpt, DecisionBudgetOpt, FormatOpt,
                                   MethodOpt, MinConfOpt, PivotsOpt, SelectCriteriaOpt, SelectRepeatsOpt,
                                   SelectSeedOpt)
 from veriscale.engine.run_scope import recorded_run
@@ -38,6 +39,9 @@ ExecutorOpt = Annotated[str, typer.Option(
     "--executor", help="Where decisions run: local (this process, default) or ray (Ray tasks; pip install 'veriscale\\[ray]').")]
 AddressOpt = Annotated[Optional[str], typer.Option(
     "--address", help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT or auto; default: a local Ray instance).")]
+BatchOpt = Annotated[bool, typer.Option(
+    "--batch", help="Send the model calls as OpenAI Batch API batches (/v1/batches), in waves; a rerun polls the "
+                    "batches a stopped run left (pip install 'veriscale\\[batch]').")]
 AtOnceOpt = Annotated[Optional[int], typer.Option(
     "--tasks-at-once", help="Tasks decided at once (default: 1 on the embedded model, 4 on servers).")]
 
@@ -47,7 +51,7 @@ def register(app: typer.Typer) -> None:
     def select_many_command(
         pools: PoolsArg, out: OutOpt,
         limit: LimitOpt = None, tasks: TasksOpt = None, tasks_at_once: AtOnceOpt = None,
-        executor: ExecutorOpt = "local", address: AddressOpt = None,
+        executor: ExecutorOpt = "local", address: AddressOpt = None, batch: BatchOpt = False,
         method: MethodOpt = "ppt", pivots: PivotsOpt = 2, budget_tokens: BudgetOpt = None,
         budget: DecisionBudgetOpt = None, min_confidence: MinConfOpt = None, adaptive: AdaptiveOpt = True,
         model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
@@ -65,7 +69,7 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             from veriscale.data.pool import load_pool
             from veriscale.many.picks_file import PicksFile
-            from veriscale.many.select_many import jobs_of, select_many
+            from veriscale.many.select_many import default_at_once, jobs_of, select_many
             from veriscale.selection.inputs import default_criteria
             from veriscale.verify.criteria import load_criteria
 
@@ -79,6 +83,9 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"--executor {executor!r} is unknown: use local or ray")
             if address is not None and executor != "ray":
                 raise UserError("--address names a Ray cluster: add --executor ray, or drop --address")
+            if batch and executor != "local":
+                raise UserError("--batch sends the calls of decisions run in this process: drop --executor ray, "
+                                "or drop --batch")
             runner = RayExecutor(address=address) if executor == "ray" else LocalExecutor()
             if isinstance(runner, RayExecutor):
                 runner.start()  # an unreachable cluster is one sentence before any work
@@ -87,22 +94,31 @@ def register(app: typer.Typer) -> None:
             jobs = jobs_of(pool, tasks=wanted or None, limit=limit)
             every_run = [c for job in jobs for c in job.candidates]
             crits = load_criteria(criteria or default_criteria(every_run))
-            cs = o.command_settings(model, store, concurrency)
-            settings = SelectionSettings(
-                budget=cs.with_flags(budget=budget).budget, method=method, k=pivots, repeats=repeats,
-                adaptive=adaptive, min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
-                budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits, reasoning=reasoning,
-                discrete=discrete, injection_policy=cs.injection_policy, **cs.injection())
-            verifier = settings.verifier(o.open_model(cs), store=o.open_store(cs), refresh=refresh,
+            from veriscale.many.batch import BATCH_CONCURRENCY, out_ledger, select_many_batched
+            from veriscale.many.batch_client import check_batch_api
+
+            # with --batch the endpoint's slots are calls waiting in batches: many, unless --concurrency says
+            cs = o.command_settings(model, store, concurrency or (BATCH_CONCURRENCY if batch else None))
+            settings = SelectionSettings.from_flags(
+                cs, criteria=crits, budget=budget, method=method, k=pivots, repeats=repeats, adaptive=adaptive,
+                min_confidence=min_confidence, budget_tokens=budget_tokens, seed=seed, scale=scale,
+                reasoning=reasoning, discrete=discrete)
+            backend = o.open_model(cs)
+            if batch:
+                check_batch_api(backend)  # not HTTP, or no Batch API there: one sentence before any work
+            verifier = settings.verifier(backend, store=o.open_store(cs), refresh=refresh,
                                          max_calls=max_calls, concurrency=cs.concurrency)
-            at_once = tasks_at_once or (1 if verifier.model.is_embedded and executor == "local" else 4)
+            at_once = tasks_at_once or default_at_once(verifier.model, executor=executor, batch=batch, tasks=len(jobs))
             picks = PicksFile(out)
             with recorded_run(verifier.executor.store, "select-many", verifier.model.uri, {
                     "pools": pools, "out": str(out), "tasks": len(jobs), "method": method, "k": pivots,
-                    "criteria": crits.name, "tasks_at_once": at_once, "executor": executor}) as run:
+                    "criteria": crits.name, "tasks_at_once": at_once, "executor": executor,
+                    "batch": batch}) as run:
                 with o.call_progress(len(jobs), "tasks", not json_out, what="select-many", unit="tasks") as advance:
-                    report = select_many(jobs, verifier=verifier, settings=settings, picks=picks, at_once=at_once,
-                                         parent=run.id, on_done=lambda record: advance(), executor=runner)
+                    common = dict(verifier=verifier, settings=settings, picks=picks, at_once=at_once, parent=run.id,
+                                  on_done=lambda record: advance())
+                    report = (select_many_batched(jobs, ledger=out_ledger(out), **common) if batch else
+                              select_many(jobs, executor=runner, **common))
                 payload = report.to_dict()
                 run.finish("ok" if not report.failed else "failed", payload)
             payload.update(out=str(out), run_id=run.id)

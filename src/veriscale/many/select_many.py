@@ -84,6 +84,14 @@ def jobs_of(pool: dict[str, TaskGroup], *, tasks: Sequence[str] | None = None,
     return jobs
 
 
+def default_at_once(model: Any, *, executor: str = "local", batch: bool = False, tasks: int = 1) -> int:
+    """Tasks decided at once when none is given: every task with a batch API (one wave a batch), one
+    on the embedded model here (it takes one call at a time), else four."""
+    if batch:
+        return max(1, tasks)
+    return 1 if model.is_embedded and executor == "local" else 4
+
+
 async def aselect_many(jobs: Sequence[DecisionJob], *, verifier: Any, settings: SelectionSettings,
                        picks: PicksFile | PicksList, at_once: int = 1, parent: int | None = None,
                        on_done: Callable[[PickRecord], None] | None = None,

@@ -21,6 +21,7 @@ Judge fields (``scale``, ``criteria``, ``reasoning``, ``discrete``) configure th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from veriscale.engine.store import Store
 from veriscale.errors import UserError, setting
@@ -29,6 +30,9 @@ from veriscale.selection.budget.form import Budget, parse_budget
 from veriscale.verify.criteria import CriteriaSet, load_criteria
 from veriscale.verify.injection import check_policy
 from veriscale.verify.reward import Verifier
+
+if TYPE_CHECKING:
+    from veriscale.settings import Settings
 
 METHODS = ("ppt", "round_robin", "knockout", "pointwise")
 DEFAULT_REPEATS = {"ppt": 1, "round_robin": 2, "knockout": 2, "pointwise": 1}
@@ -69,6 +73,19 @@ class SelectionSettings:
             raise UserError(f"repeats={self.repeats!r} must be a whole number >= 1")
         if not 0.0 < self.min_confidence <= 1.0:
             raise UserError(f"min_confidence={self.min_confidence!r} must be in (0, 1]: e.g. 0.9")
+
+    @classmethod
+    def from_flags(cls, resolved: "Settings", *, criteria: CriteriaSet | str, budget: str | None = None,
+                   **flags: Any) -> "SelectionSettings":
+        """What a command's flags ask for, one way for every command (``select``, ``select-many``):
+        a flag left out (None) takes the field's default; ``budget`` and the injection settings are
+        the resolved ones (flag > environment > file > default).
+
+            SelectionSettings.from_flags(settings.current(), criteria=crits, method="ppt", k=None)
+        """
+        given = {name: value for name, value in flags.items() if value is not None}
+        return cls(criteria=criteria, budget=resolved.with_flags(budget=budget).budget,
+                   injection_policy=resolved.injection_policy, **resolved.injection(), **given)
 
     @property
     def repeats_wanted(self) -> int:

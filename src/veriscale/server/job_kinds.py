@@ -255,7 +255,7 @@ def run_select_many(params: SelectManyParams, ctx: Any) -> dict[str, Any]:
     of the same job takes every call it committed from the store)."""
     from veriscale.data.pool import load_pool
     from veriscale.many.picks_file import PicksList
-    from veriscale.many.select_many import jobs_of, select_many
+    from veriscale.many.select_many import default_at_once, jobs_of, select_many
     from veriscale.selection.inputs import default_criteria
     from veriscale.selection.settings import SelectionSettings
 
@@ -266,7 +266,7 @@ def run_select_many(params: SelectManyParams, ctx: Any) -> dict[str, Any]:
                                  min_confidence=params.min_confidence, seed=params.seed, scale=params.scale,
                                  criteria=crits, budget=params.budget, **ctx.injection)
     verifier = settings.verifier(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
-    at_once = params.tasks_at_once or (1 if verifier.model.is_embedded else 4)
+    at_once = params.tasks_at_once or default_at_once(verifier.model)
     run_id = ctx.start_run("select-many", verifier.model.uri, {"paths": paths, "tasks": len(jobs),
                                                                "method": params.method, "k": params.k,
                                                                "criteria": crits.name, "tasks_at_once": at_once})

@@ -39,6 +39,7 @@ FLAG_FOR: dict[str, str] = {
     "tasks_at_once": "--tasks-at-once",
     "executor": "--executor",
     "address": "--address",
+    "batch": "--batch",  # select-many through the Batch API (veriscale.many.batch)
     "sweep": "--sweep",
     "plot": "--plot",
     "no_jail": "--no-jail",
