@@ -9,12 +9,16 @@ OpenRLHF must (its client sends no headers), in the URL: ``/get_reward?token=<to
 ``--answer-within 150`` answers each request within 150 s (below OpenRLHF's fixed 180 s client
 timeout); ``--length-control residual`` takes the reward–length slope out of ranked rewards.
 SIGTERM rewards the groups still filling, answers their requests, then exits.
+
+``--ray [--replicas N] [--address ADDR]`` rewards the groups on N Ray actors, each with its own
+verifier from the same model and settings, the endpoint's ``--concurrency`` held across all of them
+(:mod:`veriscale.rewards.ray_pool`); without ``--address`` a local Ray instance starts.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -44,6 +48,9 @@ def register(app: typer.Typer) -> None:
         model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
         criteria: o.CriteriaOpt = "general", repeats: o.RepeatsOpt = None,
         concurrency: o.ConcurrencyOpt = None, max_calls: o.MaxCallsOpt = None,
+        on_ray: Annotated[bool, typer.Option("--ray", help="Reward on a pool of Ray actors, each with its own verifier (pip install 'veriscale\\[ray]').")] = False,
+        replicas: Annotated[int, typer.Option("--replicas", help="With --ray: how many verifier actors (the endpoint's --concurrency holds across them all).")] = 2,
+        address: Annotated[Optional[str], typer.Option("--address", help="With --ray: the Ray cluster to join (HOST:PORT, ray://HOST:PORT or auto; default: a local Ray instance).")] = None,
     ) -> None:
         """Answer POST /get_reward with group-relative verifier rewards (OpenRLHF's remote reward shape).
 
@@ -66,6 +73,14 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"--on-failure {on_failure} is unknown: use one of {', '.join(ON_FAILURE)}")
             if group_size is not None and group_size < 1 or group_wait <= 0:
                 raise UserError("--group-size must be 1 or more and --group-wait above 0 seconds")
+            if not on_ray and (address is not None or replicas != 2):
+                raise UserError("--address and --replicas place the Ray replicas: add --ray")
+            if replicas < 1:
+                raise UserError(f"--replicas {replicas} is below 1: give the number of Ray reward replicas")
+            if on_ray:  # an address nobody answers at: one sentence, before the model loads
+                from veriscale.rewards.ray_pool import join_cluster
+
+                join_cluster(address)
             try:
                 importlib.import_module("uvicorn")  # serve() runs it
 
@@ -82,9 +97,13 @@ def register(app: typer.Typer) -> None:
             c = cs.concurrency
             verifier = Verifier(o.open_model(cs), store=o.open_store(cs), scale=scale,
                                 criteria=criteria, repeats=repeats, max_calls=max_calls, concurrency=c)
-            service = RewardService(BatchRewarder(verifier, mode=mode, scheme=cs.reward_group_scheme,
-                                                  length_control=cs.reward_length_control),
-                                    on_failure=on_failure)
+            rewarder: Any = BatchRewarder(verifier, mode=mode, scheme=cs.reward_group_scheme,
+                                          length_control=cs.reward_length_control)
+            if on_ray:
+                from veriscale.rewards.ray_pool import PoolRewarder, reward_pool
+
+                rewarder = PoolRewarder(reward_pool(replicas, rewarder=rewarder, name=None, detached=False))
+            service = RewardService(rewarder, on_failure=on_failure)
             within = cs.reward_answer_within or None
             app_ = create_reward_app(service, token=token, max_body_bytes=limit, group_size=group_size,
                                      group_wait_s=group_wait, answer_within_s=within)
@@ -92,6 +111,7 @@ def register(app: typer.Typer) -> None:
             grouping += f", groups ranked by {cs.reward_group_scheme}" if mode == "group" else ""
             grouping += f", answers within {within:g} s" if within else ""
             grouping += ", length-controlled" if cs.reward_length_control != "off" else ""
+            grouping += f", on {replicas} Ray replica{'s' * (replicas != 1)}" if on_ray else ""
             info(f"reward server on http://{host}:{port}/get_reward ({mode} rewards{grouping})"
                  + (" (token required)" if token else ""), highlight=False)
         serve(app_, host=host, port=port)

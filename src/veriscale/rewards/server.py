@@ -10,7 +10,10 @@ rewarded (:mod:`veriscale.rewards.batching`): OpenRLHF sends one query per reque
 group's completions meet again here. Groups are rewarded in worker threads whose model calls
 share the verifier's gateway (cache, concurrency, budget). A request whose client leaves before
 its answer (a client timeout) leaves its queries to the client's retry, which gets their result
-and joins no group twice; ``answer_within_s`` answers every request within that time. Labels may
+and joins no group twice; ``answer_within_s`` answers every request within that time. The service's
+rewarder may be a Ray pool's (``RewardService(PoolRewarder(pool))``, :mod:`veriscale.rewards.ray_pool`):
+the groups are then rewarded by its replicas, and a request none of them is left to reward gets
+HTTP 503. Labels may
 be any JSON value. :func:`serve` runs the app and, on SIGTERM, rewards the groups still filling
 before it exits.
 """
@@ -31,6 +34,7 @@ from veriscale.errors import UserError
 from veriscale.models.http_transport import close_loop_clients
 from veriscale.rewards.batching import RequestBatcher
 from veriscale.rewards.batch_rewards import RewardService
+from veriscale.rewards.ray_pool import PoolUnavailable
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20
 DISCONNECT_POLL_S = 0.25  # how often a waiting request checks that its client is still there
@@ -105,6 +109,8 @@ def create_reward_app(service: RewardService, *, token: str | None = None,
             batch = answer.result()
         except UserError as exc:
             return _error(400, str(exc))
+        except PoolUnavailable as exc:  # no Ray replica left to reward it: the client may ask again later
+            return _error(503, str(exc))
         return JSONResponse(batch.to_openrlhf())
 
     return app

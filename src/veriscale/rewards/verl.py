@@ -55,6 +55,10 @@ reward_kwargs.on_failure=neutral``): ``prompt_key`` (default ``"question"``),
 
     scorer = make_compute_score(BatchRewarder(Verifier(load_backend("http://127.0.0.1:8000/v1#judge"))))
     compute_score = scorer.compute_score_async      # in your own reward file, for veRL to load
+
+The same functions that send their work to a Ray pool of verifiers, when one runs in veRL's
+cluster, are :mod:`veriscale.rewards.verl_ray`'s (``make_compute_score`` also takes a
+:class:`~veriscale.rewards.ray_pool.PoolRewarder`).
 """
 
 from __future__ import annotations
@@ -144,9 +148,12 @@ def _column(value: Any, name: str) -> list[Any]:
 class VerlScorer:
     """``compute_score``, ``compute_score_async`` and ``compute_score_batch`` bound to one rewarder."""
 
-    def __init__(self, rewarder: BatchRewarder | Verifier) -> None:
-        self.rewarder = rewarder if isinstance(rewarder, BatchRewarder) else BatchRewarder(rewarder)
-        self.criteria = [c.name for c in self.rewarder.verifier.criteria.items]
+    def __init__(self, rewarder: BatchRewarder | Verifier | Any) -> None:
+        """``rewarder``: a BatchRewarder, a Verifier (wrapped in a group-mode one) or anything with their
+        ``rewards``/``arewards`` and a ``criterion_names`` list (a Ray pool's, :mod:`veriscale.rewards.ray_pool`)."""
+        self.rewarder = BatchRewarder(rewarder) if isinstance(rewarder, Verifier) else rewarder
+        names = getattr(self.rewarder, "criterion_names", None)
+        self.criteria = list(names) if names is not None else [c.name for c in self.rewarder.verifier.criteria.items]
         self.lengths = LengthMonitor()  # the reward–length correlation over this process's last responses
 
     def compute_score(self, data_source: Any = None, solution_str: Any = None, ground_truth: Any = None,

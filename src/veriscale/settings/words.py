@@ -40,6 +40,8 @@ FLAG_FOR: dict[str, str] = {
     "executor": "--executor",
     "address": "--address",
     "batch": "--batch",  # select-many through the Batch API (veriscale.many.batch)
+    "ray": "--ray",  # serve-reward on Ray (veriscale.rewards.ray_pool)
+    "replicas": "--replicas",
     "sweep": "--sweep",
     "plot": "--plot",
     "no_jail": "--no-jail",
