@@ -69,7 +69,7 @@ def test_failed_calls_give_no_reward_and_say_why():
     ({"model": 5}, "model must be a model URI"),
     ({"model": "gpt-9"}, "unknown model URI 'gpt-9'"),
     ({"store": 3}, "store must be a file path"),
-    ({"criteria": "no-such-set"}, "neither a built-in set"),
+    ({"criteria": "no-such-set"}, "neither a pack"),
 ])
 def test_bad_arguments_raise_one_clear_user_error(kwargs, needle):
     args = {"task": TASK, "candidate": "GOOD", "model": ScriptedScoreModel(), **kwargs}

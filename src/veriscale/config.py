@@ -130,6 +130,7 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "rewards": {"model": str, "criteria": str, "scale": str, "mode": str, "group_scheme": str,
                 "joint": bool, "length_control": str, "answer_within": (int, float)},
     "runs": {"stale_s": (int, float)},
+    "criteria": {"dir": str},
     "storage": {"wait_s": (int, float)},
     "redact": {"patterns": list, "enabled": bool},
     "injection": {"detect": str, "policy": str, "mitigation": str},

@@ -120,6 +120,8 @@ def outputs(tmp_path_factory) -> dict[str, list]:
         ["runs", "prune", "--status", "failed", "--dry-run", "--store", store, "--json"],
         ["runs", "vacuum", "--store", store, "--json"],
         ["harness", "skills", "list", "--json"],
+        ["criteria", "list", "--json"],
+        ["criteria", "show", "medical", "--json"],
         ["harness", "materialize", str(HARNESS_FIXTURES / "quarterly_report"), str(root / "task"), "--json"],
         ["harness", "claims", str(root / "task"), "--json"],
     ]

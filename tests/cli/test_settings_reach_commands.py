@@ -50,6 +50,8 @@ ARGS: dict[str, list[str]] = {
     "harness jail-run": ["task"],
     "harness skills list": [],
     "harness skills show": ["evidence-xlsx"],
+    "criteria list": [],
+    "criteria show": ["general"],
 }
 #: what follows an option (race's and jail-run's agent command comes after --)
 TRAILING = {"race": ["--", "true"], "harness jail-run": ["--", "true"]}
@@ -62,7 +64,7 @@ VALUES: dict[str, str | None] = {  # a valid value unlike the default; None: a s
     "budget": "calls=9", "zip_member_mb": "16", "zip_file_mb": "64", "zip_members": "99", "view_timeout_s": "5",
     "view_memory_mb": "512", "handback_max_files": "77", "handback_max_depth": "9", "joint": None,
     "model_mismatch": "note", "proxy_schedule": "early", "proxy_aliases": "fast=m*2", "proxy_budget": "calls=6",
-    "quiet": None,
+    "quiet": None, "criteria_dir": "packs",
 }
 FLAGGED = [spec for spec in SPECS if spec.flag]
 

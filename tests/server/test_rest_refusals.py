@@ -32,7 +32,7 @@ def _post(client, body: bytes):
 
 
 @pytest.mark.parametrize("kind, params, field, fix", [
-    ("score", {**SCORE, "criteria": "generall"}, "'params.criteria'", "neither a built-in set (general, agent)"),
+    ("score", {**SCORE, "criteria": "generall"}, "'params.criteria'", "neither a built-in set (general, terminal, swe, web, medical, office, robot, math, agent)"),
     ("score", {**SCORE, "scale": "stars"}, "'params.scale'", "use one of letters"),
     ("compare", {"task": "t", "a": "x", "b": "y", "scale": "letters:99"}, "'params.scale'", "choose G between 2 and 26"),
     ("select", {"paths": ["a.md"], "method": "tournament"}, "'params.method'", "use one of ppt, round_robin, knockout, pointwise"),

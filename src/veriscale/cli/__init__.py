@@ -26,6 +26,7 @@ def main(
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads of the embedded model (config embedded.threads; 0: one per core; a model URI's ?threads=N wins)."),
     max_input_mb: Optional[float] = typer.Option(None, "--max-input-mb", help="Largest input file or stdin read, in MiB, also after gunzip (config inputs.max_mb; default 128)."),
     run_stale_s: Optional[float] = typer.Option(None, "--run-stale-s", help="Heartbeat age in seconds after which a run with no live process is interrupted (config runs.stale_s; default 30)."),
+    criteria_dir: Optional[Path] = typer.Option(None, "--criteria-dir", help="A folder of your own criteria packs (NAME.md), listed beside the built-in ones (config criteria.dir; $VERISCALE_CRITERIA_DIR)."),
     store_wait: Optional[float] = typer.Option(None, "--store-wait", help="Seconds a store write waits for another process's lock before it fails (config storage.wait_s; default 30)."),
     injection_detect: Optional[str] = typer.Option(None, "--injection-detect", help="on or off: flag candidates whose text reads as an injection (injection_suspected with its span; config injection.detect)."),
     injection_policy: Optional[str] = typer.Option(None, "--injection-policy", help="What select does with a suspected candidate: none (default), lose_ties or exclude (config injection.policy)."),

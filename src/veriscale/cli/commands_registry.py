@@ -20,6 +20,7 @@ MODULES = [
     "veriscale.cli.serve",
     "veriscale.cli.race",
     "veriscale.cli.show_settings",
+    "veriscale.cli.criteria",
 ]
 
 

@@ -96,7 +96,8 @@ _CAPS = frozenset({"zip_member_mb", "zip_file_mb", "zip_members", "view_timeout_
 _READS = frozenset({"max_input_mb"}) | _CAPS  # inputs: files, stdin, rollout folders and zips
 _REWARDS = frozenset({"reward_group_scheme", "reward_length_control", "reward_answer_within"})
 _EVERY = frozenset(spec.name for spec in SPECS if spec.flag)
-_VERDICTS = _CALLS | _INJECTION | _STORE | _READS
+_CRITERIA = frozenset({"criteria_dir"})  # a command that loads a criteria pack by name
+_VERDICTS = _CALLS | _INJECTION | _STORE | _READS | _CRITERIA
 #: what every command reads: how much it prints on stderr besides its result
 _OUTPUT = frozenset({"quiet"})
 USES: dict[str, frozenset[str]] = {path: uses | _OUTPUT for path, uses in {
@@ -104,11 +105,11 @@ USES: dict[str, frozenset[str]] = {path: uses | _OUTPUT for path, uses in {
     "compare": _VERDICTS,
     "select": _VERDICTS | {"injection_policy", "budget"},
     "select-many": _VERDICTS | {"injection_policy", "budget"},
-    "bench": _CALLS | _STORE | _READS | {"prices"},
+    "bench": _CALLS | _STORE | _READS | _CRITERIA | {"prices"},
     "track": _CALLS | _STORE | {"max_input_mb"},
-    "serve-reward": _CALLS | _STORE | _REWARDS,
+    "serve-reward": _CALLS | _STORE | _REWARDS | _CRITERIA,
     "serve": _EVERY - _REWARDS - {"budget"},
-    "race": _CALLS | _INJECTION | _STORE | {"max_input_mb", "injection_policy"},
+    "race": _CALLS | _INJECTION | _STORE | _CRITERIA | {"max_input_mb", "injection_policy"},
     "settings": _EVERY,
     "models check": _CALLS | _STORE,
     "models calibrate": _CALLS | _STORE | {"max_input_mb"},
@@ -125,6 +126,8 @@ USES: dict[str, frozenset[str]] = {path: uses | _OUTPUT for path, uses in {
     "harness jail-run": _CAPS,
     "harness skills list": frozenset({"max_input_mb"}),
     "harness skills show": frozenset({"max_input_mb"}),
+    "criteria list": _CRITERIA | {"max_input_mb"},
+    "criteria show": _CRITERIA | {"max_input_mb"},
 }.items()}
 #: why a command does not read a setting, where a plainer word helps than the setting's help
 _WHY = {

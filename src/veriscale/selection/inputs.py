@@ -58,4 +58,10 @@ def task_taken_from(task: Task | None, task_file: str | None) -> str | None:
 
 
 def default_criteria(candidates: list[Candidate]) -> str:
+    """The pack a command uses when none is given: the one the candidates' format suggests when they
+    all come with the same (SWE-bench predictions: ``swe``, step solutions: ``math``), else
+    ``agent`` (the terminal pack) for trajectories, else ``general``."""
+    suggested = {c.metadata.get("criteria_pack") for c in candidates}
+    if len(suggested) == 1 and (pack := suggested.pop()) is not None:
+        return str(pack)
     return "agent" if any(c.trajectory and c.trajectory.steps for c in candidates) else "general"

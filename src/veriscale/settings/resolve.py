@@ -44,6 +44,7 @@ class Settings:
     threads: int = 0
     max_input_mb: float = 128.0
     run_stale_s: float = 30.0
+    criteria_dir: Path | None = None
     store_wait_s: float = 30.0
     redact: tuple[str, ...] = ()
     redact_secrets: bool = True

@@ -20,6 +20,7 @@ FLAG_FOR: dict[str, str] = {
     "threads": "--threads",
     "max_input_mb": "--max-input-mb",
     "run_stale_s": "--run-stale-s",
+    "criteria_dir": "--criteria-dir",
     "store_wait_s": "--store-wait",
     "concurrency": "--concurrency",
     "redact": "--redact",

@@ -153,7 +153,7 @@ def load_file(path: str | Path, format: str | None = None) -> tuple[str, list[Ca
         raise UserError(f"'{path}' is not JSON, so it cannot be format '{forced.NAME}': check the file")
     for module in FILE_IMPORTERS:
         if module.detect(path):
-            return module.NAME, module.load(path, str(path))
+            return module.NAME, _suggesting(module, module.load(path, str(path)))
     raise _unknown(path, f"suffix '{suffix}' is not one veriscale reads" if suffix else "")
 
 
@@ -175,7 +175,17 @@ def _load_records(path: Path, content: str, forced: ModuleType | None) -> tuple[
                 "give one format per file"
             )
         candidates.extend(module.load(record, str(path) if single else f"{path}:{line}"))
-    return module.NAME, candidates
+    return module.NAME, _suggesting(module, candidates)
+
+
+def _suggesting(module: ModuleType, candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates``, each with the criteria pack its format suggests (an importer's optional
+    ``CRITERIA``) as ``metadata["criteria_pack"]``, for :func:`veriscale.selection.inputs.default_criteria`."""
+    pack = getattr(module, "CRITERIA", None)
+    if isinstance(pack, str):
+        for candidate in candidates:
+            candidate.metadata.setdefault("criteria_pack", pack)
+    return candidates
 
 
 def detect_format(path: str | Path) -> str:

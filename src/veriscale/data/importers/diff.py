@@ -16,6 +16,7 @@ from veriscale.errors import UserError
 
 NAME = "diff"
 DESCRIPTION = "unified diff (.diff/.patch)"
+CRITERIA = "swe"  # the criteria pack this format suggests (veriscale criteria show swe)
 
 _DIFF_START = re.compile(r"^(diff --git |--- \S|Index: \S)", re.M)
 _HUNK = re.compile(r"^@@ -\d+(,\d+)? \+\d+(,\d+)? @@", re.M)

@@ -20,6 +20,7 @@ from veriscale.errors import UserError
 
 NAME = "step-solutions"
 DESCRIPTION = "step-by-step solutions JSONL (problem, steps, label = first wrong step or -1; ProcessBench)"
+CRITERIA = "math"  # the criteria pack this format suggests (veriscale criteria show math)
 
 
 def detect(obj: Any) -> bool:

@@ -21,6 +21,7 @@ from veriscale.errors import UserError
 
 NAME = "swebench-predictions"
 DESCRIPTION = "SWE-bench predictions JSONL (instance_id, model_patch, model_name_or_path)"
+CRITERIA = "swe"  # the criteria pack this format suggests (veriscale criteria show swe)
 
 
 def _is_prediction(obj: Any) -> bool:
