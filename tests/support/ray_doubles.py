@@ -145,3 +145,48 @@ def register_stall_in_worker() -> None:
 
     register_in_worker()
     register_backend(("stallonce",), lambda uri: StallOnceModel(Path(uri.split(":", 1)[1])), forms=("stallonce:DIR",))
+
+
+# -- units of bench and track (tests/many/test_ray_units.py) ---------------------------------------
+from tests.support.scripted_progress import ScriptedProgressModel  # noqa: E402
+
+
+class ProgressUriModel(ScriptedProgressModel):
+    """TEST DOUBLE: the scripted progress double under a URI a worker loads it from (``scripted-progress``)."""
+
+    uri = "scripted-progress"
+
+
+class KillOnceProgressModel(ProgressUriModel):
+    """TEST DOUBLE: the scripted progress double whose first worker dies at its 4th call, as
+    :class:`KillOnceModel` does (``killonce-progress:FOLDER``; ``FOLDER/asked-<pid>.txt`` logs the calls)."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.uri = f"killonce-progress:{folder}"
+        self.folder, self.count, self.lock = folder, 0, threading.Lock()
+
+    def score(self, request):
+        with self.lock:
+            self.count += 1
+            nth = self.count
+            with (self.folder / f"asked-{os.getpid()}.txt").open("a") as log:
+                log.write(json.dumps(request.to_dict(), sort_keys=True) + "\n")
+        killed = self.folder / "killed"
+        if nth == 4 and not killed.exists():
+            killed.write_text(str(os.getpid()))
+            deadline = time.monotonic() + GUARD_S
+            while not (self.folder / "go").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os._exit(1)
+        return super().score(request)
+
+
+def register_units_in_worker() -> None:
+    """The scripted doubles and the progress ones (a Ray ``worker_process_setup_hook``, or ``setup``)."""
+    from veriscale.models.registry import register_backend
+
+    register_in_worker()
+    register_backend(("scripted-progress",), lambda uri: ProgressUriModel(), forms=("scripted-progress",))
+    register_backend(("killonce-progress",), lambda uri: KillOnceProgressModel(Path(uri.split(":", 1)[1])),
+                     forms=("killonce-progress:DIR",))

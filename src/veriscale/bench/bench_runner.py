@@ -6,7 +6,9 @@
     bench.estimate(plan)                          # BenchEstimate: new calls, cached, prompt tokens
     rows = bench.run(plan)                        # one BenchRow per config
 
-Configurations are in ``veriscale.bench.configs``. Discrete judging reads the argmax label of
+``Bench(..., executor=RayExecutor())`` runs each configuration's items as Ray units
+(:mod:`veriscale.many.units`), their calls committed to this store as they land: the same rows as
+here. Configurations are in ``veriscale.bench.configs``. Discrete judging reads the argmax label of
 the very distributions continuous judging averages, so the two share every model call through
 the store (the second costs nothing) and share one plan. Every call is cached in the store,
 so an interrupted bench resumes where it stopped.
@@ -82,8 +84,10 @@ class Bench:
     """
 
     def __init__(self, model: ModelBackend, store: Store, settings: SelectionSettings | None = None, *,
-                 max_calls: int | None = None, concurrency: int = 4, **overrides: Any) -> None:
+                 max_calls: int | None = None, concurrency: int = 4, executor: Any = None,
+                 **overrides: Any) -> None:
         self.model = model
+        self.executor = executor  # a RayExecutor: items as Ray units (None: here)
         self.store = store
         self.settings = replace(settings or SelectionSettings(), **overrides)
         self.max_calls = max_calls
@@ -176,6 +180,10 @@ class Bench:
         return self._run(plan, on_progress)
 
     def _run(self, plan: BenchPlan, on_progress: Progress | None) -> list[BenchRow]:
+        if self.executor is not None:
+            from veriscale.engine import sync_edge
+
+            return sync_edge.run(self._arun_units(plan, on_progress))
         run_items = self._run_pairs if plan.kind == "pairs" else self._run_pools
         rows, done, total = [], 0, len(plan.items) * len(plan.configs)
 
@@ -192,6 +200,56 @@ class Bench:
             self.usage.add(verifier.usage)
             rows.append(BenchRow(cp.config, cp.config.label(plan.kind), metrics, verifier.usage,
                                  time.perf_counter() - started))
+        return rows
+
+    async def _arun_units(self, plan: BenchPlan, on_progress: Progress | None) -> list[BenchRow]:
+        """:meth:`_run` with every item of a configuration a unit on ``self.executor`` (configurations
+        one after another, so a discrete twin is seeded with its continuous configuration's calls)."""
+        from veriscale.engine.run_scope import current_run_id
+        from veriscale.many.units import Unit, chain_shared, run_units, verifier_recipe
+
+        rows, done, total = [], 0, len(plan.items) * len(plan.configs)
+        index_of = {cp.config: i for i, cp in enumerate(plan.configs)}
+
+        def tick(_index: int, _result: Any) -> None:
+            nonlocal done
+            done += 1
+            if on_progress:
+                on_progress(done, total)
+
+        for ci, cp in enumerate(plan.configs):
+            verifier = self.verifier(cp.settings)  # the driver's side: model, gateway and store the units share
+            twin = index_of.get(replace(cp.config, discrete=False)) if cp.shares_calls else None
+            units = []
+            for i, (item, planned) in enumerate(zip(plan.items, cp.items)):
+                if plan.kind == "pairs":
+                    assert isinstance(planned, PairTexts)
+                    calls, _ = verifier.plan_compare(planned.task_text, planned.first, planned.second)
+                    work: Any = _pair_work
+                    spec: Any = (item, planned)
+                    keys = tuple(str(c.key) for c in verifier.executor.keyed(calls))
+                else:
+                    pick = int(np.random.default_rng([self.settings.seed, i]).integers(len(item.candidates)))
+                    work, spec, keys = _pool_work, (item, planned, pick), ()
+                units.append(Unit(key=f"bench:{ci}:{i}", work=work, spec=spec, judge=verifier_recipe(cp.settings),
+                                  command="bench", args={"config": cp.config.label(plan.kind), "item": i},
+                                  seed_keys=keys, seed_from=(f"bench:{twin}:{i}",) if twin is not None else ()))
+            left = None if self.max_calls is None else max(self.max_calls - self.usage.model_calls, 0)
+            started = time.perf_counter()
+            results = await run_units(self.executor, chain_shared(units), source=verifier, run_id=current_run_id(),
+                                      at_once=len(units), on_done=tick, max_calls=left,
+                                      calls_of=lambda result: int(result[1].model_calls))
+            usage = Usage()
+            for _, spent in results:
+                usage.add(spent)
+            self.usage.add(usage)
+            outcomes = [outcome for outcome, _ in results]
+            if plan.kind == "pairs":
+                found = [o for o in outcomes if o is not None]
+                metrics = pairwise_metrics(found, failed=len(outcomes) - len(found)).to_dict()
+            else:
+                metrics = pool_metrics(outcomes).to_dict()
+            rows.append(BenchRow(cp.config, cp.config.label(plan.kind), metrics, usage, time.perf_counter() - started))
         return rows
 
     def run_pairs(self, pairs: Sequence[LabelledPair], configs: Sequence[BenchConfig],
@@ -232,3 +290,33 @@ class Bench:
                                         spent.model_calls, spent.prompt_tokens, confidence))
             tick()
         return pool_metrics(outcomes).to_dict()
+
+
+def _spent(verifier: Verifier) -> Usage:
+    return Usage(**verifier.usage.counters())
+
+
+async def _pair_work(verifier: Verifier, spec: tuple[LabelledPair, PairTexts],
+                     on_call: Callable[[Any], None]) -> tuple[PairOutcome | None, Usage]:
+    """One labelled pair judged on a worker (a unit's work: :mod:`veriscale.many.units`)."""
+    pair, texts = spec
+    result = await verifier.acompare(texts.task_text, texts.first, texts.second, progress=on_call)
+    if result.failed or result.p_a_wins is None:
+        return None, _spent(verifier)
+    return PairOutcome(result.reward_a, result.reward_b, result.p_a_wins, pair.label), _spent(verifier)
+
+
+async def _pool_work(verifier: Verifier, spec: tuple[LabelledPool, SelectionPlan, int],
+                     on_call: Callable[[Any], None]) -> tuple[PoolOutcome, Usage]:
+    """One labelled pool's selection on a worker (a unit's work: :mod:`veriscale.many.units`)."""
+    from veriscale.selection.select import arun_selection
+
+    pool, plan, random_pick = spec
+    try:
+        sel = await arun_selection(plan, verifier=verifier, on_progress=lambda done, planned: on_call(None))
+        selected, comparisons, confidence = sel.index, sel.n_comparisons, sel.confidence
+    except SelectionFailed:
+        selected, comparisons, confidence = None, 0, None
+    spent = _spent(verifier)
+    return PoolOutcome(pool.task_id, pool.labels, selected, random_pick, comparisons, spent.model_calls,
+                       spent.prompt_tokens, confidence), spent

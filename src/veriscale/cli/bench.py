@@ -3,6 +3,7 @@
     veriscale bench pairwise_dev.jsonl                                  # 10 pairs, seed 0
     veriscale bench pairwise_dev.jsonl --sweep g=2,5,20 --discrete-vs-continuous --yes --plot g.png
     veriscale bench terminal_bench_2.1_trials.jsonl.gz --limit 2 --json
+    veriscale bench pairs.jsonl --limit 0 --yes --executor ray --address 10.0.0.5:6379   # items as Ray tasks
 
 Pairs (``instruction``, ``output_1``, ``output_2``, ``label`` 1|2): pairwise accuracy, tie rate,
 SNR. Pools (labelled runs grouped by task): pass@1, oracle pass@N, random pick, selected, and
@@ -24,7 +25,7 @@ from veriscale.cli import options as o
 from veriscale.cli.common import confirm_cost, console, emit_json, err_console, finish_with, user_errors
 from veriscale.cli.flags import cli_text
 from veriscale.engine.run_scope import recorded_run
-from veriscale.errors import UserError
+from veriscale.errors import UserError, setting
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
 from veriscale.shown_text import for_terminal
@@ -109,6 +110,7 @@ def register(app: typer.Typer) -> None:
         scale: BenchScaleOpt = None, criteria: BenchCriteriaOpt = None, criterion: o.OnlyOpt = None, reasoning: o.ReasoningOpt = False,
         discrete: o.DiscreteOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
         max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None,
+        executor: o.ExecutorOpt = "local", address: o.AddressOpt = None,
     ) -> None:
         """Measure the verifier on labelled pairs (accuracy, ties, SNR) or pools (pass@1, oracle, selected).
 
@@ -118,6 +120,9 @@ def register(app: typer.Typer) -> None:
             if (data is None) == (progress is None):
                 raise UserError("give the bench data (pairs or pools), or --progress FILE for a progress bench (not both)")
             if progress is not None:
+                if executor != "local" or address is not None:
+                    raise UserError(f"{setting('executor', executor)} applies to a bench of pairs or pools: a "
+                                    "progress bench runs here (drop it)")
                 from veriscale.cli.bench_progress import bench_progress
 
                 bench_progress(progress, limit=limit, seed=seed, all_tasks=all_tasks, checkpoints=checkpoints, yes=yes,
@@ -168,9 +173,10 @@ def register(app: typer.Typer) -> None:
             settings = SelectionSettings(method=method, k=pivots, repeats=repeats, adaptive=adaptive,
                                          budget_tokens=budget_tokens, seed=seed, scale=scale, criteria=crits,
                                          reasoning=reasoning, discrete=discrete)
+            runner = o.ray_executor(executor, address, start=not dry_run)
             cs = o.command_settings(model, store, concurrency)
             bench = Bench(o.open_model(cs, notice=not dry_run), o.open_store(cs), settings,
-                          max_calls=max_calls, concurrency=cs.concurrency)
+                          max_calls=max_calls, concurrency=cs.concurrency, executor=runner)
             plan = bench.plan_pairs(items, configs) if kind == "pairs" else bench.plan_pools(items, configs)
             estimate = bench.estimate(plan)
             _print_estimate(estimate, len(items), len(configs), kind)
@@ -194,7 +200,8 @@ def register(app: typer.Typer) -> None:
                 confirm_cost("this goes beyond the default subsample: " + ", ".join(beyond), yes)
             with recorded_run(bench.store, "bench", bench.model.uri, {
                     "data": data, "kind": kind, "limit": chosen_limit, "seed": seed, "sweep": sweep,
-                    "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name}) as run:
+                    "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name,
+                    **({"executor": executor} if runner is not None else {})}) as run:
                 with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out,
                                      what="bench", unit=kind if len(configs) == 1 else f"{kind} x configurations") as advance:
                     report.rows = bench.run(plan, on_progress=lambda done, total: advance())

@@ -42,6 +42,30 @@ NoRedactOpt = Annotated[bool, typer.Option(
     "--no-redact", help="Show secrets as stored (config redact.enabled = false): for local debugging only.")]
 ConcurrencyOpt = Annotated[Optional[int], typer.Option(
     "--concurrency", help="Parallel calls per HTTP endpoint (default: the config file's gateway.concurrency, else 4).")]
+ExecutorOpt = Annotated[str, typer.Option(
+    "--executor", help="Where the work runs: local (this process, default) or ray (Ray tasks: one a decision, bench item or "
+    "trajectory; pip install 'veriscale\\[ray]').")]
+AddressOpt = Annotated[Optional[str], typer.Option(
+    "--address", help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT or auto; default: a local Ray instance).")]
+
+
+def ray_executor(executor: str, address: str | None, *, start: bool = True):
+    """``--executor``/``--address`` checked: a started ``RayExecutor`` for ``ray`` (an unreachable
+    cluster is one sentence before any work), None for ``local`` (and with ``start=False``: a
+    ``--dry-run`` that sends nothing)."""
+    from veriscale.errors import UserError, setting
+    from veriscale.many.executors import EXECUTORS, RayExecutor
+
+    if executor not in EXECUTORS:
+        raise UserError(f"{setting('executor', executor)} is unknown: use local or ray")
+    if address is not None and executor != "ray":
+        raise UserError(f"{setting('address')} names a Ray cluster: add {setting('executor', 'ray')}, or drop "
+                        f"{setting('address')}")
+    if executor != "ray" or not start:
+        return None
+    runner = RayExecutor(address=address)
+    runner.start()
+    return runner
 
 
 def command_settings(model: list[str] | str | None = None, store: Path | None = None,

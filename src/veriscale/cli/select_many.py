@@ -35,10 +35,6 @@ OutOpt = Annotated[Path, typer.Option("--out", "-o", help="picks.jsonl to write 
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Decide at most the first N tasks of the pool.")]
 TasksOpt = Annotated[Optional[list[str]], typer.Option(
     "--tasks", help="Only these task ids (comma-separated or repeated).")]
-ExecutorOpt = Annotated[str, typer.Option(
-    "--executor", help="Where decisions run: local (this process, default) or ray (Ray tasks; pip install 'veriscale\\[ray]').")]
-AddressOpt = Annotated[Optional[str], typer.Option(
-    "--address", help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT or auto; default: a local Ray instance).")]
 BatchOpt = Annotated[bool, typer.Option(
     "--batch", help="Send the model calls as OpenAI Batch API batches (/v1/batches), in waves; a rerun polls the "
                     "batches a stopped run left (pip install 'veriscale\\[batch]').")]
@@ -51,7 +47,7 @@ def register(app: typer.Typer) -> None:
     def select_many_command(
         pools: PoolsArg, out: OutOpt,
         limit: LimitOpt = None, tasks: TasksOpt = None, tasks_at_once: AtOnceOpt = None,
-        executor: ExecutorOpt = "local", address: AddressOpt = None, batch: BatchOpt = False,
+        executor: o.ExecutorOpt = "local", address: o.AddressOpt = None, batch: BatchOpt = False,
         method: MethodOpt = "ppt", pivots: PivotsOpt = 2, budget_tokens: BudgetOpt = None,
         budget: DecisionBudgetOpt = None, min_confidence: MinConfOpt = None, adaptive: AdaptiveOpt = True,
         model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
@@ -77,18 +73,12 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"--min-confidence {min_confidence} is out of range: give a number in (0, 1], e.g. 0.9")
             if out.exists() and out.is_dir():
                 raise UserError(f"-o '{out}' is a folder: give a file path for the picks, e.g. {out / 'picks.jsonl'}")
-            from veriscale.many.executors import EXECUTORS, LocalExecutor, RayExecutor
+            from veriscale.many.executors import LocalExecutor
 
-            if executor not in EXECUTORS:
-                raise UserError(f"--executor {executor!r} is unknown: use local or ray")
-            if address is not None and executor != "ray":
-                raise UserError("--address names a Ray cluster: add --executor ray, or drop --address")
             if batch and executor != "local":
                 raise UserError("--batch sends the calls of decisions run in this process: drop --executor ray, "
                                 "or drop --batch")
-            runner = RayExecutor(address=address) if executor == "ray" else LocalExecutor()
-            if isinstance(runner, RayExecutor):
-                runner.start()  # an unreachable cluster is one sentence before any work
+            runner = o.ray_executor(executor, address) or LocalExecutor()  # checked; a cluster joined before any work
             wanted = [t.strip() for given in tasks or [] for t in given.split(",") if t.strip()]
             pool = load_pool(pools, fmt)
             jobs = jobs_of(pool, tasks=wanted or None, limit=limit)

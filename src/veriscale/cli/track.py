@@ -4,6 +4,7 @@
     veriscale track ok.json failed.json --plot both.png   # several runs, one plot, mean VOC by outcome
     veriscale track trials.jsonl.gz --id t3 --every 5 --plot curve.png
     veriscale track --follow steps.jsonl --task task.md   # a running agent's steps, as they come
+    veriscale track trials.jsonl.gz --yes --executor ray  # each trajectory's curve a Ray task
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ DropOpt = Annotated[float, typer.Option("--regression-drop", help="Regression: a
 DoneOpt = Annotated[float, typer.Option("--done-threshold", help="Likely done: progress at or above this (0-1).")]
 StepTokensOpt = Annotated[Optional[int], typer.Option("--step-tokens", help="Token budget of one rendered step (default 160 embedded, 500 servers).")]
 BudgetOpt = Annotated[Optional[int], typer.Option("--budget-tokens", help="Token budget of the shown steps (default: what the context leaves).")]
+
+
+def judge_options(model, store, scale, repeats, reasoning, discrete, seed, refresh, max_calls, concurrency,
+                  budget_tokens, step_tokens) -> dict[str, Any]:
+    """The progress judge's keywords the command resolved (``judge_from``'s arguments less the model,
+    store and concurrency): what a Ray worker builds its own judge from."""
+    return dict(scale=scale, repeats=repeats, reasoning=reasoning, discrete=discrete, seed=seed, refresh=refresh,
+                max_calls=max_calls, budget_tokens=budget_tokens, step_tokens=step_tokens)
 
 
 def judge_from(model, store, scale, repeats, reasoning, discrete, seed, refresh, max_calls, concurrency,
@@ -85,6 +94,7 @@ def register(app: typer.Typer) -> None:
         seed: o.SeedOpt = 0, refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False,
         max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None,
         budget_tokens: BudgetOpt = None, step_tokens: StepTokensOpt = None,
+        executor: o.ExecutorOpt = "local", address: o.AddressOpt = None,
     ) -> None:
         """Score a trajectory's prefixes: progress curve, Value-Order Correlation and events.
 
@@ -101,6 +111,9 @@ def register(app: typer.Typer) -> None:
             if follow is not None:
                 from veriscale.cli.track_follow import follow_run
 
+                if executor != "local" or address is not None:
+                    raise UserError(f"{setting('executor', executor)} applies to finished trajectories: a followed "
+                                    "run is scored here as its steps come (drop it)")
                 if checkpoints or every:
                     raise UserError(f"{setting('checkpoints')} and {setting('every')} apply to a finished trajectory; "
                                     "a followed run is scored at every step")
@@ -108,11 +121,13 @@ def register(app: typer.Typer) -> None:
                            output or follow.with_name(follow.name + ".progress.json"), plot, idle_timeout, strict,
                            json_out)
                 return
-            _track_files(trajectory, task_file, only_id, checkpoints, every, judge_args, watch_args, output, plot, json_out, yes)
+            o.ray_executor(executor, address, start=False)  # a wrong --executor or --address: before reading anything
+            _track_files(trajectory, task_file, only_id, checkpoints, every, judge_args, watch_args, output, plot, json_out,
+                         yes, (executor, address))
 
 
 def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every, judge_args, watch_args,
-                 output, plot, json_out: bool, yes: bool) -> None:
+                 output, plot, json_out: bool, yes: bool, where: tuple[str, Optional[str]] = ("local", None)) -> None:
     from veriscale.progress.checkpoints import parse_checkpoints, resolve_checkpoints
     from veriscale.progress.offline_track import track as track_curve
 
@@ -122,23 +137,55 @@ def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every,
         confirm_cost(f"the files hold {len(cands)} runs to track (pick one with --id)", yes)
     wanted = parse_checkpoints(checkpoints) if checkpoints else None
     plans = [(c, resolve_checkpoints(len(c.trajectory.steps), wanted, every)) for c in cands]
+    runner = o.ray_executor(*where)  # the Ray cluster joined (or one sentence) once the input is known good
     judge = judge_from(*judge_args)
     store = judge.executor.store
-    with recorded_run(store, "track", judge.model.uri, {"trajectory": [str(t) for t in trajectory], "runs": len(cands),
-                                                        "checkpoints": checkpoints, "every": every}) as run:
+    args = {"trajectory": [str(t) for t in trajectory], "runs": len(cands), "checkpoints": checkpoints, "every": every}
+    with recorded_run(store, "track", judge.model.uri, {**args, **({"executor": "ray"} if runner else {})}) as run:
         run_id = run.id
         total = sum(len(points) for _, points in plans) * len(judge.repeats)
         curves: list[ProgressCurve] = []
         log = RunLog(store)  # the trajectory viewer's steps, and the curve as events for the dashboard
         with o.call_progress(total, "progress calls", not json_out, what="track", unit="checkpoint calls") as advance:
-            for cand, chosen in plans:
-                log.record_steps(run_id, cand.id, cand.trajectory.steps, start=0)
-                feed = judge.point_feed(log.point_emitter(run_id, cand.id))
-                curves.append(track_curve(task, cand, chosen, judge=judge, watch=EventWatch(**watch_args),
-                                          progress=lambda outcome: (advance(outcome), feed(outcome))))
-                log.emit_events(run_id, cand.id, curves[-1].events)
+            if runner is not None:
+                curves = _curves_on_ray(runner, task, plans, judge, judge_options(*judge_args), watch_args, run_id,
+                                        advance)
+                for (cand, _), curve in zip(plans, curves):
+                    log.record_steps(run_id, cand.id, cand.trajectory.steps, start=0)
+                    emit = log.point_emitter(run_id, cand.id)
+                    for point in curve.points:
+                        emit(point)
+                    log.emit_events(run_id, cand.id, curve.events)
+            else:
+                for cand, chosen in plans:
+                    log.record_steps(run_id, cand.id, cand.trajectory.steps, start=0)
+                    feed = judge.point_feed(log.point_emitter(run_id, cand.id))
+                    curves.append(track_curve(task, cand, chosen, judge=judge, watch=EventWatch(**watch_args),
+                                              progress=lambda outcome: (advance(outcome), feed(outcome))))
+                    log.emit_events(run_id, cand.id, curves[-1].events)
         payload = finish_with(run, _payload(curves), output, "failed" if any(c.failed for c in curves) else "ok")
     _emit(curves, payload, output, plot, json_out)
+
+
+def _curves_on_ray(runner, task, plans, judge: ProgressJudge, options: dict[str, Any], watch_args, run_id: int,
+                   advance) -> list[ProgressCurve]:
+    """Each trajectory's curve as a Ray unit (its calls committed here, linked to the track run as they
+    land), the curves in the order of ``plans``; a rerun's workers start from the calls the store holds,
+    and a trajectory that shares a call with an earlier one waits for it and takes its answer."""
+    from veriscale.engine import sync_edge
+    from veriscale.many.units import chain_shared, run_units
+    from veriscale.progress.offline_track import plan_track, track_unit
+
+    units = []
+    for i, (cand, chosen) in enumerate(plans):
+        planned = plan_track(task, cand, judge, chosen)  # rendered here too: the keys of the calls it makes
+        keys = [str(c.key) for c in judge.executor.keyed(planned.calls)]
+        units.append(track_unit(f"track:{i}:{cand.id}", task, cand, chosen, judge_options=options, watch=watch_args,
+                                seed_keys=keys))
+    results = sync_edge.run(run_units(runner, chain_shared(units), source=judge, run_id=run_id, at_once=len(units),
+                                      on_call=advance, max_calls=options.get("max_calls"),
+                                      calls_of=lambda result: int(result[1].model_calls)))
+    return [curve for curve, _ in results]
 
 
 def _payload(curves: list[ProgressCurve]) -> dict[str, Any]:

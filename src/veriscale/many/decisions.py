@@ -21,6 +21,7 @@ from veriscale.engine.run_scope import recorded_run
 from veriscale.engine.usage import Usage, usage_tap
 from veriscale.errors import ModelCallError, UserError, one_line
 from veriscale.many.picks_file import PickRecord
+from veriscale.many.units import Unit, verifier_recipe
 from veriscale.selection.settings import SelectionSettings
 
 
@@ -62,6 +63,19 @@ def run_args(job: DecisionJob, verifier: Any, settings: SelectionSettings, paren
     """The arguments a decision's ``select`` run records."""
     return {"task": job.key, "method": settings.method, "k": settings.k, "criteria": verifier.criteria.name,
             "select_many": parent}
+
+
+async def _decision_work(verifier: Any, spec: tuple[DecisionJob, SelectionSettings],
+                         on_call: Callable[[Any], None]) -> tuple[PickRecord, dict[str, Any] | None]:
+    """A decision as a unit's work (:mod:`veriscale.many.units`): :func:`apick` on the worker."""
+    job, settings = spec
+    return await apick(job, verifier=verifier, settings=settings, on_call=on_call)
+
+
+def decision_unit(job: DecisionJob, verifier: Any, settings: SelectionSettings) -> Unit:
+    """``job``'s decision as a unit of work for an executor (its key: the task's)."""
+    return Unit(key=job.key, work=_decision_work, spec=(job, settings), judge=verifier_recipe(settings),
+                command="select", args=run_args(job, verifier, settings, None), retry_errors=True)
 
 
 async def adecide(job: DecisionJob, *, verifier: Any, settings: SelectionSettings, parent: int | None = None,

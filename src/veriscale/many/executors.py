@@ -1,31 +1,34 @@
-"""Where ``select-many``'s decisions run: here on the caller's loop (:class:`LocalExecutor`, the
-default) or on a Ray cluster (:class:`RayExecutor`, ``--executor ray [--address ADDR]``).
+"""Where ``select-many``'s decisions (and ``bench``'s items, ``track``'s trajectories) run: here on
+the caller's loop (:class:`LocalExecutor`, the default) or on a Ray cluster (:class:`RayExecutor`,
+``--executor ray [--address ADDR]``).
 
     executor = RayExecutor(address=None)      # a local Ray instance; "ray://host:10001" or "auto" for a cluster
     executor.start()                          # an unreachable address: one sentence, before any work
     report = select_many(jobs, ..., executor=executor)
+    result = await executor.run_unit(unit, source=verifier, run_id=run.id)   # any unit (veriscale.many.units)
 
-Either way each decision is a ``select`` run in the driver's store. On Ray a worker runs the
-selection on its own event loop and gateway over a private scratch store
+On Ray a worker runs a unit of work (:mod:`veriscale.many.units`: a decision, a bench item, a
+trajectory's curve) on its own event loop and gateway over a private scratch store
 (:mod:`veriscale.many.ray_worker`) and streams every finished call back; the driver commits each as
-it arrives and links it to the decision's run, so the driver is the store's only writer and a killed
-worker loses nothing the driver received. A task whose worker died (or whose node went) is asked
-again, up to ``retries`` times, seeded with every call already committed for it, so no committed
-call is asked twice.
+it arrives and links it to its own run (each decision's ``select`` run, the ``bench`` or ``track``
+run), so the driver is the store's only writer and a killed worker loses nothing the driver
+received. A unit whose worker died (or whose node went) is asked again, up to ``retries`` times,
+seeded with every call already committed for it, so no committed call is asked twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError, one_line, setting
-from veriscale.many.decisions import DecisionJob, adecide, run_args
+from veriscale.many.decisions import DecisionJob, adecide, decision_unit, run_args
 from veriscale.many.picks_file import PickRecord
+from veriscale.many.units import Unit
 from veriscale.selection.settings import SelectionSettings
 
 EXECUTORS = ("local", "ray")
@@ -48,8 +51,9 @@ class LocalExecutor:
 
 def model_backends(model: Any) -> list[Any]:
     """The endpoint backends of the verifier's model (a worker loads each from its URI)."""
-    endpoints = getattr(model, "endpoints", None)
-    return [e.backend for e in endpoints] if endpoints else [model]
+    from veriscale.engine.routing import EndpointPool
+
+    return [e.backend for e in model.endpoints] if isinstance(model, EndpointPool) else [model]
 
 
 def model_uris(model: Any) -> list[str]:
@@ -65,17 +69,15 @@ def probed_states(model: Any) -> list[dict[str, Any] | None]:
     return [b.probed_state() if isinstance(b, ProbedState) else None for b in model_backends(model)]
 
 
-def committed_calls(store: Any, task: str) -> list[dict[str, Any]]:
-    """Every successful call the store links to an earlier ``select`` run of ``task`` (a retry's seeds)."""
-    from veriscale.many.ray_worker import call_rows
+def committed_calls(store: Any, keys: Iterable[str]) -> list[dict[str, Any]]:
+    """The successful calls among ``keys`` in ``store`` (a unit's seeds), looked up by key."""
+    from veriscale.many.ray_worker import rows_of_keys
 
-    return call_rows(store, "WHERE status = 'ok' AND key IN (SELECT rc.call_key FROM run_calls rc JOIN runs r ON "
-                            "r.id = rc.run_id WHERE r.command = 'select' AND json_extract(r.args, '$.task') = ?)",
-                     (task,))
+    return rows_of_keys(store, sorted(set(keys)), "AND status = 'ok'")
 
 
 class RayExecutor:
-    """Decisions as Ray tasks (module docstring). ``setup``: a picklable callable each worker runs
+    """Units of work as Ray tasks (module docstring). ``setup``: a picklable callable each worker runs
     first; ``runtime_env``: Ray's, for workers that need more than the driver's installation."""
 
     def __init__(self, address: str | None = None, *, retries: int = 2, setup: Callable[[], None] | None = None,
@@ -83,8 +85,10 @@ class RayExecutor:
         self.address, self.retries, self.setup, self.runtime_env = address, retries, setup, runtime_env
         self._remote: Any = None
         self.desk: Any = None  # the cluster's endpoint limits (veriscale.many.ray_limits)
-        self.attempts: dict[str, int] = {}  # task -> workers it took (1: no retry)
+        self.attempts: dict[str, int] = {}  # unit key -> workers it took (1: no retry)
+        self.committed: dict[str, set[str]] = {}  # unit key -> calls the driver committed or linked for it
         self._probed: list[dict[str, Any] | None] | None = None
+        self._earlier: dict[str, list[int]] | None = None  # task -> this store's earlier select runs of it
 
     def start(self) -> None:
         """Join (or start) the Ray cluster; an address nobody answers is one sentence."""
@@ -102,38 +106,26 @@ class RayExecutor:
                 raise UserError(f"cannot reach the Ray cluster at {where} ({one_line(str(exc))[:200]}): start it with "
                                 f"'ray start' on its head node, give its address with {setting('address')}, or drop "
                                 f"{setting('executor', 'ray')}") from None
-        from veriscale.many.ray_limits import start_desk
-        from veriscale.many.ray_worker import decide_here
+        from veriscale.many.ray_worker import run_here
 
-        self._remote = ray.remote(num_returns="streaming", max_retries=0)(decide_here)
-        self.desk = start_desk()
+        self._remote = ray.remote(num_returns="streaming", max_retries=0)(run_here)
+        self.desk = _driver_desk()
 
+    # -- decisions (select-many) ----------------------------------------------------------------
     async def decide(self, job: DecisionJob, *, verifier: Any, settings: SelectionSettings, parent: int | None,
                      on_call: Callable[[Any], None] | None) -> PickRecord:
-        from veriscale import settings as setting_source
-        from veriscale.many.ray_worker import WorkerPayload
-
-        if self._remote is None:
-            self.start()
+        """One decision as a unit: each attempt is its own ``select`` run under ``parent`` (one whose
+        worker was lost ends ``interrupted``), seeded with the calls earlier runs of the task committed."""
         store = verifier.executor.store
-        if self._probed is None:  # probed once, by the driver, before the first task leaves
-            self._probed = await asyncio.to_thread(probed_states, verifier.model)
+        unit = decision_unit(job, verifier, settings)
+        earlier = await asyncio.to_thread(self._earlier_calls, store, job.key)
         lost = ""
         for attempt in range(1, self.retries + 2):
-            self.attempts[job.key] = attempt
             with recorded_run(store, "select", verifier.model.uri, run_args(job, verifier, settings, parent),
                               parent=parent) as run:
                 RunLog(store).record_candidates(run.id, job.candidates)
-                payload = WorkerPayload(job=job, settings=settings, uris=model_uris(verifier.model),
-                                        concurrency=verifier.executor.gateway.concurrency,
-                                        chosen=setting_source.source.choices(),
-                                        seeds=await asyncio.to_thread(committed_calls, store, job.key),
-                                        refresh=verifier.executor.gateway.refresh and attempt == 1, setup=self.setup,
-                                        desk=self.desk, holder=f"{uuid.uuid4().hex}:{job.key}#{attempt}",
-                                        probed=self._probed,
-                                        **_rates(verifier))
                 try:
-                    record, result = await self._stream(payload, store, run.id, on_call)
+                    record, result = await self._attempt(unit, verifier, run.id, attempt, on_call, earlier)
                 except _WorkerLost as gone:
                     lost = str(gone)
                     run.finish("interrupted", {"error": lost, "attempt": attempt})
@@ -141,32 +133,99 @@ class RayExecutor:
                 record.run_id = run.id
                 run.finish("ok" if record.error is None else "failed",
                            result if result is not None else {"error": record.error})
-                return record
+                return record  # type: ignore[no-any-return]
         return PickRecord(task=job.key, n_candidates=len(job.candidates), method=settings.method,
                           error=f"its worker was lost {self.retries + 1} times (last: {lost}): rerun to resume it")
 
-    async def _stream(self, payload: Any, store: Any, run_id: int,
-                      on_call: Callable[[Any], None] | None) -> tuple[PickRecord, dict[str, Any] | None]:
+    def _earlier_calls(self, store: Any, task: str) -> set[str]:
+        """The calls linked to this store's earlier ``select`` runs of ``task`` (a rerun's seeds): the
+        runs are read once per executor (by the runs' command index), the calls by their run's index."""
+        if self._earlier is None:  # decisions start on several threads at once: each builds it whole
+            rows, _ = store.execute("SELECT id, json_extract(args, '$.task') FROM runs WHERE command = 'select' "
+                                    "ORDER BY command, id")
+            found: dict[str, list[int]] = {}
+            for run_id, key in rows:
+                if key is not None:
+                    found.setdefault(str(key), []).append(int(run_id))
+            self._earlier = found
+        runs = self._earlier.get(task, [])
+        keys: set[str] = set()
+        for i in range(0, len(runs), 500):
+            chunk = runs[i:i + 500]
+            found, _ = store.execute(f"SELECT call_key FROM run_calls WHERE run_id IN ({','.join('?' * len(chunk))})",
+                                     tuple(chunk))
+            keys.update(k for (k,) in found)
+        return keys
+
+    # -- any unit (bench items, track trajectories) ------------------------------------------
+    async def run_unit(self, unit: Unit, *, source: Any, run_id: int | None,
+                       on_call: Callable[[Any], None] | None = None) -> Any:
+        """Run ``unit`` on a worker and give its result; its calls are committed to ``source``'s store
+        (``source``: the driver's verifier or progress judge, whose model, gateway and store the unit
+        shares) and linked to ``run_id``. A lost worker's unit is asked again, ``retries`` times."""
+        lost = ""
+        for attempt in range(1, self.retries + 2):
+            try:
+                return await self._attempt(unit, source, run_id, attempt, on_call, set())
+            except _WorkerLost as gone:
+                lost = str(gone)
+        raise UserError(f"the worker of {unit.key} was lost {self.retries + 1} times (last: {lost}): rerun to "
+                        "resume (the calls it made are in the store)")
+
+    async def _attempt(self, unit: Unit, source: Any, run_id: int | None, attempt: int,
+                       on_call: Callable[[Any], None] | None, earlier: set[str]) -> Any:
+        from veriscale import settings as setting_source
+        from veriscale.many.ray_worker import WorkerPayload
+
+        if self._remote is None:
+            self.start()
+        store = source.executor.store
+        gateway = source.executor.gateway
+        if self._probed is None:  # probed once, by the driver, before the first unit leaves
+            self._probed = await asyncio.to_thread(probed_states, source.model)
+        self.attempts[unit.key] = attempt
+        mine = self.committed.setdefault(unit.key, set())
+        wanted = set(earlier) | mine | set(unit.seed_keys)
+        for other in unit.seed_from:
+            wanted |= self.committed.get(other, set())
+        refresh = gateway.refresh and attempt == 1
+        seeds = await asyncio.to_thread(committed_calls, store, () if refresh else wanted)
+        payload = WorkerPayload(unit=unit, uris=model_uris(source.model), concurrency=gateway.concurrency,
+                                chosen=setting_source.source.choices(), seeds=seeds, refresh=refresh,
+                                setup=self.setup, desk=self.desk, holder=f"{uuid.uuid4().hex}:{unit.key}#{attempt}",
+                                probed=self._probed, routing=gateway.pool.routing, **_rates(gateway))
+        return await self._stream(payload, store, run_id, on_call, mine)
+
+    async def _stream(self, payload: Any, store: Any, run_id: int | None, on_call: Callable[[Any], None] | None,
+                      mine: set[str]) -> Any:
         stream = self._remote.remote(payload)
         try:
-            return await self._read(stream, store, run_id, on_call)
+            return await self._read(stream, payload.unit, store, run_id, on_call, mine)
         finally:  # whatever this attempt's worker still holds at the desk (it died holding slots)
             await self.desk.release_all.remote(payload.holder)
 
-    async def _read(self, stream: Any, store: Any, run_id: int,
-                    on_call: Callable[[Any], None] | None) -> tuple[PickRecord, dict[str, Any] | None]:
+    async def _read(self, stream: Any, unit: Unit, store: Any, run_id: int | None,
+                    on_call: Callable[[Any], None] | None, mine: set[str]) -> Any:
         import ray.exceptions
+
+        from veriscale.many.ray_worker import arrived
 
         try:
             async for ref in stream:
                 kind, data = await ref
                 if kind == "calls":
                     await asyncio.wrap_future(store.submit(_commit, store, run_id, data))
+                    mine.update(row["key"] for row in data["calls"] if row["status"] == "ok")
+                    mine.update(link["key"] for link in data["links"])
                     if on_call is not None:
                         for _ in data["calls"]:
                             on_call(None)
                 elif kind == "done":
-                    return data["record"], data["result"]
+                    return data
+                elif kind == "raised":
+                    if unit.retry_errors:
+                        raise _WorkerLost(one_line(str(arrived(data)))[:300])
+                    raise arrived(data)
                 elif kind == "crash":
                     raise _WorkerLost(data)
         except ray.exceptions.RayError as exc:  # the worker died, its node went, it ran out of memory
@@ -174,9 +233,26 @@ class RayExecutor:
         raise _WorkerLost("the worker's stream ended without a result")
 
 
-def _rates(verifier: Any) -> dict[str, int]:
-    """The verifier's per-endpoint rpm and tpm (0: none), for the cluster's shared buckets."""
-    limits = verifier.executor.gateway.pool.endpoints[0].limits
+#: this process's desk on each Ray session it joined: held here, so an executor that ends (a command's,
+#: a test's) never drops the last reference and ends the desk under the next one
+_DESKS: dict[tuple[str, str], Any] = {}
+
+
+def _driver_desk() -> Any:
+    import ray
+
+    from veriscale.many.ray_limits import start_desk
+
+    context = ray.get_runtime_context()
+    session = (context.get_node_id(), context.get_job_id())
+    if session not in _DESKS:
+        _DESKS[session] = start_desk()
+    return _DESKS[session]
+
+
+def _rates(gateway: Any) -> dict[str, int]:
+    """The gateway's per-endpoint rpm and tpm (0: none), for the cluster's shared buckets."""
+    limits = gateway.pool.endpoints[0].limits
     return {"rpm": limits.requests.per_minute if limits.requests else 0,
             "tpm": limits.tokens.per_minute if limits.tokens else 0}
 
@@ -201,13 +277,15 @@ def _reachable(address: str | None, timeout_s: float = 5.0) -> None:
 
 
 class _WorkerLost(Exception):
-    """A decision's worker stopped before it gave a result (the task is asked again)."""
+    """A unit's worker stopped before it gave a result (the task is asked again)."""
 
 
-def _commit(store: Any, run_id: int, data: dict[str, Any]) -> None:
-    """On the store's writer thread: a worker's new calls and the decision run's links to calls."""
+def _commit(store: Any, run_id: int | None, data: dict[str, Any]) -> None:
+    """On the store's writer thread: a worker's new calls and the driver's run's links to calls."""
     from veriscale.many.ray_worker import put_rows
 
     put_rows(store, data["calls"])
+    if run_id is None:
+        return
     for link in data["links"]:
         store.link_call(run_id, link["key"], cache_hit=link["cache_hit"], label=link["label"])

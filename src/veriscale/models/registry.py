@@ -80,6 +80,16 @@ def load_plugins() -> None:
             register_backend((name,), loaded, forms=forms)
 
 
+def check_scheme(uri: str) -> None:
+    """A UserError listing the forms when no registered scheme (or plugin) reads ``uri``; nothing is
+    loaded (a driver that hands the URI to workers checks it before any work)."""
+    uri = (uri or "").strip()
+    if SCHEMES.get(scheme_of(uri)) is None:
+        load_plugins()
+        if SCHEMES.get(scheme_of(uri)) is None:
+            raise UserError(f"unknown model URI '{uri}': use one of {uri_forms()}")
+
+
 def load_backend(uri: str) -> ModelBackend:
     """The backend a model URI names (the schemes registered so far, then the plugins'); an
     unknown form raises a UserError listing the forms. Use ``veriscale.models.uri.load_backend``,

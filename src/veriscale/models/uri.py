@@ -22,8 +22,8 @@ come from installed plugins (entry point group ``veriscale.backends``).
 from __future__ import annotations
 
 import veriscale.models.schemes  # noqa: F401  (registers the built-in schemes)
-from veriscale.models.registry import load_backend, uri_forms
+from veriscale.models.registry import check_scheme, load_backend, uri_forms
 
-__all__ = ["URI_FORMS", "load_backend"]
+__all__ = ["URI_FORMS", "check_scheme", "load_backend"]
 
 URI_FORMS = uri_forms()  # the built-in forms, for --help; errors list every registered form

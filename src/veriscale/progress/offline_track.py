@@ -9,6 +9,12 @@
     judge.executor.estimate(plan.calls)              # what they would cost
     curve = run_track(plan, judge)
 
+On a Ray cluster each trajectory's curve is a unit of work (:mod:`veriscale.many.units`):
+:func:`track_unit` describes it, and the worker builds its own judge from the same options::
+
+    unit = track_unit("track:0", task, candidate, [2, 4], judge_options={"scale": "digits"}, watch={})
+    curve, spent = await executor.run_unit(unit, source=judge, run_id=run.id)
+
 Checkpoint t sees steps 1..t only (``veriscale.progress.steps``). All checkpoints' calls go to
 the gateway as one plan in step order, so the embedded model's KV cache and a server's prefix
 cache carry each prefix to the next checkpoint: the cost grows with the steps, not with
@@ -132,6 +138,47 @@ def track(task: str | Task | None, trajectory: TrajectoryLike, checkpoints: Sequ
     elif repeats is not None:
         raise UserError("give repeats to the ProgressJudge you pass, not to track() as well")
     return run_track(plan_track(task, trajectory, judge, checkpoints, every), judge, watch=watch, progress=progress)
+
+
+@dataclass(frozen=True)
+class TrackSpec:
+    """One trajectory's curve as a unit's spec: the task, the run, its checkpoints, the event thresholds."""
+
+    task: str | Task | None
+    trajectory: Candidate
+    checkpoints: tuple[int, ...]
+    watch: dict[str, Any]
+
+
+def _progress_judge(options: dict[str, Any], model: Any, store: Any, refresh: bool, concurrency: int,
+                    max_calls: int | None) -> ProgressJudge:
+    return ProgressJudge(model, store=store, concurrency=concurrency, **{**options, "refresh": refresh,
+                                                                          "max_calls": max_calls})
+
+
+async def _track_work(judge: ProgressJudge, spec: TrackSpec, on_call: Callable[[Any], None]) -> tuple[ProgressCurve, Any]:
+    """A trajectory's curve on a worker (a unit's work): :func:`track` with the worker's judge, and what it spent."""
+    import asyncio
+
+    from veriscale.engine.usage import Usage
+
+    curve = await asyncio.to_thread(track, spec.task, spec.trajectory, list(spec.checkpoints), judge=judge,
+                                    watch=EventWatch(**spec.watch), progress=on_call)
+    return curve, Usage(**judge.usage.counters())
+
+
+def track_unit(key: str, task: str | Task | None, trajectory: Candidate, checkpoints: Sequence[int], *,
+               judge_options: dict[str, Any], watch: dict[str, Any], seed_keys: Sequence[str] = ()) -> Any:
+    """One trajectory's curve as a unit of work for an executor (its result: ``(curve, usage)``).
+    ``judge_options``: :class:`ProgressJudge`'s keywords (``scale``, ``repeats``, ``reasoning``, ...);
+    ``seed_keys``: the keys of the calls its plan makes (a rerun's seeds, when the store has them)."""
+    import functools
+
+    from veriscale.many.units import Unit
+
+    return Unit(key=key, work=_track_work, spec=TrackSpec(task, trajectory, tuple(checkpoints), dict(watch)),
+                judge=functools.partial(_progress_judge, dict(judge_options)), command="track",
+                args={"trajectory": trajectory.id}, seed_keys=tuple(seed_keys))
 
 
 def _outcome(candidate: Candidate) -> Any:

@@ -40,6 +40,7 @@ FLAG_FOR: dict[str, str] = {
     "tasks_at_once": "--tasks-at-once",
     "executor": "--executor",
     "address": "--address",
+    "agent": "--agent",  # harness run's agent loop (builtin or pi)
     "batch": "--batch",  # select-many through the Batch API (veriscale.many.batch)
     "ray": "--ray",  # serve-reward on Ray (veriscale.rewards.ray_pool)
     "replicas": "--replicas",

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from veriscale.engine.run_scope import RunCancelled, Terminated, recorded_run
 from veriscale.engine.store import Store
@@ -113,28 +113,47 @@ def jail_aware_log(sink: Callable[[str], None], no_jail: bool) -> Callable[[str]
     return log
 
 
+class RemoteTasks(Protocol):
+    """Runs each task somewhere else (``--executor ray``: :class:`veriscale.many.ray_harness.RayTasks`)."""
+
+    name: str
+
+    def start(self, options: RunOptions) -> None:
+        """Join the cluster and check every node can run a task; ``UserError`` before any work."""
+
+    def run_task(self, task_dir: Path, layout: RunLayout, config: ProtocolConfig, *, options: RunOptions,
+                 run_id: str, store: Store, store_run_id: int, log: Callable[[str], None]) -> dict[str, Any]:
+        """One task's outcome document; its run folder written at ``layout.root``, its calls committed to
+        ``store`` and linked to ``store_run_id``."""
+
+
 def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Executor | None = None,
-              backend: ModelBackend | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+              backend: ModelBackend | None = None, log: Callable[[str], None] | None = None,
+              remote: RemoteTasks | None = None) -> dict[str, Any]:
     """Run the protocol on every task; returns ``{"run_id", "tasks": [outcome, ...], "failed": n}``.
 
     ``executor`` overrides the one ``options.executor`` names; ``backend`` is handed to the
-    built-in executor (tests use a scripted double).
+    built-in executor (tests use a scripted double). ``remote``: each task runs there instead of in
+    this process (its ``start`` checks the cluster before any work; the agent loads there).
     """
     options.check()
     if not task_dirs:
         raise UserError("no task folders given: pass one or more materialised task folders")
-    if not options.no_jail:
+    if remote is not None:
+        remote.start(options)  # every node checked: one sentence, before any work
+    elif not options.no_jail:
         check_jail_available()
     run_id = options.run_id or new_run_id()
     config = options.protocol_config()
-    if executor is None and options.executor == "builtin" and backend is None:
+    if remote is None and executor is None and options.executor == "builtin" and backend is None:
         from veriscale.models.uri import load_backend
 
         backend = load_backend(options.model_uri)  # a bad URI stops the run before any work
     store = Store.open(options.store_path)
-    executor = executor or make_executor(options.executor, backend, store)
+    if remote is None:
+        executor = executor or make_executor(options.executor, backend, store)
     log = jail_aware_log(log or (lambda _line: None), options.no_jail)
-    if not options.no_jail:
+    if not options.no_jail and remote is None:
         from veriscale.harness.jail.limits import describe_limits, expected_mechanism
 
         log(describe_limits(options.jail_limits, expected_mechanism()))
@@ -144,7 +163,8 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
     # phases and every model call they made (the sessions' calls are linked to the task's run).
     with recorded_run(store, "harness run", options.model_uri, {
             "run_id": run_id, "tasks": [str(t) for t in task_dirs], "contract": options.contract,
-            "executor": getattr(executor, "name", options.executor), "jail": "off" if options.no_jail else "on"}) as parent, \
+            "executor": getattr(executor, "name", options.executor), "jail": "off" if options.no_jail else "on",
+            **({"runs_on": remote.name} if remote is not None else {})}) as parent, \
             stopping_with(stop):
 
         def one(task_dir: Path) -> dict[str, Any]:
@@ -153,8 +173,12 @@ def run_tasks(task_dirs: Sequence[Path], options: RunOptions, *, executor: Execu
                               parent=parent.id) as task_run:
                 try:
                     layout = RunLayout.for_task(task_dir, run_id, options.runs_root)
-                    outcome = run_protocol(task_dir, layout, config, executor, log=log, slots=slots,
-                                           store_run_id=task_run.id)
+                    if remote is None:
+                        outcome = run_protocol(task_dir, layout, config, executor, log=log, slots=slots,
+                                               store_run_id=task_run.id)
+                    else:
+                        outcome = remote.run_task(task_dir, layout, config, options=options, run_id=run_id,
+                                                  store=store, store_run_id=task_run.id, log=log)
                 except Stopped:
                     log(f"{task_dir.name}: task cancelled ({why[0]})")
                     raise RunCancelled(why[0]) from None
