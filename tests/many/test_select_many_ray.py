@@ -46,9 +46,11 @@ def test_ray_gives_the_picks_and_scores_the_asyncio_executor_gives(local_ray, tm
     pool = _write_pool(tmp_path / "pool.jsonl")
     _, here = _decide(pool, tmp_path / "here.jsonl", tmp_path / "here.sqlite3", ScriptedScoreModel())
     with registered_scheme("scripted", lambda uri: ScriptedScoreModel(), ("scripted",)):
+        executor = RayExecutor(setup=register_in_worker)
         report, there = _decide(pool, tmp_path / "ray.jsonl", tmp_path / "ray.sqlite3", ScriptedScoreModel(),
-                                RayExecutor(setup=register_in_worker), at_once=2)
+                                executor, at_once=2)
     assert report.decided == 3
+    assert executor.committed == {}  # a finished decision's call keys leave the driver's memory
     for task, line in here.items():
         other = there[task]
         assert (other["pick"], other["ranking"], other["confidence"]) == (line["pick"], line["ranking"], line["confidence"])

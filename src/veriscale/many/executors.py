@@ -116,8 +116,15 @@ class RayExecutor:
                      on_call: Callable[[Any], None] | None) -> PickRecord:
         """One decision as a unit: each attempt is its own ``select`` run under ``parent`` (one whose
         worker was lost ends ``interrupted``), seeded with the calls earlier runs of the task committed."""
-        store = verifier.executor.store
         unit = decision_unit(job, verifier, settings)
+        try:
+            return await self._decide(job, unit, verifier, settings, parent, on_call)
+        finally:  # no other unit seeds from a decision: its keys would only grow the driver's memory
+            self.committed.pop(unit.key, None)
+
+    async def _decide(self, job: DecisionJob, unit: Unit, verifier: Any, settings: SelectionSettings,
+                      parent: int | None, on_call: Callable[[Any], None] | None) -> PickRecord:
+        store = verifier.executor.store
         earlier = await asyncio.to_thread(self._earlier_calls, store, job.key)
         lost = ""
         for attempt in range(1, self.retries + 2):
