@@ -141,7 +141,20 @@ def run_here(payload: WorkerPayload) -> Iterator[tuple[str, Any]]:
     threading.Thread(target=work, name="veriscale-unit", daemon=True).start()
     while True:
         kind, data = out.get()
+        following: tuple[str, Any] | None = None
+        while kind == "calls":  # what else is queued already goes in the same stream item (nothing waits)
+            try:
+                following = out.get_nowait()
+            except queue.Empty:
+                break
+            if following[0] != "calls":
+                break
+            data = {"calls": [*data["calls"], *following[1]["calls"]], "links": [*data["links"], *following[1]["links"]]}
+            following = None
         yield kind, data
+        if following is not None:
+            kind, data = following
+            yield kind, data
         if kind in ("done", "crash", "raised"):
             return
 
