@@ -92,20 +92,11 @@ class RayExecutor:
 
     def start(self) -> None:
         """Join (or start) the Ray cluster; an address nobody answers is one sentence."""
-        try:
-            import ray
-        except ImportError:
-            raise UserError(f"{setting('executor', 'ray')} needs Ray: pip install 'veriscale[ray]'") from None
-        if not ray.is_initialized():
-            _reachable(self.address)
-            try:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
-                         runtime_env=self.runtime_env, configure_logging=False)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                where = self.address or "a local instance"
-                raise UserError(f"cannot reach the Ray cluster at {where} ({one_line(str(exc))[:200]}): start it with "
-                                f"'ray start' on its head node, give its address with {setting('address')}, or drop "
-                                f"{setting('executor', 'ray')}") from None
+        import ray
+
+        from veriscale.many.ray_cluster import join
+
+        join(self.address, drop=setting("executor", "ray"), runtime_env=self.runtime_env)
         from veriscale.many.ray_worker import run_here
 
         self._remote = ray.remote(num_returns="streaming", max_retries=0)(run_here)
@@ -262,25 +253,6 @@ def _rates(gateway: Any) -> dict[str, int]:
     limits = gateway.pool.endpoints[0].limits
     return {"rpm": limits.requests.per_minute if limits.requests else 0,
             "tpm": limits.tokens.per_minute if limits.tokens else 0}
-
-
-def _reachable(address: str | None, timeout_s: float = 5.0) -> None:
-    """Refuse, in one sentence and before any work, an address no process listens on (Ray itself
-    would retry for a minute). None and "auto" mean a local instance: nothing to reach."""
-    import socket
-
-    if address in (None, "", "auto", "local"):
-        return
-    where = address.split("://", 1)[-1]
-    host, _, port = where.rpartition(":")
-    if not host or not port.isdigit():
-        raise UserError(f"{setting('address', repr(address))} is not HOST:PORT (or ray://HOST:PORT): give the head "
-                        "node's address, e.g. 10.0.0.5:6379")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise UserError(f"nothing answers at {setting('address', address)} ({exc.strerror or exc}): start the cluster "
-                        f"with 'ray start' on its head node, check the address, or drop {setting('executor', 'ray')}") from None
 
 
 class _WorkerLost(Exception):

@@ -68,26 +68,15 @@ class RayTasks:
 
     # -- joining and preflight ---------------------------------------------------------------
     def start(self, options: Any) -> None:
-        try:
-            import ray
-        except ImportError:
-            raise UserError(f"{setting('executor', 'ray')} needs Ray: pip install 'veriscale[ray]'") from None
         if options.executor not in AGENTS:
             raise UserError(f"unknown agent '{options.executor}': use one of {', '.join(AGENTS)} ({setting('agent')})")
-        from veriscale.many.executors import _reachable
+        from veriscale.many.ray_cluster import join
         from veriscale.models import uri as model_uri
 
         model_uri.check_scheme(options.model_uri)  # a bad URI is one sentence here, not an error in every task
-        _reachable(self.address)  # one sentence, not a minute of Ray's retries
-        if not ray.is_initialized():
-            try:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
-                         runtime_env=self.runtime_env, configure_logging=False)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                where = self.address or "a local instance"
-                raise UserError(f"cannot reach the Ray cluster at {where} ({one_line(str(exc))[:200]}): start it with "
-                                f"'ray start' on its head node, give its address with {setting('address')}, or drop "
-                                f"{setting('executor', 'ray')}") from None
+        join(self.address, drop=setting("executor", "ray"), runtime_env=self.runtime_env)
+        import ray
+
         self.preflight(options.executor, options.no_jail, options.model_uri)
         from veriscale.many.ray_harness_worker import run_task_here
 

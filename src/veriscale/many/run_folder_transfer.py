@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from veriscale.errors import UserError
 from veriscale.harness.safe_fs import UnsafePath, _kind, open_regular_beneath, walk_entries
-from veriscale.harness.safe_names import name_problem, shown_name
+from veriscale.harness.safe_names import member_problem, shown_name
 from veriscale.harness.safe_write import make_dirs_beneath, make_plain_dir, remove_tree, write_stream_beneath
 
 #: a run folder (or task folder) larger than this is refused whole
@@ -85,18 +85,6 @@ def pack_folder(root: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "
     return buffer.getvalue(), left_out
 
 
-def _name_problem(name: str, max_depth: int) -> str | None:
-    parts = PurePosixPath(name).parts
-    if not parts or name.startswith("/") or ".." in parts:
-        return "leaves the folder"
-    problem = name_problem(name)
-    if problem is not None:
-        return problem
-    if len(parts) > max_depth:
-        return f"deeper than {max_depth} folders"
-    return None
-
-
 def _kind_problem(member: tarfile.TarInfo) -> str | None:
     if member.isdir() or member.isreg():
         return None
@@ -131,7 +119,7 @@ def unpack_folder(data: bytes, dest: Path, *, max_bytes: int = DEFAULT_MAX_BYTES
             if sum(m.size for m in members if m.isreg()) > max_bytes:
                 raise TransferRefused(f"{what} holds more than {max_bytes} bytes of files: nothing of it was kept")
             for member in members:
-                why = _name_problem(member.name, max_depth) or _kind_problem(member)
+                why = member_problem(member.name, max_depth) or _kind_problem(member)
                 if why is None:
                     why = _write(tar, member, staging, report)
                 if why is not None:

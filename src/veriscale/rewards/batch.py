@@ -170,13 +170,7 @@ class BatchRewarder:
         return self._length_figures(batch)
 
     def _length_figures(self, batch: RewardBatch) -> RewardBatch:
-        """The batch's reward–length correlation, and its rewards length-controlled when asked."""
-        if self.control is not None:
-            batch.length_corr_raw = correlation(batch.rewards, batch.lengths)
-            ranked = [g if not p else -1 - i for i, (g, p) in enumerate(zip(batch.groups, batch.pointwise))]
-            batch.rewards = self.control.adjust(batch.rewards, batch.lengths, ranked)
-        batch.length_corr = correlation(batch.rewards, batch.lengths)
-        return batch
+        return length_figures(batch, self.control)
 
     async def _pointwise(self, prompts: Sequence[str], responses: Sequence[str | None], batch: RewardBatch) -> None:
         """Each distinct (prompt, response) scored once (a group of one is scored pointwise); its
@@ -197,3 +191,14 @@ class BatchRewarder:
             batch.rewards[i], batch.criteria[i] = result.rewards[0], result.criteria[0]
             batch.unverified[i], batch.group_sizes[i] = result.rewards[0] is None, 1
             batch.pointwise[i] = True
+
+
+def length_figures(batch: RewardBatch, control: LengthControl | None) -> RewardBatch:
+    """The batch's reward–length correlation, and its rewards length-controlled when ``control`` is
+    given; the one length step of every rewarder (in process, and the Ray pool's)."""
+    if control is not None:
+        batch.length_corr_raw = correlation(batch.rewards, batch.lengths)
+        ranked = [g if not p else -1 - i for i, (g, p) in enumerate(zip(batch.groups, batch.pointwise))]
+        batch.rewards = control.adjust(batch.rewards, batch.lengths, ranked)
+    batch.length_corr = correlation(batch.rewards, batch.lengths)
+    return batch

@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from veriscale.errors import UserError, VeriscaleError, one_line, setting
-from veriscale.rewards.batch import BatchRewarder, RewardBatch, check_pairs
-from veriscale.rewards.length import LengthControl, correlation
+from veriscale.rewards.batch import BatchRewarder, RewardBatch, check_pairs, length_figures
+from veriscale.rewards.length import LengthControl
 from veriscale.rewards.ray_replica import ReplicaSpec, RewardReplica, replica_spec
 
 POOL_NAME = "veriscale-rewards"
@@ -122,12 +122,7 @@ class RewardPool:
 
     def _length_figures(self, batch: RewardBatch) -> RewardBatch:
         """BatchRewarder's length step, here once for every replica (module docstring)."""
-        if self.control is not None:
-            batch.length_corr_raw = correlation(batch.rewards, batch.lengths)
-            ranked = [g if not p else -1 - i for i, (g, p) in enumerate(zip(batch.groups, batch.pointwise))]
-            batch.rewards = self.control.adjust(batch.rewards, batch.lengths, ranked)
-            batch.length_corr = correlation(batch.rewards, batch.lengths)
-        return batch
+        return length_figures(batch, self.control)
 
 
 @dataclass(frozen=True)
@@ -195,32 +190,12 @@ def _unpacked(answer: tuple[str, Any, int]) -> RewardBatch:
     raise PoolUnavailable(f"{value}: the request was not rewarded, ask again once replicas are back")
 
 
-def reachable(address: str | None) -> None:
-    """One sentence, before any work, when nothing answers at ``address`` (many.executors' check)."""
-    from veriscale.many.executors import _reachable
-
-    try:
-        _reachable(address)
-    except UserError as exc:
-        raise UserError(exc.template.replace(setting("executor", "ray"), setting("ray"))) from None
-
-
 def join_cluster(address: str | None = None, *, runtime_env: dict[str, Any] | None = None) -> None:
-    """Join the Ray cluster at ``address`` (None: a local instance), unless this process already has."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError(f"{setting('ray')} needs Ray: pip install 'veriscale[ray]'") from None
-    reachable(address)
-    if ray.is_initialized():
-        return
-    try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env,
-                 configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UserError(f"cannot reach the Ray cluster at {address or 'a local instance'} ({one_line(str(exc))[:200]}): "
-                        f"start it with 'ray start' on its head node, check {setting('address')}, or drop "
-                        f"{setting('ray')}") from None
+    """Join the Ray cluster at ``address`` (None: a local instance), unless this process already has;
+    an address nothing answers at is one sentence (:mod:`veriscale.many.ray_cluster`)."""
+    from veriscale.many.ray_cluster import join
+
+    join(address, drop=setting("ray"), runtime_env=runtime_env)
 
 
 def find_pool(name: str = POOL_NAME, namespace: str = POOL_NAMESPACE) -> Any | None:

@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from veriscale.harness.host_caps import CAPS
 from veriscale.harness.host_caps import current as current_caps
 from veriscale.harness.safe_fs import UnsafePath
-from veriscale.harness.safe_names import name_problem, shown_name
+from veriscale.harness.safe_names import member_problem, shown_name
 from veriscale.harness.safe_write import make_dirs_beneath, make_plain_dir, remove_tree, write_stream_beneath
 
 #: tar headers cost 512 bytes a member (+ PAX records): this much on top of the output cap.
@@ -63,15 +63,10 @@ class HarvestReport:
 
 
 def _bad_name(name: str, max_depth: int) -> str | None:
-    parts = PurePosixPath(name).parts
-    if not parts or name.startswith("/") or ".." in parts:
-        return "leaves the folder"
-    problem = name_problem(name)
-    if problem is not None:
-        return problem
-    if len(parts) > max_depth:
-        return f"deeper than {max_depth} folders: it and what it holds were not handed back"
-    return None
+    problem = member_problem(name, max_depth)
+    if problem is not None and problem.startswith("deeper than"):
+        return f"{problem}: it and what it holds were not handed back"
+    return problem
 
 
 def _kind_problem(member: tarfile.TarInfo) -> str | None:
