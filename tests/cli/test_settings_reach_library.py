@@ -75,6 +75,8 @@ def _example(spec) -> str:
     """A valid value for ``spec`` that differs from its default."""
     if spec.choices:
         return next(c for c in spec.choices if c != spec.default)
+    if spec.default is None:  # a path (criteria_dir): any folder name; nothing reads it under `settings`
+        return "/srv/criteria-packs"
     return str(int(spec.default) + 3 if isinstance(spec.default, int) else spec.default / 2 + 1)
 
 
@@ -91,7 +93,7 @@ def test_every_library_setting_is_handed_over_from_a_flag_or_the_file(tmp_path: 
     switch = spec.choices == ("on", "off")  # --joint/--no-joint takes no value; the file takes true/false
     config = tmp_path / "config.toml"
     table, key = spec.file.rsplit(".", 1)
-    written = "true" if switch else repr(value) if spec.choices else value
+    written = "true" if switch else repr(value) if spec.choices or spec.default is None else value
     config.write_text(f"[{table}]\n{key} = {written}\n" if source == "file" else "")
     monkeypatch.setenv("VERISCALE_CONFIG", str(config))
     monkeypatch.delenv(spec.env, raising=False)

@@ -53,7 +53,7 @@ def test_a_full_run_records_every_phase_and_fails_sessions_without_a_valid_ledge
     assert saved["outcome"] == outcome["outcome"] and saved["model"] == server_uri
     for phase in ("resolve", "challenge", "adjudicate"):
         state = outcome["phases"][phase]
-        assert state["calls"] >= 1 and state["prompt_tokens"] > 0
+        assert state["calls"] >= 1 and state["prompt_tokens"] > 0, state  # the reason, when a phase never called
         assert (state["status"] == "completed") == state["record_valid"], state
         if state["status"] == "failed":
             assert state["reason"] and state["problems"]

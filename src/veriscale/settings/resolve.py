@@ -160,7 +160,7 @@ def _from_file(spec: Spec, config: Config) -> tuple[bool, Any]:
         value = (value,)
     elif spec.name == "redact":
         value = tuple(value)
-    elif spec.name == "store":
+    elif spec.name in ("store", "criteria_dir"):  # paths: the flag's and the environment's are Paths too
         value = Path(value).expanduser()
     elif spec.parse is _number or (isinstance(spec.default, float) and isinstance(value, int)
                                    and not isinstance(value, bool)):
