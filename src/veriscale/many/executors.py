@@ -191,7 +191,7 @@ class RayExecutor:
         payload = WorkerPayload(unit=unit, uris=model_uris(source.model), concurrency=gateway.concurrency,
                                 chosen=setting_source.source.choices(), seeds=seeds, refresh=refresh,
                                 setup=self.setup, desk=self.desk, holder=f"{uuid.uuid4().hex}:{unit.key}#{attempt}",
-                                probed=self._probed, routing=gateway.pool.routing, **_rates(gateway))
+                                probed=self._probed, routing=gateway.pool.routing, **cluster_rates(gateway))
         return await self._stream(payload, store, run_id, on_call, mine)
 
     async def _stream(self, payload: Any, store: Any, run_id: int | None, on_call: Callable[[Any], None] | None,
@@ -248,7 +248,7 @@ def _driver_desk() -> Any:
     return _DESKS[session]
 
 
-def _rates(gateway: Any) -> dict[str, int]:
+def cluster_rates(gateway: Any) -> dict[str, int]:
     """The gateway's per-endpoint rpm and tpm (0: none), for the cluster's shared buckets."""
     limits = gateway.pool.endpoints[0].limits
     return {"rpm": limits.requests.per_minute if limits.requests else 0,

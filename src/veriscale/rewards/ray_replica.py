@@ -42,7 +42,7 @@ def replica_spec(rewarder: BatchRewarder, *, setup: Callable[[], None] | None = 
     """The spec of replicas that reward as ``rewarder`` does (its model URIs, verifier settings, mode,
     scheme and length control)."""
     from veriscale import settings as setting_source
-    from veriscale.many.executors import model_backends, model_uris, probed_states
+    from veriscale.many.executors import cluster_rates, model_backends, model_uris, probed_states
 
     v = rewarder.verifier
     kwargs = {"scale": v.scale, "criteria": v.criteria, "repeats": v.repeats, "reasoning": v.reasoning,
@@ -54,14 +54,7 @@ def replica_spec(rewarder: BatchRewarder, *, setup: Callable[[], None] | None = 
                        scheme=rewarder.grouper.scheme, group_settings=rewarder.grouper.settings,
                        length_control=rewarder.length_control, concurrency=v.executor.gateway.concurrency,
                        probed=probed_states(v.model), chosen=setting_source.source.choices(), setup=setup,
-                       embedded=any(b.is_embedded for b in model_backends(v.model)), **_rates(v.executor.gateway))
-
-
-def _rates(gateway: Any) -> dict[str, int]:
-    """The gateway's per-endpoint rpm and tpm (0: none), for the desk's shared buckets."""
-    limits = gateway.pool.endpoints[0].limits
-    return {"rpm": limits.requests.per_minute if limits.requests else 0,
-            "tpm": limits.tokens.per_minute if limits.tokens else 0}
+                       embedded=any(b.is_embedded for b in model_backends(v.model)), **cluster_rates(v.executor.gateway))
 
 
 class RewardReplica:
