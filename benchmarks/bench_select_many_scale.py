@@ -201,6 +201,12 @@ def child(args: argparse.Namespace) -> None:
         notes=sorted({n for r in report.records for n in r.notes})[:6],
         calls_per_decision=round(summary["model_calls"] / max(1, n_jobs), 1),
     )
+    rows, _ = verifier.executor.store.execute(
+        "SELECT status, COUNT(*), MIN(json_extract(result, '$.error')) FROM runs WHERE command = 'select' "
+        "GROUP BY status")
+    result["select_runs"] = {status: {"runs": n, "an_error": error} for status, n, error in rows}  # retries show here
+    result["picks_sha256"] = __import__("hashlib").sha256(
+        json.dumps(sorted((r.task, r.pick, r.ranking) for r in report.records)).encode()).hexdigest()[:16]
     if profiler:
         result["driver_profile"] = _top(profiler, 18)
         result["worker_profile"] = _worker_profiles(work, 22)

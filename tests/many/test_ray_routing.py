@@ -73,4 +73,6 @@ def test_one_tasks_calls_reach_one_endpoint_from_any_worker_and_tasks_spread(loc
     assert all(len(where) == 1 for where in endpoints.values()), endpoints  # a task's prefix stays on one endpoint
     assert endpoints["a"] != endpoints["b"]  # and the two tasks spread over both
     routed = ray.get(ray.get_actor(DESK_NAME).routed_counts.remote(("routelog:e0", "routelog:e1")))
-    assert sum(routed) == len(calls) and min(routed) > 0  # every call was routed at the desk
+    # the desk decided each new prefix (both endpoints got one); a worker sent the rest of a task's
+    # calls where its first went, without asking again
+    assert min(routed) > 0 and sum(routed) < len(calls), (routed, len(calls))

@@ -121,6 +121,14 @@ class SlotLimiter:
             self.release()  # the slot was handed over as the wait was cancelled: pass it on
             raise
 
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody waits for one (no waiting)."""
+        with self._lock:
+            if self.held < self.cap and not self._waiters:
+                self.held += 1
+                return True
+            return False
+
     def release(self) -> None:
         with self._lock:
             while self._waiters:

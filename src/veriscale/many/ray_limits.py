@@ -20,12 +20,13 @@ endpoint (and its prefix cache) from whichever worker they come.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any
 
-from veriscale.engine.routing import (RECENT_PROMPTS, EndpointLimits, RateLimiter, Router, SlotLimiter, affine_choice,
-                                      install_limits)
+from veriscale.engine.routing import (MIN_SHARED_FRACTION, RECENT_PROMPTS, EndpointLimits, RateLimiter, Router,
+                                      SlotLimiter, affine_choice, common_prefix_length, install_limits)
 from veriscale.models.abilities import endpoint_key, own_concurrency
 
 
@@ -49,6 +50,24 @@ class EndpointDesk:
             return
         self.held.setdefault(key, Counter())[holder] += 1
         self.peak[key] = max(self.peak[key], slots.held)
+
+    async def lease(self, key: str, cap: int, holder: str, want: int) -> int:
+        """Up to ``want`` slots for ``holder``: waits for one, then takes as many more as are free now;
+        how many it got (0: ``holder``'s attempt has ended)."""
+        await self.acquire(key, cap, holder)
+        if holder in self.gone:
+            return 0
+        slots, got = self.slots[key], 1
+        while got < want and slots.try_acquire():
+            got += 1
+        self.held[key][holder] += got - 1
+        self.peak[key] = max(self.peak[key], slots.held)
+        return got
+
+    def give_back(self, key: str, holder: str, count: int) -> None:
+        """``holder`` no longer needs ``count`` of the slots it leased."""
+        for _ in range(count):
+            self.release(key, holder)
 
     def release(self, key: str, holder: str) -> None:
         held = self.held.get(key)
@@ -110,15 +129,92 @@ def start_desk() -> Any:
         name=DESK_NAME, get_if_exists=True, scheduling_strategy=here).remote()
 
 
-class _RemoteSlots:
+#: a leased slot goes back to the desk after this many calls here (other workers waiting get their turn)
+LEASE_REUSES = 32
+#: leased slots unused here this long go back to the desk
+LEASE_IDLE_S = 0.05
+
+
+class _LeasedSlots:
+    """One attempt's share of an endpoint's cluster-wide slots: leased from the desk in blocks (as many
+    as calls wait here, as many as are free there), reused here for the next calls, and given back
+    when unused for :data:`LEASE_IDLE_S` or after :data:`LEASE_REUSES` calls. Every leased slot
+    counts at the desk, so the cluster never has more than ``cap`` calls in flight; a call costs a
+    desk round trip only when this attempt has no leased slot free (on the attempt's one loop)."""
+
     def __init__(self, desk: Any, key: str, cap: int, holder: str) -> None:
         self.desk, self.key, self.cap, self.holder = desk, key, cap, holder
+        self.free = 0  # leased and unused
+        self.uses = 0  # calls since a slot last went back
+        self.waiters: deque[asyncio.Future[None]] = deque()
+        self.leasing: asyncio.Task[None] | None = None
+        self.idle: asyncio.TimerHandle | None = None
 
     async def acquire(self) -> None:
-        await self.desk.acquire.remote(self.key, self.cap, self.holder)
+        if self.free and not self.waiters:
+            self.free -= 1
+            return
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self.waiters.append(waiter)
+        if self.leasing is None:
+            self.leasing = loop.create_task(self._lease())
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter in self.waiters:
+                self.waiters.remove(waiter)
+            elif waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self.release()  # the slot was handed over as the wait was cancelled: pass it on
+            raise
+
+    async def _lease(self) -> None:
+        try:
+            while self.waiters:
+                got = await self.desk.lease.remote(self.key, self.cap, self.holder, len(self.waiters))
+                if not got:
+                    raise RuntimeError("the desk took this attempt's slots back (the driver ended it)")
+                self.free += got
+                self._hand_over()
+        except BaseException as exc:  # noqa: BLE001 - the desk is gone or refused: every waiter hears it
+            while self.waiters:
+                waiter = self.waiters.popleft()
+                if not waiter.done():
+                    waiter.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self.leasing = None
+        self._idle_later()
+
+    def _hand_over(self) -> None:
+        while self.free and self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                self.free -= 1
+                waiter.set_result(None)
 
     def release(self) -> None:
-        self.desk.release.remote(self.key, self.holder)
+        self.free += 1
+        self.uses += 1
+        if self.uses >= LEASE_REUSES:  # others may be waiting at the desk: this slot goes back in line
+            self.uses = 0
+            self.free -= 1
+            self.desk.give_back.remote(self.key, self.holder, 1)
+        self._hand_over()
+        if self.waiters and self.leasing is None:
+            self.leasing = asyncio.get_running_loop().create_task(self._lease())
+        self._idle_later()
+
+    def _idle_later(self) -> None:
+        if self.free and not self.waiters and self.idle is None:
+            self.idle = asyncio.get_running_loop().call_later(LEASE_IDLE_S, self._give_back_idle)
+
+    def _give_back_idle(self) -> None:
+        self.idle = None
+        if self.free and not self.waiters:
+            count, self.free = self.free, 0
+            self.desk.give_back.remote(self.key, self.holder, count)
 
 
 class _RemoteRate:
@@ -142,17 +238,29 @@ def install_remote_limits(backend: Any, desk: Any, *, holder: str, concurrency: 
     key = limit_key(backend)
     cap = own_concurrency(backend) or concurrency
     install_limits(backend, EndpointLimits(
-        f"cluster:{key}", _RemoteSlots(desk, key, cap, holder),
+        f"cluster:{key}", _LeasedSlots(desk, key, cap, holder),
         _RemoteRate(desk, key, "requests", rpm) if rpm else None,
         _RemoteRate(desk, key, "tokens", tpm) if tpm else None))
 
 
 class _RemoteRouter:
+    """The desk's affinity decision, asked once per prefix: a prompt that shares most of its prefix
+    with one this worker routed lately goes where that one went (the rule of
+    :func:`~veriscale.engine.routing.affine_choice`, without a round trip); any other prompt is decided
+    at the desk, which sees every worker's new prefixes."""
+
     def __init__(self, desk: Any, pool: tuple[str, ...]) -> None:
         self.desk, self.pool = desk, pool
+        self.recent: list[deque[str]] = [deque(maxlen=RECENT_PROMPTS) for _ in pool]
+        self.asked = 0  # prompts decided at the desk (the others: here)
 
     async def route(self, prompt: str) -> int:
-        index: int = await self.desk.route.remote(self.pool, prompt)
+        length, _, index = max((max((common_prefix_length(prompt, seen) for seen in recent), default=0), -i, i)
+                               for i, recent in enumerate(self.recent))
+        if length < MIN_SHARED_FRACTION * len(prompt) or not length:
+            index = await self.desk.route.remote(self.pool, prompt)
+            self.asked += 1
+        self.recent[index].append(prompt)
         return index
 
 

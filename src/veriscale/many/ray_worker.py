@@ -129,32 +129,48 @@ class _Feed:
 
 
 def run_here(payload: WorkerPayload) -> Iterator[tuple[str, Any]]:
-    """Run ``payload``'s unit here, yielding what the driver commits (module docstring)."""
+    """Run ``payload``'s unit here, yielding what the driver commits (module docstring). A finished
+    call only pokes this generator; it reads the feed once for every poke queued since its last read
+    (the calls that finished while it sent the last item go in one item, one store read)."""
     out: queue.Queue[tuple[str, Any]] = queue.Queue()
+    scratch = Path(tempfile.mkdtemp(prefix="veriscale-worker-"))
+    stores: list[Any] = []  # the scratch store, closed here once the last item has gone (this side reads it too)
 
     def work() -> None:
         try:
-            asyncio.run(_run(payload, out))
+            asyncio.run(_run(payload, out, scratch, stores))
         except BaseException as exc:  # noqa: BLE001 - reported to the driver, which retries or fails the unit
             out.put(("crash", f"{type(exc).__name__}: {exc}"))
 
     threading.Thread(target=work, name="veriscale-unit", daemon=True).start()
+    try:
+        yield from _items(out)
+    finally:
+        for store in stores:
+            store.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _items(out: queue.Queue[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    pending: tuple[str, Any] | None = None
     while True:
-        kind, data = out.get()
-        following: tuple[str, Any] | None = None
-        while kind == "calls":  # what else is queued already goes in the same stream item (nothing waits)
-            try:
-                following = out.get_nowait()
-            except queue.Empty:
-                break
-            if following[0] != "calls":
-                break
-            data = {"calls": [*data["calls"], *following[1]["calls"]], "links": [*data["links"], *following[1]["links"]]}
-            following = None
+        kind, data = pending if pending is not None else out.get()
+        pending = None
+        if kind == "poke":
+            feed = data
+            while True:  # every poke queued already: one read covers them
+                try:
+                    following = out.get_nowait()
+                except queue.Empty:
+                    break
+                if following[0] != "poke":
+                    pending = following
+                    break
+            data = feed.new()
+            if data["calls"] or data["links"]:
+                yield "calls", data
+            continue
         yield kind, data
-        if following is not None:
-            kind, data = following
-            yield kind, data
         if kind in ("done", "crash", "raised"):
             return
 
@@ -190,7 +206,7 @@ def arrived(state: tuple[type[BaseException], tuple[Any, ...], dict[str, Any]]) 
     return exc
 
 
-async def _run(payload: WorkerPayload, out: queue.Queue[tuple[str, Any]]) -> None:
+async def _run(payload: WorkerPayload, out: queue.Queue[tuple[str, Any]], scratch: Path, stores: list[Any]) -> None:
     from veriscale import settings as setting_source
     from veriscale.engine.routing import EndpointPool
     from veriscale.engine.run_scope import recorded_run
@@ -201,41 +217,37 @@ async def _run(payload: WorkerPayload, out: queue.Queue[tuple[str, Any]]) -> Non
     if payload.setup is not None:
         payload.setup()
     setting_source.choose({"threads": _cpus_here(), **payload.chosen})  # the embedded model: this task's CPUs
-    scratch = Path(tempfile.mkdtemp(prefix="veriscale-worker-"))
     store = Store.open(scratch / "calls.sqlite3")
-    try:
-        put_rows(store, payload.seeds)
-        backends = [load_backend(uri) for uri in payload.uris]
-        for backend, state in zip(backends, payload.probed or []):
-            if state is not None and isinstance(backend, ProbedState):
-                backend.adopt_probed_state(state)  # the driver probed this endpoint: no probe from here
-        if payload.desk is not None:
-            from veriscale.many.ray_limits import install_remote_limits
+    stores.append(store)
+    put_rows(store, payload.seeds)
+    backends = [load_backend(uri) for uri in payload.uris]
+    for backend, state in zip(backends, payload.probed or []):
+        if state is not None and isinstance(backend, ProbedState):
+            backend.adopt_probed_state(state)  # the driver probed this endpoint: no probe from here
+    if payload.desk is not None:
+        from veriscale.many.ray_limits import install_remote_limits
 
-            for backend in backends:
-                install_remote_limits(backend, payload.desk, holder=payload.holder, concurrency=payload.concurrency,
-                                      rpm=payload.rpm, tpm=payload.tpm)
-        model: Any = backends[0]
-        if len(backends) > 1:
-            router = None
-            if payload.desk is not None and payload.routing == "affinity":
-                from veriscale.many.ray_limits import remote_router
+        for backend in backends:
+            install_remote_limits(backend, payload.desk, holder=payload.holder, concurrency=payload.concurrency,
+                                  rpm=payload.rpm, tpm=payload.tpm)
+    model: Any = backends[0]
+    if len(backends) > 1:
+        router = None
+        if payload.desk is not None and payload.routing == "affinity":
+            from veriscale.many.ray_limits import remote_router
 
-                router = remote_router(backends, payload.desk)  # one prefix, one endpoint, from any worker
-            model = EndpointPool(backends, concurrency=payload.concurrency, routing=payload.routing, router=router)
-        unit = payload.unit
-        judge = unit.judge(model, store, payload.refresh, payload.concurrency, unit.max_calls)
-        with recorded_run(store, unit.command, model.uri, unit.args) as run:
-            feed = _Feed(store, run.id)
-            try:
-                result = await unit.work(judge, unit.spec, lambda _outcome: out.put(("calls", feed.new())))
-            except Exception as exc:  # noqa: BLE001 - the unit's own error: the driver raises it (or retries)
-                out.put(("calls", feed.new()))
-                out.put(("raised", travelling(exc)))
-                return
-            run.finish("ok", {})
-        out.put(("calls", feed.new()))
-        out.put(("done", result))
-    finally:
-        store.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+            router = remote_router(backends, payload.desk)  # one prefix, one endpoint, from any worker
+        model = EndpointPool(backends, concurrency=payload.concurrency, routing=payload.routing, router=router)
+    unit = payload.unit
+    judge = unit.judge(model, store, payload.refresh, payload.concurrency, unit.max_calls)
+    with recorded_run(store, unit.command, model.uri, unit.args) as run:
+        feed = _Feed(store, run.id)
+        try:
+            result = await unit.work(judge, unit.spec, lambda _outcome: out.put(("poke", feed)))
+        except Exception as exc:  # noqa: BLE001 - the unit's own error: the driver raises it (or retries)
+            out.put(("calls", feed.new()))
+            out.put(("raised", travelling(exc)))
+            return
+        run.finish("ok", {})
+    out.put(("calls", feed.new()))
+    out.put(("done", result))
