@@ -47,6 +47,7 @@ ARGS: dict[str, list[str]] = {
     "harness claims": ["task"],
     "harness score": ["task"],
     "harness run": ["task", "--model", "embedded"],
+    "harness evolve": ["score.json", "--out", "skills", "--model", "embedded"],
     "harness jail-run": ["task"],
     "harness skills list": [],
     "harness skills show": ["evidence-xlsx"],

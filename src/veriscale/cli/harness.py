@@ -301,9 +301,11 @@ def score_command(
 
 def register(app: typer.Typer) -> None:
     """Add the ``harness`` sub-app to the main ``veriscale`` app."""
+    from veriscale.cli.harness_evolve import add_evolve_command
     from veriscale.cli.harness_run import add_run_command
 
     add_run_command(harness_app)
+    add_evolve_command(harness_app)
     if not any(getattr(c, "name", None) == "jail-run" for c in harness_app.registered_commands):
         harness_jail.register(harness_app)
     app.add_typer(harness_app, name="harness")

@@ -123,6 +123,7 @@ USES: dict[str, frozenset[str]] = {path: uses | _OUTPUT for path, uses in {
     "harness claims": _READS,
     "harness score": _READS,
     "harness run": _READS | _CALLS | _STORE,
+    "harness evolve": _READS | _CALLS | _STORE | _INJECTION,  # reads rollouts, asks a model
     "harness jail-run": _CAPS,
     "harness skills list": frozenset({"max_input_mb"}),
     "harness skills show": frozenset({"max_input_mb"}),

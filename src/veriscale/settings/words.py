@@ -62,6 +62,7 @@ FLAG_FOR: dict[str, str] = {
     "delivered": "--delivered",
     "base": "--base",
     "archive_dir": "--archive-dir",
+    "answer_keys": "--answer-keys",  # harness evolve's leak check
     "all_tasks": "--all-tasks",
     "output": "--output",
     "checkpoints": "--checkpoints",

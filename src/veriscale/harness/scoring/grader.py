@@ -3,8 +3,9 @@
 Grader contract (see docs/HARNESS.md): run on the host, never in the jail, as
 ``<command> --task TASK_DIR --deliverables DIR`` with ``VERISCALE_TASK_DIR``,
 ``VERISCALE_TASK_NAME`` and ``VERISCALE_DELIVERABLES`` also set; it prints exactly one
-non-empty stdout line, a JSON object with ``"score"`` in [0, 1] (extra fields kept), and
-exits 0. Anything else is a grader failure. Deliverables are graded from a fresh copy with view
+non-empty stdout line, a JSON object with ``"score"`` in [0, 1] (extra fields kept) and, optionally,
+``"feedback"``: a string saying what failed, kept beside the score (``harness evolve`` learns from it),
+and exits 0. Anything else is a grader failure. Deliverables are graded from a fresh copy with view
 sidecars and symlinks left out, so a grader cannot change the originals and a delivery cannot
 point the grader at files outside it: an office file in the copy that refers to another file (an
 external workbook link, an external relationship other than a hyperlink, a formula into another
@@ -19,6 +20,7 @@ Usage::
     grader = GraderCommand.parse("python3 examples/grader/grade.py --references refs/")
     grade = grader.grade(Path("tasks/t1"), staged_deliverables)   # Grade(score=0.8, extra={...})
     parse_grader_output('{"score": 1}')                          # Grade(score=1.0, extra={})
+    parse_grader_output('{"score": 0, "feedback": "rows_out wrong"}').feedback   # 'rows_out wrong'
 """
 
 from __future__ import annotations
@@ -59,10 +61,11 @@ class GraderFailure(Exception):
 
 @dataclass(frozen=True)
 class Grade:
-    """One grader answer: the score and whatever else the grader printed in its JSON line."""
+    """One grader answer: the score, its optional feedback and whatever else its JSON line held."""
 
     score: float
     extra: dict[str, Any] = field(default_factory=dict)
+    feedback: str | None = None
 
 
 def parse_grader_output(stdout: str) -> Grade:
@@ -81,7 +84,10 @@ def parse_grader_output(stdout: str) -> Grade:
         raise GraderFailure(f"\"score\" must be a number, got {score!r}")
     if not 0.0 <= float(score) <= 1.0:
         raise GraderFailure(f"\"score\" must lie in [0, 1], got {score}")
-    return Grade(score=float(score), extra=data)
+    feedback = data.pop("feedback", None)
+    if feedback is not None and not isinstance(feedback, str):
+        raise GraderFailure(f"\"feedback\" must be a string (what failed, in words), got {type(feedback).__name__}")
+    return Grade(score=float(score), extra=data, feedback=feedback or None)
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,8 @@ class TaskScore:
     grades: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    task_dir: str | None = None  # the materialised task (``harness evolve`` reads its rollouts and archive)
+    delivered: str | None = None  # the graded deliverables folder
 
     @property
     def drift(self) -> float | None:
@@ -137,7 +139,7 @@ def score_task(item: ScoreItem, *, grader: GraderCommand | None, select_only: bo
     labels = {r.label for r in task.rollouts}
     delivery = item.delivery
     if delivery is None:
-        return TaskScore(task=task.name, base=None, error=item.problem or "no delivery")
+        return TaskScore(task=task.name, base=None, error=item.problem or "no delivery", task_dir=str(task.path))
     if delivery.base is not None and delivery.base not in labels:
         raise UserError(
             f"base '{delivery.base}' of task '{task.name}' is not one of its rollouts ({', '.join(sorted(labels))}): "
@@ -146,7 +148,8 @@ def score_task(item: ScoreItem, *, grader: GraderCommand | None, select_only: bo
     archived = _archived_scores(read_archive(task.path, archive_dir), task.path)
     pool = [v for k, v in archived.items() if k in labels and v is not None]
     result = TaskScore(task=task.name, base=delivery.base, revisions=len(delivery.revisions),
-                       unresolved=len(delivery.unresolved))
+                       unresolved=len(delivery.unresolved), task_dir=str(task.path),
+                       delivered=str(delivery.deliverables))
     result.single_rollout = sum(pool) / len(pool) if pool else None
     result.oracle = max(pool) if pool else None
     result.select = archived.get(delivery.base) if delivery.base else None
