@@ -120,6 +120,38 @@ def test_a_run_killed_with_a_batch_in_flight_is_resumed_by_polling_that_batch(tm
     assert not (tmp_path / "picks.jsonl.batches").exists()
 
 
+def test_a_rerun_of_some_tasks_keeps_the_other_tasks_replies_for_the_run_that_decides_them(tmp_path: Path) -> None:
+    pool, out, store = _write_pool(tmp_path / "pool.jsonl"), tmp_path / "picks.jsonl", tmp_path / "s.sqlite3"
+    ledger = tmp_path / "picks.jsonl.batches"
+    with BatchDouble() as srv:
+        srv.hold = True  # the first wave (every task's first calls) stays in progress until released
+        child = subprocess.Popen([sys.executable, "-m", "veriscale", *_args(pool, out, store, srv.url, "--batch")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            assert srv.polled.wait(GUARD_S), "the run never polled a batch"
+        finally:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        held = {bid: batch for bid, batch in srv.batches.items() if batch["polls"] > 0}
+        assert held
+        srv.release()
+
+        some = CliRunner().invoke(app, _args(pool, out, store, srv.url, "--batch", "--tasks", "t1"))
+        assert some.exit_code == 0, some.output
+        assert set(_lines(out)) == {"t1"}
+        assert all(bid in ledger.read_text() for bid in held)  # t2's and t3's replies are still recorded
+        assert "kept in the ledger" in " ".join(json.loads(some.stdout)["notes"])
+
+        rest = CliRunner().invoke(app, _args(pool, out, store, srv.url, "--batch"))
+        assert rest.exit_code == 0, rest.output
+        every = srv.custom_ids()
+
+    for batch in held.values():  # no request of the first run's batch was ever sent again
+        assert all(every.count(cid) == 1 for cid in batch["custom_ids"])
+    assert {task: line["pick"] for task, line in _lines(out).items()} == {task: f"{task}-r1" for task in TASKS}
+    assert not ledger.exists()
+
+
 def test_a_failed_batch_gives_its_tasks_error_lines_and_exit_3_and_a_rerun_decides_them(tmp_path: Path) -> None:
     pool, out, store = _write_pool(tmp_path / "pool.jsonl"), tmp_path / "picks.jsonl", tmp_path / "s.sqlite3"
     runner = CliRunner()

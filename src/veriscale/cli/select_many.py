@@ -84,7 +84,8 @@ def register(app: typer.Typer) -> None:
             jobs = jobs_of(pool, tasks=wanted or None, limit=limit)
             every_run = [c for job in jobs for c in job.candidates]
             crits = load_criteria(criteria or default_criteria(every_run))
-            from veriscale.many.batch import BATCH_CONCURRENCY, out_ledger, select_many_batched
+            from veriscale.many.batch import BATCH_CONCURRENCY, select_many_batched
+            from veriscale.many.batch_ledger import out_ledger
             from veriscale.many.batch_client import check_batch_api
 
             # with --batch the endpoint's slots are calls waiting in batches: many, unless --concurrency says
@@ -107,7 +108,8 @@ def register(app: typer.Typer) -> None:
                 with o.call_progress(len(jobs), "tasks", not json_out, what="select-many", unit="tasks") as advance:
                     common = dict(verifier=verifier, settings=settings, picks=picks, at_once=at_once, parent=run.id,
                                   on_done=lambda record: advance())
-                    report = (select_many_batched(jobs, ledger=out_ledger(out), **common) if batch else
+                    report = (select_many_batched(jobs, ledger=out_ledger(out), whole_pool=not wanted and limit is None,
+                                                  **common) if batch else
                               select_many(jobs, executor=runner, **common))
                 payload = report.to_dict()
                 run.finish("ok" if not report.failed else "failed", payload)

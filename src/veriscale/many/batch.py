@@ -10,6 +10,8 @@ to the backend's own reading (the transport's status handling, then its logprob 
 batched call gives the probabilities a direct call would, and the gateway commits it to the store's
 call cache as it commits any call.
 
+The ledger is :mod:`veriscale.many.batch_ledger`.
+
 The wave rule (no timer): a wave goes out when every running decision has a request waiting (in
 the collector or in a batch in flight), after a settle round in which no request joined. A settle
 round is one round trip through the store's writer thread and one turn of the event loop, so the
@@ -30,9 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import hashlib
-import json
-import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ import httpx
 from veriscale.engine import sync_edge
 from veriscale.errors import ModelCallError, one_line
 from veriscale.many.batch_client import BatchApi, BatchState, api_key_of, http_backends
+from veriscale.many.batch_ledger import BatchLedger, request_id
 from veriscale.many.decisions import DecisionJob
 from veriscale.many.executors import LocalExecutor
 from veriscale.many.picks_file import PickRecord
@@ -60,55 +60,6 @@ MAX_LINES = 50_000
 BATCH_CONCURRENCY = 1024
 
 _DECISION: contextvars.ContextVar[str | None] = contextvars.ContextVar("veriscale_batch_decision", default=None)
-
-
-def out_ledger(picks: Path) -> Path:
-    """Where the batches of the select-many run writing ``picks`` are recorded."""
-    return picks.with_name(picks.name + ".batches")
-
-
-def request_id(base_url: str, path: str, body: dict[str, Any]) -> str:
-    """A request's ``custom_id``: a digest of where it goes and what it sends (the same request, the same id)."""
-    text = json.dumps({"url": base_url, "path": path, "body": body}, sort_keys=True, ensure_ascii=False)
-    return "vs-" + hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
-class BatchLedger:
-    """The batches a run submitted, one JSON line each, on disk before the batch is polled."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def entries(self) -> list[dict[str, Any]]:
-        if not self.path.is_file():
-            return []
-        found = []
-        for raw in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue  # a line cut off by a kill: that batch is not recorded (its calls are asked again)
-            if isinstance(entry, dict) and isinstance(entry.get("batch"), str):
-                found.append(entry)
-        return found
-
-    def record(self, batch_id: str, base_url: str, endpoint: str, custom_ids: list[str]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = {"batch": batch_id, "base_url": base_url, "endpoint": endpoint, "custom_ids": custom_ids}
-        with self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(line) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-
-    def drop(self, done: set[str]) -> None:
-        """Forget the batches ``done``; the file goes when nothing else is recorded."""
-        kept = [entry for entry in self.entries() if entry["batch"] not in done]
-        if not kept:
-            self.path.unlink(missing_ok=True)
-            return
-        part = self.path.with_name(self.path.name + ".part")
-        part.write_text("".join(json.dumps(entry) + "\n" for entry in kept), encoding="utf-8")
-        os.replace(part, self.path)
 
 
 @dataclass(eq=False)
@@ -145,12 +96,14 @@ class BatchSession:
     sends each wave as batches, and serves the replies of recorded batches (module docstring)."""
 
     def __init__(self, ledger: Path, *, api_key: str | None = None,
-                 poll_s: tuple[float, float] | None = None) -> None:
+                 poll_s: tuple[float, float] | None = None, whole_pool: bool = True) -> None:
         self.ledger = BatchLedger(ledger)
+        self.whole_pool = whole_pool
         self.api_key, self.poll_s = api_key, poll_s
         self.apis: dict[str, BatchApi] = {}
         self.recovered: dict[str, dict[str, Any]] = {}  # custom_id -> output line of a recorded batch
         self.recovered_batches: list[str] = []
+        self._replies_of: dict[str, set[str]] = {}  # recorded batch -> the custom_ids it answered
         self._handled: set[str] = set()  # recorded batches read back, or found unreadable
         self.submitted: list[str] = []  # batch ids this run created
         self.waves = 0
@@ -210,7 +163,9 @@ class BatchSession:
                                   f"({one_line(str(exc))[:200]}): its calls are asked again")
                 continue
             self.recovered_batches.append(entry["batch"])
-            self.recovered.update({cid: line for cid, line in lines.items() if isinstance(line.get("response"), dict)})
+            answered = {cid: line for cid, line in lines.items() if isinstance(line.get("response"), dict)}
+            self.recovered.update(answered)
+            self._replies_of[entry["batch"]] = set(answered)
 
     # -- the hooked post --------------------------------------------------------------------
     async def post(self, backend: Any, api: BatchApi, real: Callable[..., Any], path: str,
@@ -343,7 +298,15 @@ class BatchSession:
         for api in self.apis.values():
             await api.close()
         if finished:
-            self.ledger.drop(self._handled | set(self.submitted))
+            self.ledger.drop((self._handled | set(self.submitted)) - self.unserved_batches())
+
+    def unserved_batches(self) -> set[str]:
+        """Recorded batches holding a reply no decision of this run asked for (tasks a ``--tasks`` run
+        left out): they stay in the ledger, so the run that decides those tasks takes the replies. A run
+        over the whole pool asked for everything it will ever ask: nothing stays for it."""
+        if self.whole_pool:
+            return set()
+        return {batch for batch, cids in self._replies_of.items() if not cids.isdisjoint(self.recovered)}
 
 
 def _nothing() -> None:
@@ -370,9 +333,11 @@ class BatchExecutor:
 
 
 async def aselect_many_batched(jobs: Sequence[DecisionJob], *, ledger: Path, poll_s: tuple[float, float] | None = None,
-                               **kwargs: Any) -> ManyReport:
-    """:func:`~veriscale.many.select_many.aselect_many` with every model call sent in batches."""
-    session = BatchSession(ledger, poll_s=poll_s)
+                               whole_pool: bool = True, **kwargs: Any) -> ManyReport:
+    """:func:`~veriscale.many.select_many.aselect_many` with every model call sent in batches.
+    ``whole_pool``: ``jobs`` are every task of the pool (no ``--tasks`` or ``--limit``); otherwise a
+    recorded batch that answered a call no decision asked for stays in the ledger."""
+    session = BatchSession(ledger, poll_s=poll_s, whole_pool=whole_pool)
     finished = False
     try:
         report = await aselect_many(jobs, executor=BatchExecutor(session), **kwargs)
@@ -383,6 +348,8 @@ async def aselect_many_batched(jobs: Sequence[DecisionJob], *, ledger: Path, pol
     said = f"{len(session.submitted)} batch(es) in {session.waves} wave(s)"
     if session.recovered_batches:
         said += f"; {len(session.recovered_batches)} batch(es) of an earlier run read back"
+    if finished and (kept := session.unserved_batches()):
+        said += f"; {len(kept)} kept in the ledger for the tasks this run did not decide"
     report.notes.append(said)
     return report
 
