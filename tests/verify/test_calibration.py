@@ -57,3 +57,51 @@ def test_a_tau_calibrated_under_another_prompt_version_is_not_reused(tmp_path) -
     assert cal.tau_for(store, "model-x", "letters:20", False) == cal.DEFAULT_TAU
     store.set_meta(cal.tau_key("model-x", "letters:20", False), "0.25")
     assert cal.tau_for(store, "model-x", "letters:20", False) == 0.25
+
+
+def test_tau_is_kept_per_criteria_set_and_a_set_without_one_says_it_is_uncalibrated(tmp_path) -> None:
+    from veriscale.verify.criteria import load_criteria
+
+    store = Store.open(tmp_path / "s.sqlite3")
+    model = ScriptedScoreModel()
+    general, swe = load_criteria("general"), load_criteria("swe")
+    assert cal.criteria_tag(general) == ""  # the general pack whole keeps the key calibrations had before packs
+    store.set_meta(cal.tau_key(model.fingerprint(), "letters:20", False), "0.02")
+    assert Verifier(model, store=store, criteria="general").compare("t", "GOOD", "bad").tau == 0.02
+
+    on_swe = Verifier(model, store=store, criteria="swe").compare("t", "GOOD", "bad")
+    assert on_swe.tau == cal.DEFAULT_TAU  # general's τ is not swe's: C and the criteria differ
+    assert any("uncalibrated" in n and "'swe', 3 criteria" in n and "--criteria swe" in n for n in on_swe.notes)
+
+    store.set_meta(cal.tau_key(model.fingerprint(), "letters:20", False, cal.criteria_tag(swe)), "0.03")
+    calibrated = Verifier(model, store=store, criteria="swe").compare("t", "GOOD", "bad")
+    assert calibrated.tau == 0.03 and not any("uncalibrated" in n for n in calibrated.notes)
+
+    subset = general.only([c.name for c in general.items[:2]])  # C = 2: rewards spread differently
+    assert cal.criteria_tag(subset) not in ("", cal.criteria_tag(general), cal.criteria_tag(swe))
+    assert cal.criteria_tag(subset).startswith("general/2/")
+
+
+def test_models_calibrate_stores_tau_under_the_criteria_it_ran(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from tests.support.scripted_model import registered_scheme
+    from veriscale.cli import app
+    from veriscale.verify.criteria import load_criteria
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"instruction": f"task {i}", "output_1": "GOOD answer" if i % 2 else "meh",
+                                         "output_2": "meh" if i % 2 else "GOOD answer", "label": 1 if i % 2 else 2}) + "\n"
+                             for i in range(4)))
+    with registered_scheme("scriptedcal", lambda _uri: ScriptedScoreModel(), ("scriptedcal:",)):
+        result = CliRunner().invoke(app, ["models", "calibrate", "scriptedcal:", "--pairs", str(pairs), "--criteria",
+                                          "swe", "--store", str(tmp_path / "s.sqlite3"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["criteria"] == "swe"
+    store = Store.open(tmp_path / "s.sqlite3")
+    rows, _ = store.execute("SELECT key FROM meta WHERE key LIKE 'tau:%'")
+    assert [k for (k,) in rows] == [cal.tau_key(ScriptedScoreModel().fingerprint(), "letters:20", False,
+                                                cal.criteria_tag(load_criteria("swe")))]

@@ -112,10 +112,11 @@ def calibrate(
                 wins.append(r["a_wins"])
         taus = {"spread": cal.fit_tau_spread(diffs), "mle": cal.fit_tau_mle(diffs, wins)}
         tau = taus[method]
-        st.set_meta(cal.tau_key(v.executor.calibration_key(), v.scale.name, discrete), repr(tau))
+        st.set_meta(cal.tau_key(v.executor.calibration_key(), v.scale.name, discrete, cal.criteria_tag(v.criteria)),
+                    repr(tau))
         d = np.asarray(diffs)
         p = 1 / (1 + np.exp(-d / tau))
-        report = {"model": v.model.uri, "pairs": len(rows), "method": method, "tau": tau,
+        report = {"model": v.model.uri, "pairs": len(rows), "method": method, "tau": tau, "criteria": v.criteria.name,
                   "tau_spread": taus["spread"], "tau_mle": taus["mle"],
                   "accuracy": float(np.mean([(x > 0) == w for x, w in zip(diffs, wins) if x != 0])) if np.any(d != 0) else None,
                   "tie_rate": float(np.mean(d == 0)),

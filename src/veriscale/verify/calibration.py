@@ -18,7 +18,9 @@ Without a stored fit, ``DEFAULT_TAU`` is used and the result says which tau it u
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
 
 import numpy as np
 
@@ -28,12 +30,35 @@ SPREAD_QUANTILE = 0.9
 SPREAD_TARGET_P = 0.9
 
 
-def tau_key(fingerprint: str, scale: str, discrete: bool) -> str:
-    """The store/shipped-table key of a τ: model, judge prompt version, scale and mode (a τ
-    measured under one prompt version is not reused under another)."""
+def criteria_tag(criteria: Any) -> str:
+    """What a τ depends on besides the model, scale and read: the criteria it averages over (their
+    number C sets how far rewards spread). ``""`` for the built-in ``general`` pack whole (the key
+    calibrations had before there were packs, so they still apply to it); else the set's name, C and
+    a digest of its criteria, so a pack, a subset of one, an edited file or generated criteria each
+    need their own calibration::
+
+        criteria_tag(load_criteria("general"))               # ''
+        criteria_tag(load_criteria("swe"))                   # 'swe/3/1f0c…'
+    """
+    import hashlib
+
+    from veriscale.verify.criteria import load_criteria
+
+    items = tuple((c.name, c.description) for c in criteria.items)
+    if criteria.name == "general" and items == tuple((c.name, c.description) for c in load_criteria("general").items):
+        return ""
+    digest = hashlib.sha256(json.dumps(items, ensure_ascii=False).encode()).hexdigest()[:12]
+    return f"{criteria.name}/{len(items)}/{digest}"
+
+
+def tau_key(fingerprint: str, scale: str, discrete: bool, criteria: str = "") -> str:
+    """The store/shipped-table key of a τ: model, judge prompt version, scale, mode and criteria
+    (:func:`criteria_tag`; a τ measured under one prompt version or criteria set is not reused under
+    another)."""
     from veriscale.verify.prompts import PROMPT_VERSION
 
-    return f"tau:{fingerprint}:{PROMPT_VERSION}:{scale}:{'discrete' if discrete else 'continuous'}"
+    key = f"tau:{fingerprint}:{PROMPT_VERSION}:{scale}:{'discrete' if discrete else 'continuous'}"
+    return f"{key}:criteria={criteria}" if criteria else key
 
 
 def shipped_taus() -> dict[str, float]:
@@ -47,15 +72,15 @@ def shipped_taus() -> dict[str, float]:
         return {}
 
 
-def tau_for(store, fingerprint: str, scale: str, discrete: bool) -> float:
+def tau_for(store, fingerprint: str, scale: str, discrete: bool, criteria: str = "") -> float:
     """Tau from the store (your calibration), else the shipped table, else DEFAULT_TAU."""
-    return tau_with_source(store, fingerprint, scale, discrete)[0]
+    return tau_with_source(store, fingerprint, scale, discrete, criteria)[0]
 
 
-def tau_with_source(store, fingerprint: str, scale: str, discrete: bool) -> tuple[float, str]:
+def tau_with_source(store, fingerprint: str, scale: str, discrete: bool, criteria: str = "") -> tuple[float, str]:
     """``(tau, source)``: source is ``calibrated`` (your store), ``shipped`` (the project's table) or
-    ``default`` (DEFAULT_TAU: no calibration for this model, scale and read)."""
-    key = tau_key(fingerprint, scale, discrete)
+    ``default`` (DEFAULT_TAU: no calibration for this model, scale, read and criteria)."""
+    key = tau_key(fingerprint, scale, discrete, criteria)
     if store is not None:
         value = store.get_meta(key)
         if value is not None:
@@ -64,11 +89,17 @@ def tau_with_source(store, fingerprint: str, scale: str, discrete: bool) -> tupl
     return (float(shipped), "shipped") if shipped is not None else (DEFAULT_TAU, "default")
 
 
-def default_tau_note(tau: float) -> str:
-    """What a pairwise verdict says when its τ is the uncalibrated default."""
-    return (f"P(a beats b) uses the default tau {tau:g}: this model has no calibration for this scale and read, so P "
-            "is only ordinal; calibrate it with 'veriscale models calibrate MODEL --pairs FILE' (a server of a GGUF "
-            "file shares that file's tau when its URI names it with ?weights=FILE.gguf and its reads are exact).")
+def default_tau_note(tau: float, criteria: Any = None) -> str:
+    """What a pairwise verdict says when its τ is the uncalibrated default (``criteria``: the set it
+    used, named when it is not the general pack)."""
+    which, flag = "this scale and read", ""
+    if criteria is not None and criteria_tag(criteria):
+        which = f"this scale, read and criteria set ('{criteria.name}', {len(criteria.items)} criteria)"
+        flag = f" --criteria {criteria.name}" if not criteria.name.endswith(".md") else " --criteria FILE"
+    return (f"P(a beats b) uses the default tau {tau:g}: this model has no calibration for {which}, so P "
+            f"is only ordinal (uncalibrated); calibrate it with 'veriscale models calibrate MODEL --pairs FILE{flag}' "
+            "(a server of a GGUF file shares that file's tau when its URI names it with ?weights=FILE.gguf and its "
+            "reads are exact).")
 
 
 def fit_tau_spread(diffs: list[float]) -> float:

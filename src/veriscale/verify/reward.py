@@ -112,8 +112,9 @@ class Verifier:
             from veriscale.verify import calibration  # scipy, only where tau is not given
 
             self._tau, source = calibration.tau_with_source(self.executor.store, self.executor.calibration_key(),
-                                                            self.scale.name, self.discrete)
-            self._tau_note = calibration.default_tau_note(self._tau) if source == "default" else None
+                                                            self.scale.name, self.discrete,
+                                                            calibration.criteria_tag(self.criteria))
+            self._tau_note = calibration.default_tau_note(self._tau, self.criteria) if source == "default" else None
         return self._tau
 
     def check_labels(self) -> None:
