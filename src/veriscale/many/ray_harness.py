@@ -92,13 +92,15 @@ class RayTasks:
 
         check = ray.remote(num_cpus=0, max_retries=0)(node_check)
         nodes = [n for n in ray.nodes() if n.get("Alive")]
-        refs = {}
-        for node in nodes:
+        ips = [n.get("NodeManagerAddress", n["NodeID"]) for n in nodes]
+        refs = []  # one check per node: nodes may share an IP (several raylets on one host)
+        for node, ip in zip(nodes, ips):
             pinned = check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
                                    **({"runtime_env": self.runtime_env} if self.runtime_env else {}))
-            refs[node.get("NodeManagerAddress", node["NodeID"])] = pinned.remote(agent, no_jail, model_uri, self.setup)
+            name = ip if ips.count(ip) == 1 else f"{ip} (Ray node {node['NodeID'][:12]})"
+            refs.append((name, pinned.remote(agent, no_jail, model_uri, self.setup)))
         problems = []
-        for ip, ref in refs.items():
+        for ip, ref in refs:
             try:
                 found = ray.get(ref, timeout=self.preflight_timeout_s)
             except ray.exceptions.GetTimeoutError:
