@@ -28,6 +28,7 @@ from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError, setting
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.verify.criteria import load_criteria
+from veriscale.verify.criteria_auto import auto_count
 from veriscale.shown_text import for_terminal
 
 if TYPE_CHECKING:  # the bench machinery (numpy) is imported when the command runs
@@ -53,7 +54,7 @@ PivotsOpt = Annotated[int, typer.Option("--pivots", "-k", help="Pools: PPT pivot
 BenchRepeatsOpt = Annotated[Optional[int], typer.Option("--repeats", help="Pairs: K judgements per pair (default 2 = both slot orders); pools: per comparison.")]
 BudgetOpt = Annotated[Optional[int], typer.Option("--budget-tokens", help="Render budget per candidate in tokens (default: fits the context, capped for speed).")]
 AdaptiveOpt = Annotated[bool, typer.Option("--adaptive/--no-adaptive", help="Pools: stop each selection once decided.")]
-BenchCriteriaOpt = Annotated[Optional[str], typer.Option("--criteria", "-c", help="Built-in set or Markdown file (default: general for pairs, agent for pools).")]
+BenchCriteriaOpt = Annotated[Optional[str], typer.Option("--criteria", "-c", help="Built-in set or Markdown file (default: general for pairs, agent for pools); auto (auto:N) writes each task's criteria with the model; a comma list (general,auto) benches each choice.")]
 
 
 def _print_estimate(est: BenchEstimate, n_items: int, n_configs: int, kind: str) -> None:
@@ -134,6 +135,7 @@ def register(app: typer.Typer) -> None:
                 raise UserError("--checkpoints applies to a progress bench: add --progress FILE")
             from veriscale.bench.datasets import detect_kind, load_labelled_pools, load_pairs, sample
             from veriscale.bench.bench_runner import Bench, BenchConfig, BenchReport, expand_configs, parse_sweeps
+            from veriscale.bench.criteria_choices import criteria_choices, run_choices
 
             scale = scale or "letters"
             kind = kind or detect_kind(data)
@@ -167,7 +169,9 @@ def register(app: typer.Typer) -> None:
                 ids = [p.task_id for p in items]
             notes.append(f"subsample: {len(items)} of {len(everything)} {kind} with seed {seed}")
             crit_name = criteria or ("general" if kind == "pairs" else "agent")
-            crits = load_criteria(crit_name)
+            choices = criteria_choices(crit_name)
+            packs = [c for c in choices if auto_count(c) is None]  # the plan and estimate are the first pack's
+            crits = load_criteria(packs[0] if packs else ("general" if kind == "pairs" else "agent"))
             if criterion:
                 crits = crits.only(criterion)
             settings = SelectionSettings(method=method, k=pivots, repeats=repeats, adaptive=adaptive,
@@ -179,6 +183,9 @@ def register(app: typer.Typer) -> None:
                           max_calls=max_calls, concurrency=cs.concurrency, executor=runner)
             plan = bench.plan_pairs(items, configs) if kind == "pairs" else bench.plan_pools(items, configs)
             estimate = bench.estimate(plan)
+            if len(choices) > 1 or packs != choices:
+                notes.append(f"criteria choices {', '.join(choices)}: the estimate is for {crits.name} alone; "
+                             "auto adds one call a task to write its criteria, and each choice its own judging")
             _print_estimate(estimate, len(items), len(configs), kind)
             from veriscale.cli.settings import current as _current
             from veriscale.engine.prices import price_table
@@ -202,9 +209,12 @@ def register(app: typer.Typer) -> None:
                     "data": data, "kind": kind, "limit": chosen_limit, "seed": seed, "sweep": sweep,
                     "discrete_vs_continuous": discrete_vs_continuous, "criteria": crit_name,
                     **({"executor": executor} if runner is not None else {})}) as run:
-                with o.call_progress(len(items) * len(configs), f"bench {kind}", not json_out,
+                with o.call_progress(len(items) * len(configs) * len(choices), f"bench {kind}", not json_out,
                                      what="bench", unit=kind if len(configs) == 1 else f"{kind} x configurations") as advance:
-                    report.rows = bench.run(plan, on_progress=lambda done, total: advance())
+                    if choices == [crit_name] and packs:
+                        report.rows = bench.run(plan, on_progress=lambda done, total: advance())
+                    else:
+                        report.rows = run_choices(bench, kind, items, configs, choices, lambda done, total: advance())
                 report.notes += bench.notes
                 payload = finish_with(run, report.to_dict(), output)
             if plot is not None:

@@ -26,7 +26,7 @@ from veriscale.engine.run_scope import recorded_run
 from veriscale.errors import UserError, setting
 from veriscale.selection.inputs import default_criteria, resolve_inputs, task_taken_from
 from veriscale.selection.settings import METHODS, SelectionSettings
-from veriscale.verify.criteria import load_criteria
+from veriscale.cli.criteria_auto import chosen_for, runs_task, task_references
 from veriscale.shown_text import assembled, for_terminal
 
 if TYPE_CHECKING:  # the selection machinery (numpy) is imported when a command runs
@@ -45,7 +45,7 @@ DecisionBudgetOpt = Annotated[Optional[str], typer.Option("--budget", help="What
 MinConfOpt = Annotated[Optional[float], typer.Option("--min-confidence", help="Adaptive target; exit 4 when the pick's confidence stays below it.")]
 AdaptiveOpt = Annotated[bool, typer.Option("--adaptive/--no-adaptive", help="Stop early once the leader is decided (PPT, round robin).")]
 SelectRepeatsOpt = Annotated[Optional[int], typer.Option("--repeats", help="Judgements per comparison (default: 1 for PPT, 2 otherwise).")]
-SelectCriteriaOpt = Annotated[Optional[str], typer.Option("--criteria", "-c", help="Built-in set (general, agent) or a Markdown file (default: agent for trajectories, general for answers).")]
+SelectCriteriaOpt = Annotated[Optional[str], typer.Option("--criteria", "-c", help="Built-in set (general, agent), a Markdown file, or auto (auto:N: N criteria the model writes from the task's text); default: agent for trajectories, general for answers.")]
 SelectSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the PPT ring and knockout bracket, and of sampled reasoning.")]
 FormatOpt = Annotated[Optional[str], typer.Option("--format", help="Candidate file format, when auto-detection is not wanted.")]
 
@@ -163,6 +163,7 @@ def register(app: typer.Typer) -> None:
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: SelectSeedOpt = 0,
         refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
         max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None, fmt: FormatOpt = None,
+        save_criteria: o.SaveCriteriaOpt = None,
     ) -> None:
         """Pick the best of N runs of one task; prints a ranking, the reason and the pick.
 
@@ -186,15 +187,19 @@ def register(app: typer.Typer) -> None:
             if took is not None:  # the TASK CANDIDATES... form: say so, a user may have meant a candidate
                 note(f"took '{took}' as the task (the first path: one plain answer with no task of its own) and "
                      f"{len(candidates)} candidate(s) after it; name the task with {setting('task')} FILE to be explicit")
-            crits = load_criteria(criteria or default_criteria(candidates))
+            cs = o.command_settings(model, store, concurrency)
+            backend, opened = o.open_model(cs, notice=not dry_run), o.open_store(cs)
+            spec = criteria or default_criteria(candidates)
+            task_text, references = runs_task(task_obj, candidates, spec)
+            crits, generated = chosen_for(backend, opened, spec, task_text, references + task_references(task, task_text),
+                                          save=save_criteria, dry_run=dry_run, max_calls=max_calls)
             if criterion:
                 crits = crits.only(criterion)
-            cs = o.command_settings(model, store, concurrency)
             settings = SelectionSettings.from_flags(
                 cs, criteria=crits, budget=budget, method=method, k=pivots, repeats=repeats, adaptive=adaptive,
                 min_confidence=min_confidence, budget_tokens=budget_tokens, seed=seed, scale=scale,
                 reasoning=reasoning, discrete=discrete)
-            verifier = settings.verifier(o.open_model(cs, notice=not dry_run), store=o.open_store(cs),
+            verifier = settings.verifier(backend, store=opened,
                                          refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency)
             from veriscale.selection.select import plan_selection, run_selection
 
@@ -211,7 +216,7 @@ def register(app: typer.Typer) -> None:
                                      "selecting", not json_out, what="select") as advance:
                     sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance(),
                                         on_step=lambda step: RunLog(run.store).emit(run.id, "budget", step))
-                payload = sel.to_dict()
+                payload = {**sel.to_dict(), **generated}  # generated: the criteria --criteria auto wrote
                 if took is not None:
                     payload["task_taken_from"] = took
                 run.finish("ok", payload)

@@ -9,25 +9,30 @@ from rich.table import Table
 
 from veriscale.cli.common import console, emit_json, err_console, fail, note, prompt_tokens_text, user_errors
 from veriscale.cli import options as o
+from veriscale.cli.criteria_auto import chosen_criteria, task_references
 from veriscale.data.task_order import task_order_note
 from veriscale.data.text_input import read_text_input
 from veriscale.engine.sync_facade import Estimate
 from veriscale.engine.run_scope import recorded_run
-from veriscale.verify.criteria import load_criteria
+from veriscale.verify.criteria_auto import auto_count
 from veriscale.verify.results import CompareResult, ScoreResult
 from veriscale.verify.reward import Verifier
 from veriscale.shown_text import for_terminal
 
 
 def _verifier(model: str, store, scale: str, criteria: str, only, repeats: int, reasoning: bool,
-              discrete: bool, seed: int, refresh: bool, max_calls, concurrency: int, *, dry_run: bool) -> Verifier:
-    crits = load_criteria(criteria)
-    if only:
-        crits = crits.only(only)
+              discrete: bool, seed: int, refresh: bool, max_calls, concurrency: int, *, dry_run: bool,
+              task: tuple[str, str], save=None) -> tuple[Verifier, dict[str, Any]]:
+    """The verifier, and what the run records of generated criteria (``--criteria auto``; else nothing)."""
     cs = o.command_settings(model, store, concurrency)
-    return Verifier(o.open_model(cs, notice=not dry_run), store=o.open_store(cs), scale=scale, criteria=crits,
-                    repeats=repeats, reasoning=reasoning, discrete=discrete, seed=seed,
-                    refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency, **cs.injection())
+    v = Verifier(o.open_model(cs, notice=not dry_run), store=o.open_store(cs), scale=scale,
+                 criteria="general" if auto_count(criteria) else criteria,
+                 repeats=repeats, reasoning=reasoning, discrete=discrete, seed=seed,
+                 refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency, **cs.injection())
+    crits, extra = chosen_criteria(v.executor, criteria, task[1], task_references(task[0], task[1]), save=save,
+                                   dry_run=dry_run)
+    v.criteria = crits.only(only) if only else crits
+    return v, extra
 
 
 def _print_estimate(est: Estimate, as_json: bool, command: str) -> None:
@@ -50,7 +55,7 @@ def _report_problems(result: Any) -> None:
 
 
 def _execute(v: Verifier, command: str, args: dict[str, Any], calls: list, run: Callable[[Callable], Any],
-             render: Callable[[Any], None], *, dry_run: bool, json_out: bool) -> None:
+             render: Callable[[Any], None], *, dry_run: bool, json_out: bool, extra: dict[str, Any] | None = None) -> None:
     """The flow every verdict command shares: estimate, or record a run, call with a progress
     bar, store the result, render it, and exit non-zero when the verdict failed."""
     if dry_run:
@@ -59,7 +64,7 @@ def _execute(v: Verifier, command: str, args: dict[str, Any], calls: list, run: 
     with recorded_run(v.executor.store, command, v.model.uri, args) as recorded:  # every call is linked to it
         with o.call_progress(len(calls), f"{command} calls", not json_out, what=command) as advance:
             result = run(advance)
-        payload = result.to_dict()
+        payload = {**result.to_dict(), **(extra or {})}  # extra: the generated criteria, when there are
         recorded.finish("failed" if result.failed else "ok", payload)
     payload["run_id"] = recorded.id
     if json_out:
@@ -128,7 +133,7 @@ def register(app: typer.Typer) -> None:
         criteria: o.CriteriaOpt = "general", criterion: o.OnlyOpt = None, repeats: o.RepeatsOpt = None,
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: o.SeedOpt = 0,
         refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
-        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None, save_criteria: o.SaveCriteriaOpt = None,
     ) -> None:
         """Score one candidate against the task (reward in [0, 1]).
 
@@ -139,12 +144,13 @@ def register(app: typer.Typer) -> None:
             cand_text = read_text_input(candidate, "candidate")
             if (said := task_order_note({task: task_text, candidate: cand_text}, task, "score")) is not None:
                 note(said)
-            v = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
-                          refresh, max_calls, concurrency, dry_run=dry_run)
+            v, extra = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
+                                 refresh, max_calls, concurrency, dry_run=dry_run, task=(task, task_text),
+                                 save=save_criteria)
             calls, _ = v.plan_score(task_text, cand_text)
             _execute(v, "score", {"task": task, "candidate": candidate, "scale": scale, "criteria": criteria,
                                   "repeats": repeats}, calls, lambda advance: v.score(task_text, cand_text, progress=advance),
-                     _render_score, dry_run=dry_run, json_out=json_out)
+                     _render_score, dry_run=dry_run, json_out=json_out, extra=extra)
 
     @app.command()
     def compare(
@@ -155,7 +161,7 @@ def register(app: typer.Typer) -> None:
         criteria: o.CriteriaOpt = "general", criterion: o.OnlyOpt = None, repeats: o.RepeatsOpt = None,
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: o.SeedOpt = 0,
         refresh: o.RefreshOpt = False, json_out: o.JsonOpt = False, dry_run: o.DryRunOpt = False,
-        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None,
+        max_calls: o.MaxCallsOpt = None, concurrency: o.ConcurrencyOpt = None, save_criteria: o.SaveCriteriaOpt = None,
     ) -> None:
         """Compare two candidates in one context: both rewards and P(A beats B).
 
@@ -167,9 +173,10 @@ def register(app: typer.Typer) -> None:
             b_text = read_text_input(b, "candidate B")
             if (said := task_order_note({task: task_text, a: a_text, b: b_text}, task, "compare")) is not None:
                 note(said)
-            v = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
-                          refresh, max_calls, concurrency, dry_run=dry_run)
+            v, extra = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
+                                 refresh, max_calls, concurrency, dry_run=dry_run, task=(task, task_text),
+                                 save=save_criteria)
             calls, _ = v.plan_compare(task_text, a_text, b_text)
             _execute(v, "compare", {"task": task, "a": a, "b": b, "scale": scale, "criteria": criteria,
                                     "repeats": repeats}, calls, lambda advance: v.compare(task_text, a_text, b_text, progress=advance),
-                     _render_compare, dry_run=dry_run, json_out=json_out)
+                     _render_compare, dry_run=dry_run, json_out=json_out, extra=extra)

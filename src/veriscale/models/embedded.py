@@ -80,7 +80,8 @@ class EmbeddedModel:
     """A GGUF chat model run with llama-cpp-python; one instance per file per process."""
 
     is_embedded = True
-    chat_options = frozenset({"stop", "top_p", "top_k"})  # what chat(options=...) honours
+    #: what chat(options=...) honours; "grammar" is GBNF text the reply is held to (models.embedded_grammar)
+    chat_options = frozenset({"stop", "top_p", "top_k", "grammar"})
 
     def __init__(self, gguf: Path, n_ctx: int = DEFAULT_N_CTX, template: str | None = None,
                  threads: int | None = None) -> None:
@@ -402,6 +403,13 @@ class EmbeddedModel:
             stopped(stop)
             tokens = self._tokenize_prompt(render_chat(self.template, msgs, ""))
             self._eval_prompt(tokens, stop)
+            if options.get("grammar"):
+                from veriscale.models.embedded_grammar import grammar_generate
+
+                text, n = grammar_generate(self._llm, str(options["grammar"]), max_tokens=max_tokens,
+                                           temperature=temperature, seed=seed or 0,
+                                           room=self.context_size() - 8 - len(tokens), check=lambda: stopped(stop))
+                return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason="stop")
             text, _, n = self._generate(tokens, max_tokens, temperature, seed or 0, stop=sequences, cancel=stop,
                                         top_p=options.get("top_p"), top_k=options.get("top_k"))
         return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason="stop")

@@ -110,9 +110,10 @@ class OpenAICompatModel(ServerTokenizer):
 
     is_embedded = False
     #: chat parameters :meth:`chat` passes through as they are (the Chat Completions names); top_k is
-    #: not OpenAI's own but llama.cpp's, vLLM's and most compatible servers' (left out for api.openai.com)
+    #: not OpenAI's own but llama.cpp's, vLLM's and most compatible servers' (left out for api.openai.com);
+    #: so is grammar (llama.cpp's GBNF, honoured where the read probe found it: ``read_plan().joint``)
     chat_options = frozenset({"stop", "top_p", "top_k", "presence_penalty", "frequency_penalty", "tool_choice",
-                              "response_format"})
+                              "response_format", "grammar"})
 
     def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                  template: str | None = None, endpoint: str = "auto", top_logprobs: int = 20,
@@ -128,7 +129,7 @@ class OpenAICompatModel(ServerTokenizer):
             raise UserError("the completions endpoint needs a chat template to prefill the score slot: add template=chatml (or llama3, gemma) to the model URI")
         self.base_url = base_url.rstrip("/")
         if httpx.URL(self.base_url).host == "api.openai.com":
-            self.chat_options = self.chat_options - {"top_k"}
+            self.chat_options = self.chat_options - {"top_k", "grammar"}
         self.requested_model = model
         self.template = template
         self.endpoint = endpoint if endpoint != "auto" else ("completions" if template else "chat")

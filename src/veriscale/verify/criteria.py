@@ -164,6 +164,10 @@ def load_criteria(spec: str) -> CriteriaSet:
     """A pack by name (built-in, an alias such as ``agent``, the criteria_dir folder's, a plugin's)
     or a Markdown file path; anything else is one sentence listing the packs."""
     name = ALIASES.get(spec, spec)
+    if spec == "auto" or spec.startswith("auto:"):  # generated per task: verify.criteria_auto, not a pack
+        raise UserError(f"{setting('criteria', spec)} is generated from one task's text by score, compare, select "
+                        "and bench; this use takes a pack or a .md file: pass one, or save generated ones "
+                        f"with {setting('save_criteria')} and pass that file")
     if name in PACKS:  # the built-in ones without looking anywhere else
         text = resources.files("veriscale.verify").joinpath(f"criteria/{name}.md").read_text("utf-8")
         return parse_criteria(text, name)
