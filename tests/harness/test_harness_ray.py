@@ -257,3 +257,26 @@ def test_an_address_nothing_answers_at_is_one_sentence_before_any_work(two_tasks
                                       "--no-jail", "--executor", "ray", "--address", "127.0.0.1:1"])
     assert result.exit_code == 2 and "nothing answers at --address 127.0.0.1:1" in result.output
     assert not (two_tasks[0].parent / "quarterly_report.runs").exists()
+
+
+def test_a_task_clears_the_scratch_folders_killed_workers_left_and_spares_live_ones(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    from veriscale.many.ray_harness_worker import claimed_scratch
+
+    root = tmp_path / "veriscale-harness"
+    (root / "killed" / "tasks").mkdir(parents=True)   # a worker killed mid-task left this (no lock held)
+    (root / "killed" / "tasks" / "deliverable.txt").write_text("x")
+    (root / "live" / "tasks").mkdir(parents=True)     # another task running on this node holds its lock
+    held = os.open(root / "live.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        with claimed_scratch(root, "mine") as scratch:
+            assert scratch == root / "mine" and scratch.is_dir()
+            assert not (root / "killed").exists()       # cleared: nothing stays only on a worker
+            assert (root / "live" / "tasks").is_dir()   # a live task's folder is left alone
+        assert not (root / "mine").exists()
+    finally:
+        os.close(held)
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["live"]

@@ -18,11 +18,13 @@ returns the packed run folder. Nothing stays on the worker.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import queue
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -94,77 +96,126 @@ def _work(payload: HarnessPayload, out: queue.Queue[tuple[str, Any]], stop: Any)
 
 def _run(payload: HarnessPayload, out: queue.Queue[tuple[str, Any]], stop: Any) -> dict[str, Any]:
     from veriscale import settings as setting_source
+
+    if payload.setup is not None:
+        payload.setup()
+    setting_source.choose(payload.chosen)
+    with claimed_scratch(Path(tempfile.gettempdir()) / "veriscale-harness", payload.scratch_key) as scratch:
+        return _run_task_in(scratch, payload, out, stop)
+
+
+def _run_task_in(scratch: Path, payload: HarnessPayload, out: queue.Queue[tuple[str, Any]], stop: Any) -> dict[str, Any]:
     from veriscale.engine.run_scope import recorded_run
     from veriscale.engine.store import Store
     from veriscale.harness.protocol.layout import RunLayout
     from veriscale.harness.protocol.task_protocol import run_protocol
-    from veriscale.harness.safe_write import make_plain_dir, remove_tree
     from veriscale.harness.sessions.executors import make_executor
     from veriscale.many.ray_worker import _Feed, put_rows, travelling
     from veriscale.many.run_folder_transfer import pack_folder, unpack_folder
     from veriscale.models.cancel import stopping_with
 
-    if payload.setup is not None:
-        payload.setup()
-    setting_source.choose(payload.chosen)
-    scratch = Path(tempfile.gettempdir()) / "veriscale-harness" / payload.scratch_key
-    remove_tree(scratch)  # what a worker killed at this task left
-    make_plain_dir(scratch)
+    task_dir = scratch / "tasks" / payload.task_name
+    unpack_folder(payload.task_tar, task_dir, max_bytes=payload.max_bytes, what="the task folder")
+    layout = RunLayout.for_task(task_dir, payload.run_id, scratch / "runs" if payload.runs_root else None)
+    if payload.run_tar is not None:
+        unpack_folder(payload.run_tar, layout.root, max_bytes=payload.max_bytes, what="the run folder")
+    skills = []
+    for i, packed in enumerate(payload.skills):
+        skills.append(scratch / "skills" / str(i))
+        unpack_folder(packed, skills[-1], max_bytes=payload.max_bytes, what="a skills folder")
+    config = replace(payload.config, skills_dirs=skills)
+    store = Store.open(scratch / "calls.sqlite3")
+    outcome, raised = None, None
     try:
-        task_dir = scratch / "tasks" / payload.task_name
-        unpack_folder(payload.task_tar, task_dir, max_bytes=payload.max_bytes, what="the task folder")
-        layout = RunLayout.for_task(task_dir, payload.run_id, scratch / "runs" if payload.runs_root else None)
-        if payload.run_tar is not None:
-            unpack_folder(payload.run_tar, layout.root, max_bytes=payload.max_bytes, what="the run folder")
-        skills = []
-        for i, packed in enumerate(payload.skills):
-            skills.append(scratch / "skills" / str(i))
-            unpack_folder(packed, skills[-1], max_bytes=payload.max_bytes, what="a skills folder")
-        config = replace(payload.config, skills_dirs=skills)
-        store = Store.open(scratch / "calls.sqlite3")
-        outcome, raised = None, None
-        try:
-            put_rows(store, payload.seeds)
-            backend = None
-            if payload.agent == "builtin":
-                from veriscale.models.uri import load_backend
+        put_rows(store, payload.seeds)
+        backend = None
+        if payload.agent == "builtin":
+            from veriscale.models.uri import load_backend
 
-                backend = load_backend(config.model_uri)
-            executor = make_executor(payload.agent, backend, store)
-            with recorded_run(store, "harness task", config.model_uri, {"task": str(task_dir),
-                                                                       "run_id": payload.run_id}) as run:
-                feed = _Feed(store, run.id)
-                done = threading.Event()
+            backend = load_backend(config.model_uri)
+        executor = make_executor(payload.agent, backend, store)
+        with recorded_run(store, "harness task", config.model_uri, {"task": str(task_dir),
+                                                                   "run_id": payload.run_id}) as run:
+            feed = _Feed(store, run.id)
+            done = threading.Event()
 
-                def stream() -> None:
-                    while not done.wait(FEED_EVERY_S):
-                        data = feed.new()
-                        if data["calls"] or data["links"]:
-                            out.put(("calls", data))
+            def stream() -> None:
+                while not done.wait(FEED_EVERY_S):
+                    data = feed.new()
+                    if data["calls"] or data["links"]:
+                        out.put(("calls", data))
 
-                streamer = threading.Thread(target=stream, name="veriscale-harness-feed", daemon=True)
-                streamer.start()
-                try:
-                    with stopping_with(stop):
-                        outcome = run_protocol(task_dir, layout, config, executor,
-                                               log=lambda line: out.put(("log", line)),
-                                               slots=threading.BoundedSemaphore(payload.concurrency),
-                                               store_run_id=run.id)
-                except Exception as exc:  # noqa: BLE001 - the task's own error: the driver raises it again
-                    raised = travelling(exc)
-                finally:
-                    done.set()
-                    streamer.join()
-                    out.put(("calls", feed.new()))
-                run.finish("ok" if raised is None else "failed", {})
-        finally:
-            store.close()
-        run_tar, left_out = (pack_folder(layout.root, max_bytes=payload.max_bytes, what="the run folder")
-                             if layout.root.is_dir() else (None, []))
-        return {"outcome": outcome, "raised": raised, "run_tar": run_tar, "left_out": left_out,
-                "task_dir": str(task_dir), "run_dir": str(layout.root)}
+            streamer = threading.Thread(target=stream, name="veriscale-harness-feed", daemon=True)
+            streamer.start()
+            try:
+                with stopping_with(stop):
+                    outcome = run_protocol(task_dir, layout, config, executor,
+                                           log=lambda line: out.put(("log", line)),
+                                           slots=threading.BoundedSemaphore(payload.concurrency),
+                                           store_run_id=run.id)
+            except Exception as exc:  # noqa: BLE001 - the task's own error: the driver raises it again
+                raised = travelling(exc)
+            finally:
+                done.set()
+                streamer.join()
+                out.put(("calls", feed.new()))
+            run.finish("ok" if raised is None else "failed", {})
     finally:
-        remove_tree(scratch)
+        store.close()
+    run_tar, left_out = (pack_folder(layout.root, max_bytes=payload.max_bytes, what="the run folder")
+                         if layout.root.is_dir() else (None, []))
+    return {"outcome": outcome, "raised": raised, "run_tar": run_tar, "left_out": left_out,
+            "task_dir": str(task_dir), "run_dir": str(layout.root)}
+
+
+@contextmanager
+def claimed_scratch(root: Path, key: str) -> Iterator[Path]:
+    """The scratch folder ``root/key`` for one task, held under an exclusive lock on ``root/key.lock``
+    while the task runs and removed after it. First every other scratch folder under ``root`` whose
+    lock nobody holds is removed: a worker killed mid-task (out of memory, its retries spent) leaves
+    its folder behind, and the next task on the node clears it, so nothing stays only on a worker::
+
+        with claimed_scratch(Path("/tmp/veriscale-harness"), "a1b2c3") as scratch: ...
+
+    Lock files stay (empty): removing one while another worker may hold it open would let two
+    workers both think they own a folder."""
+    from veriscale.harness.safe_write import make_plain_dir, remove_tree
+
+    make_plain_dir(root)
+    fd = os.open(root / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another attempt at this task still running here: wait for it
+        _sweep(root, keep=key)
+        scratch = root / key
+        remove_tree(scratch)  # what a worker killed at this task left
+        make_plain_dir(scratch)
+        try:
+            yield scratch
+        finally:
+            remove_tree(scratch)
+    finally:
+        os.close(fd)
+
+
+def _sweep(root: Path, keep: str) -> None:
+    from veriscale.harness.safe_write import remove_tree
+
+    for entry in root.iterdir():
+        if entry.name == keep or entry.name.endswith(".lock") or entry.is_symlink() or not entry.is_dir():
+            continue
+        try:
+            fd = os.open(root / f"{entry.name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # a live task's folder
+            os.close(fd)
+            continue
+        try:
+            remove_tree(entry)
+        finally:
+            os.close(fd)
 
 
 # --- preflight --------------------------------------------------------------------------------
