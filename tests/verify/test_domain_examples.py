@@ -3,8 +3,7 @@
 Each built-in pack (``veriscale.verify.criteria.PACKS``) has a folder ``examples/domains/<pack>/``
 whose README.md holds the exact command in its first fenced ``sh`` block; that command runs here
 in process (typer's CliRunner, from the repository root) with ``--json``. The run must exit 0,
-name the pack it used (``criteria_set`` for score and compare; the run's recorded arguments for
-select) and give every criterion of the pack a reading in [0, 1]. The readings come from the weak
+name the pack it used (``criteria_set``; for select the run's recorded arguments too) and give every criterion of the pack a reading in [0, 1]. The readings come from the weak
 embedded SmolLM2-135M judge: this checks the packs run, not that their verdicts are right.
 
     python -m pytest -q tests/verify/test_domain_examples.py
@@ -69,7 +68,8 @@ def _readings(pack: str, payload: dict, runner: CliRunner, store: Path) -> dict[
     assert schema == "veriscale.select/1", schema
     shown = runner.invoke(app, ["runs", "show", str(payload["run_id"]), "--store", str(store)])
     assert shown.exit_code == 0, shown.output
-    assert json.loads(shown.stdout)["args"]["criteria"] == pack  # select's JSON itself does not name it
+    assert json.loads(shown.stdout)["args"]["criteria"] == pack  # the run records it
+    assert payload["criteria_set"] == pack  # and the output names it
     values: dict[str, list[float]] = {}
     for row in payload["ranking"]:
         for name, value in row["criteria"].items():

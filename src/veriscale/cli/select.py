@@ -104,12 +104,13 @@ def _shorten_middle(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
-def _render(sel: Selection) -> None:
+def _render(sel: Selection, criteria: str) -> None:
     names = list(sel.criteria_scores[0]) if sel.criteria_scores else []
     labelled = any("reward" in c.labels for c in sel.candidates)
     conf = "n/a" if sel.confidence is None else f"{sel.confidence:.2f}"
     shown, prefix = short_ids([c.id for c in sel.candidates])
-    table = Table(title=for_terminal(f"select · {sel.method} · {len(sel.candidates)} candidates · confidence {conf}"),
+    table = Table(title=for_terminal(f"select · {sel.method} · {len(sel.candidates)} candidates · criteria {criteria} · "
+                                     f"confidence {conf}"),
                   caption=for_terminal(f"… = {prefix}") if prefix else None)
     table.add_column("#", justify="right")
     table.add_column("candidate", no_wrap=True, min_width=min(max(map(len, shown)), ID_WIDTH))
@@ -216,7 +217,7 @@ def register(app: typer.Typer) -> None:
                                      "selecting", not json_out, what="select") as advance:
                     sel = run_selection(plan, verifier=verifier, on_progress=lambda done, planned: advance(),
                                         on_step=lambda step: RunLog(run.store).emit(run.id, "budget", step))
-                payload = {**sel.to_dict(), **generated}  # generated: the criteria --criteria auto wrote
+                payload = {**sel.to_dict(), "criteria_set": crits.name, **generated}  # generated: what --criteria auto wrote
                 if took is not None:
                     payload["task_taken_from"] = took
                 run.finish("ok", payload)
@@ -224,7 +225,7 @@ def register(app: typer.Typer) -> None:
             if json_out:
                 emit_json(payload, "select")
             else:
-                _render(sel)
+                _render(sel, crits.name)
             for text in sel.notes:
                 note(text)
             if min_confidence is not None and not sel.decided:
