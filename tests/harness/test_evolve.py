@@ -191,6 +191,16 @@ def test_leak_check_normalises_numbers_case_and_whitespace(tmp_path: Path) -> No
     assert [leak.found for leak in values.find("growth of 12.50 and a total of 1015.740")] == ["12.50", "1015.740"]
 
 
+def test_a_one_word_answer_is_a_leak_unless_the_task_itself_states_it(tmp_path: Path) -> None:
+    (tmp_path / "expected.json").write_text('{"capital": "Paris", "rows": 120, "flag": true}')
+    values = ForbiddenValues()
+    collect_answer_keys(values, tmp_path)
+    proposal = "Check that the capital cell reads paris and that 120 rows remain."
+    assert [leak.value for leak in values.find(proposal)] == ["Paris", "120"]
+    values.add_public("Clean the table; it should keep 120 rows.")  # the task states the count: no secret
+    assert [leak.value for leak in values.find(proposal)] == ["Paris"]
+
+
 def test_leave_one_out_scores_skills_only_on_held_out_tasks(tmp_path: Path) -> None:
     def failure(task: str, score: float) -> Failure:
         return Failure(id=task, task=task, run="s.json", score=score, feedback="wrong", task_dir=tmp_path / task,

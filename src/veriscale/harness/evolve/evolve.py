@@ -67,7 +67,21 @@ def gather(runs: Sequence[Path], *, answer_keys: Path | None = None, archive_dir
         if not Path(answer_keys).is_dir():
             raise UserError(f"answer-key folder '{answer_keys}' does not exist: give {setting('answer_keys')} a folder")
         files = collect_answer_keys(scored.values, Path(answer_keys))
+    for failure in scored.failures:  # what the agent was told is not a secret
+        text = _task_text(failure.task_dir)
+        if text:
+            scored.values.add_public(text)
     return scored, files
+
+
+def _task_text(task_dir: Path | None) -> str:
+    from veriscale.harness.workspace.source_layout import TASK_FILE_CANDIDATES
+
+    for name in TASK_FILE_CANDIDATES if task_dir is not None else ():
+        path = Path(task_dir) / name
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= 1 << 20:
+            return path.read_text(encoding="utf-8", errors="replace")
+    return ""
 
 
 def propose(failures: Sequence[Failure], scored: ScoredRuns, out: Path, backend: Any, *,

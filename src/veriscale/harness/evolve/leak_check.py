@@ -14,9 +14,12 @@ as one canonical float; the sign is ignored)::
 
 What counts as a value (so that a method text is not refused for saying "summary" or "step 3"):
 a number unless it is a whole number of magnitude at most :data:`TRIVIAL_INTEGER_MAX` (0.5 or 42
-count; 0, 1, 7 do not); a string of at least :data:`MIN_TEXT_CHARS` characters that holds a digit or
-a space or is at least :data:`MIN_WORD_CHARS` long (a label-map name counts from 3 characters).
-Strings match whole words only. ``collect_answer_keys`` reads JSON leaves, CSV cells, workbook cells
+count; 0, 1, 7 do not); from an answer key, any string of at least :data:`MIN_TEXT_CHARS`
+characters (a one-word answer such as "Paris" counts); from grader output and archives, a string of
+at least :data:`MIN_TEXT_CHARS` characters that holds a digit or a space or is at least
+:data:`MIN_WORD_CHARS` long (a label-map name counts from 3 characters). A value the task's own
+instructions state (:meth:`ForbiddenValues.add_public`) is public, not a leak.
+Strings match whole words only. ``collect_answer_keys`` reads JSON leaves, CSV cells below the header, workbook cells
 (openpyxl) and, from other text files, ``Label: value`` values and every number.
 """
 
@@ -85,6 +88,16 @@ class ForbiddenValues:
     def __init__(self) -> None:
         self.numbers: dict[str, tuple[str, str]] = {}  # canonical -> (as written, source)
         self.texts: dict[str, tuple[str, str]] = {}  # normalised -> (as written, source)
+        self.public: list[str] = []  # normalised texts the agent was shown (a task's instructions)
+
+    def add_public(self, text: str) -> None:
+        """Text the agent itself was given (a task's instructions): a value that appears in it as a
+        whole word is public, not a leak (a column name, a figure the task states)."""
+        self.public.append(normalise(text))
+
+    def _is_public(self, value: str) -> bool:
+        pattern = re.compile(r"(?<!\w)" + re.escape(value) + r"(?!\w)")
+        return any(pattern.search(text) for text in self.public)
 
     def __len__(self) -> int:
         return len(self.numbers) + len(self.texts)
@@ -116,16 +129,16 @@ class ForbiddenValues:
         for match in _NUMBER.finditer(value):
             self.add_number(match.group(0), source)
 
-    def add_leaves(self, document: Any, source: str, path: str = "") -> None:
+    def add_leaves(self, document: Any, source: str, path: str = "", *, min_chars: int | None = None) -> None:
         """Forbid every leaf of a parsed JSON document (numbers and strings; keys are names, not values)."""
         if isinstance(document, dict):
             for key, value in document.items():
-                self.add_leaves(value, source, f"{path}.{key}" if path else str(key))
+                self.add_leaves(value, source, f"{path}.{key}" if path else str(key), min_chars=min_chars)
         elif isinstance(document, list):
             for index, value in enumerate(document):
-                self.add_leaves(value, source, f"{path}[{index}]")
+                self.add_leaves(value, source, f"{path}[{index}]", min_chars=min_chars)
         elif isinstance(document, str):
-            self.add_string(document, f"{source}: {path}" if path else source)
+            self.add_string(document, f"{source}: {path}" if path else source, min_chars=min_chars)
         elif isinstance(document, (int, float)):
             self.add_number(document, f"{source}: {path}" if path else source)
 
@@ -135,14 +148,14 @@ class ForbiddenValues:
         seen: set[str] = set()
         for match in _NUMBER.finditer(text):
             canonical = canonical_number(match.group(0))
-            if canonical in self.numbers and canonical not in seen:
+            if canonical in self.numbers and canonical not in seen and not self._is_public(canonical):
                 seen.add(canonical)
                 written, source = self.numbers[canonical]
                 leaks.append((match.start(), Leak(written, match.group(0), source)))
         norm = normalise(text)
         for value, (written, source) in self.texts.items():
             found = re.search(r"(?<!\w)" + re.escape(value) + r"(?!\w)", norm)
-            if found and value not in seen:
+            if found and value not in seen and not self._is_public(value):
                 seen.add(value)
                 start, as_written = _original_span(text, value, found.group(0))
                 leaks.append((start, Leak(written, as_written, source)))
@@ -213,16 +226,18 @@ def collect_answer_keys(values: ForbiddenValues, folder: Path) -> int:
             continue
         if suffix in (".json", ".jsonl"):
             for document in _json_documents(text):
-                values.add_leaves(document, source)
+                values.add_leaves(document, source, min_chars=MIN_TEXT_CHARS)
         elif suffix in (".csv", ".tsv"):
-            for row in csv.reader(io.StringIO(text), delimiter="\t" if suffix == ".tsv" else ","):
+            rows = csv.reader(io.StringIO(text), delimiter="\t" if suffix == ".tsv" else ",")
+            next(rows, None)  # the header: column names are names, as a JSON key is, not values
+            for row in rows:
                 for cell in row:
-                    values.add_string(cell, source)
+                    values.add_string(cell, source, min_chars=MIN_TEXT_CHARS)
         elif suffix in (".py", ".sh", ".js"):
             continue  # a grader program: its names are code, its keys are read from the data beside it
         else:
             for match in _LABEL_VALUE.finditer(text):
-                values.add_string(match.group(1), source)
+                values.add_string(match.group(1), source, min_chars=MIN_TEXT_CHARS)
             for match in _NUMBER.finditer(text):
                 values.add_number(match.group(0), source)
     return count
