@@ -111,3 +111,18 @@ def test_leased_slots_hold_the_cap_across_attempts_and_save_desk_round_trips() -
     assert done == 40 and peak <= 2 and state["peak"] <= 2
     assert calls["lease"] < 40  # most calls reused a leased slot instead of asking the desk
     assert state["held"] == 0   # and every slot went back once unused
+
+
+def test_a_holder_nobody_frees_keeps_no_idle_lease() -> None:
+    from veriscale.many.ray_limits import _LeasedSlots
+
+    async def run() -> tuple[dict, dict]:
+        handle = _LocalHandle(EndpointDesk())
+        slots = _LeasedSlots(handle, "e", 2, "replica#1", idle_s=0)  # a reward replica: its pool may be killed
+        await slots.acquire()
+        during = handle.desk.state("e")
+        slots.release()  # no call here wants it: back at the desk now, not after an idle wait
+        return during, handle.desk.state("e")
+
+    during, after = asyncio.run(run())
+    assert during["held"] == 1 and after["held"] == 0

@@ -83,6 +83,30 @@ def test_verl_functions_find_the_named_pool_and_score_as_the_local_verifier(pool
     assert isinstance(verl_ray.scorer().rewarder, PoolRewarder)
 
 
+def test_veRLs_reward_loop_scores_through_the_pool_as_the_local_verifier(pool, tmp_path: Path) -> None:
+    """veRL's own reward loop (``RewardLoopWorker`` -> ``NaiveRewardManager``), configured the way a
+    trainer is (``custom_reward_function.path=pkg://veriscale.rewards.verl_ray``), on a batch decoded
+    from token tensors: every rollout is scored by the pool, and as the in-process verifier scores it."""
+    from tests.rewards.test_verl_adapter import data_proto, reward_loop, verl_config
+    from tests.support.tiny_policy import byte_tokenizer
+
+    tokenizer = byte_tokenizer()
+    tokenizer.save_pretrained(tmp_path / "policy")
+    rows = [("What is 17 * 23?", "GOOD: 391", "391"), ("What is 17 * 23?", "371", "391"),
+            ("Name the capital of France.", "GOOD: Paris", "Paris")]
+    before = sum(ray.get(pool.stats.remote())["answered"].values())
+    worker, outputs = reward_loop(verl_config(tmp_path / "policy", "pkg://veriscale.rewards.verl_ray",
+                                              "compute_score_async"), data_proto(tokenizer, rows))
+    assert worker.reward_manager.is_async_reward_score
+    local = make_compute_score(_local())
+    expected = [local.compute_score(data_source="veriscale/test", solution_str=response, ground_truth=truth,
+                                    extra_info={"split": "train", "index": i, "question": question})
+                for i, (question, response, truth) in enumerate(rows)]
+    assert [out["reward_score"] for out in outputs] == pytest.approx([e["score"] for e in expected])
+    assert expected[0]["score"] > expected[1]["score"]  # the scores tell the rollouts apart
+    assert sum(ray.get(pool.stats.remote())["answered"].values()) == before + len(rows)  # all went to the pool
+
+
 def test_length_control_at_the_pool_adjusts_as_the_rewarder_in_this_process(local_ray) -> None:
     def residual() -> BatchRewarder:
         return BatchRewarder(Verifier(ScriptedScoreModel(), criteria="general"), length_control="residual")
@@ -183,26 +207,3 @@ def test_ray_placement_without_ray_is_refused() -> None:
     result = CliRunner().invoke(app, ["serve-reward", "--replicas", "3"])
     assert result.exit_code == 2 and "add --ray" in " ".join(result.output.split())
 
-
-def test_veRLs_reward_loop_scores_through_the_pool_as_the_local_verifier(pool, tmp_path: Path) -> None:
-    """veRL's own reward loop (``RewardLoopWorker`` -> ``NaiveRewardManager``), configured the way a
-    trainer is (``custom_reward_function.path=pkg://veriscale.rewards.verl_ray``), on a batch decoded
-    from token tensors: every rollout is scored by the pool, and as the in-process verifier scores it."""
-    from tests.rewards.test_verl_adapter import data_proto, reward_loop, verl_config
-    from tests.support.tiny_policy import byte_tokenizer
-
-    tokenizer = byte_tokenizer()
-    tokenizer.save_pretrained(tmp_path / "policy")
-    rows = [("What is 17 * 23?", "GOOD: 391", "391"), ("What is 17 * 23?", "371", "391"),
-            ("Name the capital of France.", "GOOD: Paris", "Paris")]
-    before = sum(ray.get(pool.stats.remote())["answered"].values())
-    worker, outputs = reward_loop(verl_config(tmp_path / "policy", "pkg://veriscale.rewards.verl_ray",
-                                              "compute_score_async"), data_proto(tokenizer, rows))
-    assert worker.reward_manager.is_async_reward_score
-    local = make_compute_score(_local())
-    expected = [local.compute_score(data_source="veriscale/test", solution_str=response, ground_truth=truth,
-                                    extra_info={"split": "train", "index": i, "question": question})
-                for i, (question, response, truth) in enumerate(rows)]
-    assert [out["reward_score"] for out in outputs] == pytest.approx([e["score"] for e in expected])
-    assert expected[0]["score"] > expected[1]["score"]  # the scores tell the rollouts apart
-    assert sum(ray.get(pool.stats.remote())["answered"].values()) == before + len(rows)  # all went to the pool

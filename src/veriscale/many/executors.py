@@ -215,9 +215,10 @@ class RayExecutor:
                     await asyncio.wrap_future(store.submit(_commit, store, run_id, data))
                     mine.update(row["key"] for row in data["calls"] if row["status"] == "ok")
                     mine.update(link["key"] for link in data["links"])
-                    if on_call is not None:
-                        for _ in data["calls"]:
-                            on_call(None)
+                    if on_call is not None:  # once per model call the unit made (a row may arrive twice, as it changes)
+                        for link in data["links"]:
+                            if not link["cache_hit"]:
+                                on_call(None)
                 elif kind == "done":
                     return data
                 elif kind == "raised":

@@ -142,8 +142,8 @@ class _LeasedSlots:
     counts at the desk, so the cluster never has more than ``cap`` calls in flight; a call costs a
     desk round trip only when this attempt has no leased slot free (on the attempt's one loop)."""
 
-    def __init__(self, desk: Any, key: str, cap: int, holder: str) -> None:
-        self.desk, self.key, self.cap, self.holder = desk, key, cap, holder
+    def __init__(self, desk: Any, key: str, cap: int, holder: str, idle_s: float = LEASE_IDLE_S) -> None:
+        self.desk, self.key, self.cap, self.holder, self.idle_s = desk, key, cap, holder, idle_s
         self.free = 0  # leased and unused
         self.uses = 0  # calls since a slot last went back
         self.waiters: deque[asyncio.Future[None]] = deque()
@@ -207,8 +207,10 @@ class _LeasedSlots:
         self._idle_later()
 
     def _idle_later(self) -> None:
-        if self.free and not self.waiters and self.idle is None:
-            self.idle = asyncio.get_running_loop().call_later(LEASE_IDLE_S, self._give_back_idle)
+        if self.free and not self.waiters and self.idle_s <= 0:
+            self._give_back_idle()  # kept by nobody: back at once
+        elif self.free and not self.waiters and self.idle is None:
+            self.idle = asyncio.get_running_loop().call_later(self.idle_s, self._give_back_idle)
 
     def _give_back_idle(self) -> None:
         self.idle = None
@@ -231,14 +233,16 @@ def limit_key(backend: Any) -> str:
 
 
 def install_remote_limits(backend: Any, desk: Any, *, holder: str, concurrency: int, rpm: int = 0,
-                          tpm: int = 0) -> None:
-    """Make ``desk`` the limits of ``backend``'s endpoint in this worker (not for the embedded model)."""
+                          tpm: int = 0, lease_idle_s: float = LEASE_IDLE_S) -> None:
+    """Make ``desk`` the limits of ``backend``'s endpoint in this worker (not for the embedded model).
+    ``lease_idle_s``: how long leased slots stay here unused (0: back as soon as no call here wants
+    them, for a holder nobody frees when it dies, such as a reward replica whose pool is killed)."""
     if backend.is_embedded:
         return
     key = limit_key(backend)
     cap = own_concurrency(backend) or concurrency
     install_limits(backend, EndpointLimits(
-        f"cluster:{key}", _LeasedSlots(desk, key, cap, holder),
+        f"cluster:{key}", _LeasedSlots(desk, key, cap, holder, lease_idle_s),
         _RemoteRate(desk, key, "requests", rpm) if rpm else None,
         _RemoteRate(desk, key, "tokens", tpm) if tpm else None))
 
@@ -270,3 +274,22 @@ def remote_router(backends: Sequence[Any], desk: Any) -> Router | None:
     if len(backends) < 2 or any(b.is_embedded for b in backends):
         return None
     return _RemoteRouter(desk, tuple(limit_key(b) for b in backends))
+
+
+def worker_backends(uris: Sequence[str], probed: Sequence[dict[str, Any] | None] | None, desk: Any, *, holder: str,
+                    concurrency: int, rpm: int = 0, tpm: int = 0, lease_idle_s: float = LEASE_IDLE_S) -> list[Any]:
+    """The backends a Ray worker or reward replica calls: each loaded from its URI, given what the
+    driver's probe of its endpoint found (so nothing probes it again), and its calls taking their
+    slots at ``desk`` under ``holder`` (``desk`` None: this process's own limits)."""
+    from veriscale.models.abilities import ProbedState
+    from veriscale.models.uri import load_backend
+
+    backends = [load_backend(uri) for uri in uris]
+    for backend, state in zip(backends, probed or []):
+        if state is not None and isinstance(backend, ProbedState):
+            backend.adopt_probed_state(state)
+    if desk is not None:
+        for backend in backends:
+            install_remote_limits(backend, desk, holder=holder, concurrency=concurrency, rpm=rpm, tpm=tpm,
+                                  lease_idle_s=lease_idle_s)
+    return backends

@@ -111,8 +111,15 @@ class _Feed:
         self.rows_read = 0  # call rows read so far (each change once)
 
     def new(self) -> dict[str, Any]:
+        """The changes since the last call. The links are read first: a call's row is written before
+        its link, so the rows read after them hold every linked call's outcome (read the other way,
+        a call finishing between the two reads would arrive linked with its row still in flight)."""
         with self.lock:
             self.store.flush()
+            links, _ = self.store.execute("SELECT rowid, call_key, cache_hit, label FROM run_calls WHERE run_id = ? "
+                                          "AND rowid > ? ORDER BY rowid", (self.run_id, self.last_link))
+            if links:
+                self.last_link = links[-1][0]
             changed, _ = self.store.execute("SELECT seq, call_key FROM feed_log WHERE seq > ? ORDER BY seq",
                                             (self.last_seq,))
             calls: list[dict[str, Any]] = []
@@ -120,10 +127,6 @@ class _Feed:
                 self.last_seq = changed[-1][0]
                 calls = rows_of_keys(self.store, [key for _, key in changed])
                 self.rows_read += len(calls)
-            links, _ = self.store.execute("SELECT rowid, call_key, cache_hit, label FROM run_calls WHERE run_id = ? "
-                                          "AND rowid > ? ORDER BY rowid", (self.run_id, self.last_link))
-            if links:
-                self.last_link = links[-1][0]
             return {"calls": calls,
                     "links": [{"key": k, "cache_hit": bool(h), "label": lab} for _, k, h, lab in links]}
 
@@ -211,8 +214,7 @@ async def _run(payload: WorkerPayload, out: queue.Queue[tuple[str, Any]], scratc
     from veriscale.engine.routing import EndpointPool
     from veriscale.engine.run_scope import recorded_run
     from veriscale.engine.store import Store
-    from veriscale.models.abilities import ProbedState
-    from veriscale.models.uri import load_backend
+    from veriscale.many.ray_limits import worker_backends
 
     if payload.setup is not None:
         payload.setup()
@@ -220,16 +222,8 @@ async def _run(payload: WorkerPayload, out: queue.Queue[tuple[str, Any]], scratc
     store = Store.open(scratch / "calls.sqlite3")
     stores.append(store)
     put_rows(store, payload.seeds)
-    backends = [load_backend(uri) for uri in payload.uris]
-    for backend, state in zip(backends, payload.probed or []):
-        if state is not None and isinstance(backend, ProbedState):
-            backend.adopt_probed_state(state)  # the driver probed this endpoint: no probe from here
-    if payload.desk is not None:
-        from veriscale.many.ray_limits import install_remote_limits
-
-        for backend in backends:
-            install_remote_limits(backend, payload.desk, holder=payload.holder, concurrency=payload.concurrency,
-                                  rpm=payload.rpm, tpm=payload.tpm)
+    backends = worker_backends(payload.uris, payload.probed, payload.desk, holder=payload.holder,
+                               concurrency=payload.concurrency, rpm=payload.rpm, tpm=payload.tpm)
     model: Any = backends[0]
     if len(backends) > 1:
         router = None

@@ -83,23 +83,17 @@ class RewardReplica:
 def _build(spec: ReplicaSpec, holder: str) -> BatchRewarder:
     from veriscale import settings as setting_source
     from veriscale.engine.routing import EndpointPool
-    from veriscale.many.ray_limits import install_remote_limits
+    from veriscale.many.ray_limits import worker_backends
     from veriscale.many.ray_worker import _cpus_here
-    from veriscale.models.abilities import ProbedState
-    from veriscale.models.uri import load_backend
     from veriscale.verify.reward import Verifier
 
     if spec.setup is not None:
         spec.setup()
     setting_source.choose({"threads": _cpus_here(), **spec.chosen})
-    backends = [load_backend(uri) for uri in spec.uris]
-    for backend, state in zip(backends, spec.probed or []):
-        if state is not None and isinstance(backend, ProbedState):
-            backend.adopt_probed_state(state)  # the caller probed this endpoint: no probe from here
-    if spec.desk is not None:
-        for backend in backends:
-            install_remote_limits(backend, spec.desk, holder=holder, concurrency=spec.concurrency,
-                                  rpm=spec.rpm, tpm=spec.tpm)
+    # a replica's pool frees a dead replica's slots when it notices, but a killed pool takes its replicas
+    # with it and frees nothing: a replica keeps no idle slot it leased
+    backends = worker_backends(spec.uris, spec.probed, spec.desk, holder=holder, concurrency=spec.concurrency,
+                               rpm=spec.rpm, tpm=spec.tpm, lease_idle_s=0)
     model: Any = backends[0] if len(backends) == 1 else EndpointPool(backends, concurrency=spec.concurrency)
     verifier = Verifier(model, **spec.verifier)
     return BatchRewarder(verifier, mode=spec.mode, settings=spec.group_settings, scheme=spec.scheme)
