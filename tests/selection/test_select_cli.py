@@ -172,8 +172,9 @@ def test_table_shows_the_part_of_ids_that_differs_when_they_share_a_long_prefix(
     sel = select(TASK, cands, verifier=double, method="round_robin", adaptive=False)
     out = io.StringIO()
     monkeypatch.setattr(select_cli, "console", Console(file=out, width=80))
-    select_cli._render(sel)
+    select_cli._render(sel, "terminal")
     text = out.getvalue()
+    assert "criteria terminal" in text  # the table names the criteria it judged under
     rows = [line for line in text.splitlines() if line.startswith("│")]
     assert len(rows) == 5 and len(set(rows)) == 5
     for suffix in suffixes:
