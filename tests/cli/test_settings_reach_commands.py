@@ -59,6 +59,7 @@ TRAILING = {"race": ["--", "true"], "harness jail-run": ["--", "true"]}
 VALUES: dict[str, str | None] = {  # a valid value unlike the default; None: a switch
     "model": "http://127.0.0.1:9/v1#m", "store": "reach.sqlite3", "concurrency": "7", "rpm": "600", "tpm": "900",
     "deadline_s": "33", "routing": "round_robin", "threads": "3", "max_input_mb": "8", "run_stale_s": "7.5",
+    "image_max_mb": "3", "image_max_side": "512", "frames": "every:2",
     "store_wait_s": "9", "redact": "corp-[0-9]+", "redact_secrets": None, "injection_detect": "off",
     "injection_policy": "exclude", "injection_mitigation": "warn", "reward_group_scheme": "round_robin",
     "reward_length_control": "residual", "reward_answer_within": "150", "prices": "m=1/0.5/2",

@@ -94,10 +94,11 @@ _STORE = frozenset({"store", "store_wait_s", "run_stale_s"})
 _CAPS = frozenset({"zip_member_mb", "zip_file_mb", "zip_members", "view_timeout_s", "view_memory_mb",
                    "handback_max_files", "handback_max_depth"})
 _READS = frozenset({"max_input_mb"}) | _CAPS  # inputs: files, stdin, rollout folders and zips
+_IMAGES = frozenset({"image_max_mb", "image_max_side", "frames"})  # images and video frames a verdict sees
 _REWARDS = frozenset({"reward_group_scheme", "reward_length_control", "reward_answer_within"})
 _EVERY = frozenset(spec.name for spec in SPECS if spec.flag)
 _CRITERIA = frozenset({"criteria_dir"})  # a command that loads a criteria pack by name
-_VERDICTS = _CALLS | _INJECTION | _STORE | _READS | _CRITERIA
+_VERDICTS = _CALLS | _INJECTION | _STORE | _READS | _CRITERIA | _IMAGES
 #: what every command reads: how much it prints on stderr besides its result
 _OUTPUT = frozenset({"quiet"})
 USES: dict[str, frozenset[str]] = {path: uses | _OUTPUT for path, uses in {
@@ -106,12 +107,12 @@ USES: dict[str, frozenset[str]] = {path: uses | _OUTPUT for path, uses in {
     "select": _VERDICTS | {"injection_policy", "budget"},
     "select-many": _VERDICTS | {"injection_policy", "budget"},
     "bench": _CALLS | _STORE | _READS | _CRITERIA | {"prices"},
-    "track": _CALLS | _STORE | {"max_input_mb"},
+    "track": _CALLS | _STORE | _IMAGES | {"max_input_mb"},
     "serve-reward": _CALLS | _STORE | _REWARDS | _CRITERIA,
     "serve": _EVERY - _REWARDS - {"budget"},
     "race": _CALLS | _INJECTION | _STORE | _CRITERIA | {"max_input_mb", "injection_policy"},
     "settings": _EVERY,
-    "models check": _CALLS | _STORE,
+    "models check": _CALLS | _STORE | {"image_max_side"},
     "models calibrate": _CALLS | _STORE | {"max_input_mb"},
     "runs list": _STORE | {"redact", "redact_secrets"},
     "runs show": _STORE | {"redact", "redact_secrets"},

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from veriscale.data.images import ImageRef
+
 
 @dataclass
 class Step:
@@ -23,6 +25,8 @@ class Step:
     tool_results: dict[str, str] = field(default_factory=dict)
     #: per-step time and tokens where the format has them (ATIF): timestamp, prompt_tokens, completion_tokens, ...
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: what the agent saw at this step (a screenshot, a camera frame), in order
+    images: list[ImageRef] = field(default_factory=list)
 
 
 @dataclass
@@ -40,6 +44,7 @@ class Task:
     text: str
     id: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    images: list[ImageRef] = field(default_factory=list)  # what the task shows (a goal picture, a page)
 
 
 @dataclass
@@ -54,3 +59,5 @@ class Candidate:
     source: str = ""  # file path or pool line it came from
     task: Task | None = None  # the task this run was given, when its file says so
     metadata: dict[str, Any] = field(default_factory=dict)  # model, cost, exit status, ...
+    #: what the verifier looks at besides the text: screenshots, or a video's frames, in order
+    images: list[ImageRef] = field(default_factory=list)

@@ -173,6 +173,17 @@ SPECS: tuple[Spec, ...] = (
          "a number of MiB", above=0, help="the largest input file or stdin read, in MiB (also after gunzip)",
          library=True,
          env_error=lambda env, raw: f"{env}={raw!r} is not a size in MiB: give a positive number such as 64"),
+    Spec("image_max_mb", "--image-max-mb", "VERISCALE_IMAGE_MAX_MB", "images.max_mb", _number, 20.0,
+         "a number of MiB", above=0, help="the largest image (or video) file a verdict reads, in MiB",
+         library=True,
+         env_error=lambda env, raw: f"{env}={raw!r} is not a size in MiB: give a positive number such as 20"),
+    Spec("image_max_side", "--image-max-side", "VERISCALE_IMAGE_MAX_SIDE", "images.max_side", _whole, 1024,
+         "a whole number of pixels", minimum=0,
+         help="images are shrunk so their longer side is at most this many pixels before they are sent "
+              "(0: sent as read)", library=True),
+    Spec("frames", "--frames", "VERISCALE_FRAMES", "images.frames", str.strip, "8", "a frame choice",
+         help="which frames of a video a verdict sees: N (evenly spaced), every:S (one each S seconds) or "
+              "keys (the key frames; at most 64)", library=True),
     Spec("criteria_dir", "--criteria-dir", "VERISCALE_CRITERIA_DIR", "criteria.dir", lambda t: Path(t).expanduser(), None,
          "a folder path", help="a folder of your own criteria packs (NAME.md), listed beside the built-in ones",
          library=True),

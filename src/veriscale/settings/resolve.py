@@ -43,6 +43,9 @@ class Settings:
     routing: str = "affinity"
     threads: int = 0
     max_input_mb: float = 128.0
+    image_max_mb: float = 20.0
+    image_max_side: int = 1024
+    frames: str = "8"
     run_stale_s: float = 30.0
     criteria_dir: Path | None = None
     store_wait_s: float = 30.0
