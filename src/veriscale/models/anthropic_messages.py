@@ -20,7 +20,7 @@ from typing import Any
 
 from veriscale.errors import ModelCallError, UserError, setting, worded
 from veriscale.settings import environment
-from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync
+from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResponse, drive_sync
 from veriscale.models.context import estimate_tokens
 from veriscale.models.http_transport import HttpTransport
 from veriscale.models.reply_model import LOG, MODEL_MISMATCH_MODES, mismatch_sentence, model_mismatch_mode, same_model
@@ -29,6 +29,15 @@ from veriscale.models.sampled_read import SAMPLE_MAX_TOKENS, SAMPLE_TEMPERATURE,
 
 API_VERSION = "2023-06-01"
 DEFAULT_SAMPLE = 16
+
+
+
+def image_blocks(message: Message) -> list[dict[str, Any]]:
+    """A message with images as Messages API content blocks, in order: text blocks and base64 image
+    blocks (``{"type": "image", "source": {"type": "base64", "media_type": ..., "data": ...}}``)."""
+    return [{"type": "text", "text": p} if isinstance(p, str)
+            else {"type": "image", "source": {"type": "base64", "media_type": p.mime, "data": p.base64()}}
+            for p in message.parts]
 
 
 class AnthropicMessagesModel(HttpTransport):
@@ -101,7 +110,8 @@ class AnthropicMessagesModel(HttpTransport):
                             f"{setting('joint')} with an Anthropic model")
         start = time.perf_counter()
         system = "\n\n".join(m.content for m in request.messages if m.role == "system")
-        msgs = [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"]
+        msgs = [{"role": m.role, "content": image_blocks(m) if m.parts else m.content}
+                for m in request.messages if m.role != "system"]
         msgs.append({"role": "assistant", "content": request.prefill.rstrip()})  # the API refuses trailing space
         body = self._body(msgs, system, SAMPLE_MAX_TOKENS, SAMPLE_TEMPERATURE)
         if parallel:

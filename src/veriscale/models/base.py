@@ -20,17 +20,61 @@ slot, in order (``slots[0]`` mirrors the top-level fields)::
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from collections.abc import Coroutine, Iterable
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Union, runtime_checkable
+
+if TYPE_CHECKING:
+    from veriscale.data.images import ImagePart
 
 T = TypeVar("T")
+#: one piece of a message with images: its text, or an image (``veriscale.data.images.ImagePart``)
+Part = Union[str, "ImagePart"]
 
 
 @dataclass(frozen=True)
 class Message:
+    """One chat message. ``parts``, when set, is its content in order, text and images
+    (:meth:`with_parts`); ``content`` is then its text with each image as a placeholder (what token
+    counts and text-only views read)::
+
+        Message("user", "Grade it.")
+        Message.with_parts("user", ["## Response", frame_1, frame_2, "Grade the response."])
+    """
+
     role: str  # "system" | "user" | "assistant" | "tool"
     content: str
+    parts: tuple[Part, ...] = ()
+
+    @classmethod
+    def with_parts(cls, role: str, parts: Iterable[Part]) -> "Message":
+        """A message of text and images in order (adjacent texts joined; no images: a plain message)."""
+        merged: list[Part] = []
+        for p in parts:
+            if isinstance(p, str) and merged and isinstance(merged[-1], str):
+                merged[-1] = merged[-1] + p
+            elif not (isinstance(p, str) and not p):
+                merged.append(p)
+        text = "".join(p if isinstance(p, str) else p.placeholder() for p in merged)
+        if all(isinstance(p, str) for p in merged):
+            return cls(role, text)
+        return cls(role, text, tuple(merged))
+
+    def images(self) -> tuple["ImagePart", ...]:
+        return tuple(p for p in self.parts if not isinstance(p, str))
+
+    def key(self) -> dict[str, Any]:
+        """The message as a cache key sees it: an image by its bytes' digest and resize setting, never
+        its path (a message without images keeps the key it always had)."""
+        d: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.parts:
+            d["parts"] = [p if isinstance(p, str) else p.key() for p in self.parts]
+        return d
+
+
+def has_images(messages: Iterable[Message]) -> bool:
+    """Whether any message carries an image."""
+    return any(m.parts and m.images() for m in messages)
 
 
 @dataclass(frozen=True)
@@ -51,7 +95,8 @@ class ScoreRequest:
     def to_dict(self) -> dict[str, Any]:
         """The request as its cache key sees it (``joint`` only when set, so a one-slot request keeps
         the key it always had)."""
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["messages"] = tuple(m.key() for m in self.messages)
         if not self.joint:
             del d["joint"]
         return d

@@ -37,6 +37,7 @@ from veriscale.models.chat_template import detect_template, render_chat
 from veriscale.models.embedded_files import all_cores, default_gguf_path, default_threads, file_sha256
 from veriscale.models.logprobs import WHITESPACE_MIN_PROB, WHITESPACE_TOKENS
 from veriscale.models.read_strategy import EMBEDDED_PLAN, ReadPlan
+from veriscale.models.vision import chat_has_images, no_vision, refuse_images_if_any
 from veriscale.models.weak_judge import EMBEDDED_NOTICE  # noqa: F401 (importers of the notice from here)
 
 DEFAULT_N_CTX = 8192
@@ -318,6 +319,7 @@ class EmbeddedModel:
         return await in_worker(self._score, request)
 
     def _score(self, request: ScoreRequest, stop: Any = None) -> ScoreResponse:
+        refuse_images_if_any(request.messages, "the embedded model (SmolLM2-135M, text only)")
         start = time.perf_counter()
         with self._lock:
             stopped(stop)
@@ -389,6 +391,8 @@ class EmbeddedModel:
     def _chat(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None, max_tokens: int,
               temperature: float, seed: int | None, stop: Any = None,
               options: dict[str, Any] | None = None) -> ChatResponse:
+        if chat_has_images(messages):
+            raise no_vision("the embedded model (SmolLM2-135M, text only)")
         if tools:
             raise UserError("the embedded model cannot call tools: set "
                             f"{setting('model')} to an OpenAI-compatible server that supports tool calls")

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from veriscale.models.base import Message, ScoreRequest
+from veriscale.errors import UserError
+from veriscale.models.base import Message, ScoreRequest, has_images
 from veriscale.models.chat_template import render_chat
 from veriscale.models.joint_grammar import joint_gbnf, joint_regex
 from veriscale.models.read_probe import WIDE_LOGPROBS, logit_bias
@@ -34,10 +35,10 @@ JOINT_TOKENS_PER_SLOT = 4
 
 
 class ChatTurn(TypedDict):
-    """One message of a Chat Completions body."""
+    """One message of a Chat Completions body: its text, or its content parts (text and ``image_url``)."""
 
     role: str
-    content: str
+    content: str | list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,24 @@ class SlotRoute:
         return "/completions" if self.completions else "/chat/completions"
 
     def prompt(self, messages: Sequence[Message], prefill: str) -> str:
-        """The completions endpoint's prompt: the chat rendered, the assistant turn opened with ``prefill``."""
+        """The completions endpoint's prompt: the chat rendered, the assistant turn opened with ``prefill``.
+        A prompt rendered as text cannot carry an image: one with images is refused in one sentence."""
+        if has_images(messages):
+            raise UserError(f"a prompt with images cannot go through /v1/completions (?template={self.template}): "
+                            "drop ?template= from the model URI so images go as chat content parts")
         return render_chat(self.template, messages, prefill)
 
 
+def content_parts(message: Message) -> list[dict[str, Any]]:
+    """A message with images as OpenAI content parts, in order: ``{"type": "text", "text": ...}`` and
+    ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}``."""
+    return [{"type": "text", "text": p} if isinstance(p, str)
+            else {"type": "image_url", "image_url": {"url": p.data_url()}} for p in message.parts]
+
+
 def chat_turns(messages: Sequence[Message]) -> list[ChatTurn]:
-    """The request's messages as Chat Completions turns."""
-    return [{"role": m.role, "content": m.content} for m in messages]
+    """The request's messages as Chat Completions turns (content parts where a message has images)."""
+    return [{"role": m.role, "content": content_parts(m) if m.parts else m.content} for m in messages]
 
 
 def slot_read_body(route: SlotRoute, model_id: str, request: ScoreRequest, plan: ReadPlan, prefill: str,
@@ -161,5 +173,5 @@ def chat_body(model_id: str, messages: list[dict[str, Any]], tools: list[dict[st
     return body
 
 
-__all__ = ["JOINT_TOKENS_PER_SLOT", "ChatTurn", "SlotRoute", "chat_body", "chat_turns", "joint_body",
+__all__ = ["JOINT_TOKENS_PER_SLOT", "ChatTurn", "SlotRoute", "chat_body", "chat_turns", "content_parts", "joint_body",
            "reasoning_body", "sampled_body", "slot_read_body", "without_sampler_extra"]

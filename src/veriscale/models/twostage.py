@@ -26,6 +26,7 @@ from veriscale.models.base import (
     ScoreResponse,
     drive_sync,
 )
+from veriscale.models.openai_requests import chat_turns
 
 ANALYSIS_INSTRUCTION = (
     "Write a short analysis (under 150 words) of how well the response(s) meet the criterion. "
@@ -115,13 +116,16 @@ class TwoStageModel:
     async def ascore_with(self, request: ScoreRequest, calls: StageCalls) -> ScoreResponse:
         """Both stages as the gateway's sub-calls (each cached, recorded and linked to the run)."""
         start = time.perf_counter()
-        msgs = [{"role": m.role, "content": m.content} for m in request.messages]
-        msgs[-1] = {"role": msgs[-1]["role"], "content": msgs[-1]["content"] + "\n\n" + ANALYSIS_INSTRUCTION}
+        last = request.messages[-1]
+        msgs: list[dict[str, Any]] = [dict(t) for t in chat_turns(request.messages[:-1])]
+        msgs += [dict(t) for t in chat_turns([Message.with_parts(last.role, [*(last.parts or (last.content,)),
+                                                                             "\n\n" + ANALYSIS_INSTRUCTION])])]
         analysis = await calls.chat(self.reasoner, msgs, max_tokens=request.max_reasoning_tokens,
                                     temperature=request.temperature if request.reasoning else 0.0)
         user = request.messages[-1]
         with_analysis = request.messages[:-1] + (
-            Message(user.role, user.content + "\n\n" + self.analysis_section(analysis.content)),)
+            Message.with_parts(user.role, [*(user.parts or (user.content,)),
+                                           "\n\n" + self.analysis_section(analysis.content)]),)
         resp = await calls.score(self.scorer, dataclasses.replace(request, messages=with_analysis, reasoning=False))
         resp = dataclasses.replace(resp, reasoning=analysis.content.strip(),
                                    completion_tokens=resp.completion_tokens + analysis.completion_tokens,

@@ -45,13 +45,14 @@ class VerifierJudge:
         """P(i beats j) from one repeat of ``verifier.acompare`` (i in slot A on even repeats)."""
         pool = self.pool
         result = await self.verifier.acompare(pool.task_text, pool.texts[i], pool.texts[j], only_repeat=repeat,
-                                              **self._progress())
+                                              **self._progress(), **self._images(i, j))
         return self._pair_verdict(result, i, j)
 
     async def ascore(self, i: int) -> ScoreVerdict:
         """Candidate i's reward from ``verifier.ascore`` (for ``apointwise``)."""
         pool = self.pool
-        return self._score_verdict(await self.verifier.ascore(pool.task_text, pool.texts[i], **self._progress()), i)
+        return self._score_verdict(await self.verifier.ascore(pool.task_text, pool.texts[i], **self._progress(),
+                                                              **self._images(i)), i)
 
     def _pair_verdict(self, result: Any, i: int, j: int) -> PairVerdict:
         pool = self.pool
@@ -73,6 +74,11 @@ class VerifierJudge:
             )
         self._count(result)
         return ScoreVerdict(result.reward, result.criterion_rewards())
+
+    def _images(self, *indices: int) -> dict[str, Any]:
+        """The ``images`` keyword where the pool has images (a text pool calls the verifier as it always did)."""
+        images = self.pool.images_of(*indices)
+        return {"images": images} if images else {}
 
     def _progress(self) -> dict[str, Any]:
         return {"progress": self.progress} if self.progress is not None else {}

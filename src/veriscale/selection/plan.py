@@ -23,6 +23,7 @@ import hashlib
 from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence, TypedDict, cast
 
+from veriscale.data.images import load_images
 from veriscale.data.model import Candidate, Task
 from veriscale.data.pool import require_single_task
 from veriscale.data.reader import require_utf8
@@ -123,7 +124,11 @@ def plan_selection(
 
     require_utf8(fit.task_text, "task")
     texts = tuple(require_utf8(renderer.candidate(c, fit.budget_tokens), f"candidate {c.id}") for c in candidates)
-    groups = tuple(hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts)
+    task_images = load_images(task.images)
+    images = tuple(load_images(c.images) for c in candidates)
+    # identical = the same text and the same images (two runs that differ only in what they saw are distinct)
+    groups = tuple(hashlib.sha256("\0".join([t, *(img.sha256 for img in imgs)]).encode("utf-8")).hexdigest()
+                   for t, imgs in zip(texts, images))
     n_distinct = len(set(groups))
     if 1 < n_distinct < len(candidates):
         notes.append(f"{len(candidates) - n_distinct} candidate(s) repeat another's output and are judged once with it")
@@ -148,7 +153,8 @@ def plan_selection(
         notes.append(too_many)
     if settings.budget is None:  # with a budget the controller lowers G itself (budget_scale)
         notes.extend(_read_cap_note(verifier))
-    pool = RenderedPool(task, tuple(candidates), fit.task_text, texts, groups)
+    pool = RenderedPool(task, tuple(candidates), fit.task_text, texts, groups, task_images,
+                        images if any(images) else ())
     text_tokens = sorted((renderer.count(t) for t in set(texts)), reverse=True)
     figures = _cost(method, n_distinct, k, repeats, settings.adaptive_applies, max_repeats, verifier, text_tokens,
                     fit.overhead_tokens)

@@ -20,6 +20,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from veriscale.data.images import ImagePart
 from veriscale.data.model import Candidate, Task
 from veriscale.data.render import render_candidate, render_task
 from veriscale.data.token_spans import TokenSpans
@@ -36,6 +37,18 @@ class RenderedPool:
     task_text: str
     texts: tuple[str, ...]
     groups: tuple[str, ...]
+    #: the images the judge sees with the task, and with each candidate (loaded and resized; empty: none)
+    task_images: tuple[ImagePart, ...] = ()
+    images: tuple[tuple[ImagePart, ...], ...] = ()
+
+    def images_of(self, *indices: int) -> dict[str, tuple[ImagePart, ...]] | None:
+        """The ``images`` a verdict over these candidates passes the verifier (keys "task" and "candidate",
+        or "a" and "b"); None when nothing here has an image."""
+        if not self.task_images and not any(self.images):
+            return None
+        mine = [self.images[i] if self.images else () for i in indices]
+        keys = ("candidate",) if len(indices) == 1 else ("a", "b")
+        return {"task": self.task_images, **dict(zip(keys, mine))}
 
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from veriscale.engine.sync_facade import CallExecutor
     from veriscale.engine.usage import Usage
     from veriscale.verify.criteria import CriteriaSet
+    from veriscale.verify.prompts import Images
     from veriscale.verify.results import CompareResult, ScoreResult
     from veriscale.verify.scale import Scale
 
@@ -41,9 +42,10 @@ class SelectionVerifier(Protocol):
     def usage(self) -> Usage: ...
 
     async def acompare(self, task: str, a: str, b: str, *, only_repeat: int | None = None,
-                       progress: Progress | None = None) -> CompareResult: ...
+                       progress: Progress | None = None, images: Images | None = None) -> CompareResult: ...
 
-    async def ascore(self, task: str, candidate: str, *, progress: Progress | None = None) -> ScoreResult: ...
+    async def ascore(self, task: str, candidate: str, *, progress: Progress | None = None,
+                     images: Images | None = None) -> ScoreResult: ...
 
 
 class BudgetVerifier(SelectionVerifier, Protocol):

@@ -14,14 +14,23 @@ so the embedded model and server-side prefix caches re-process only the short su
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
 from veriscale.fence import DATA_RULE, fence
-from veriscale.models.base import Message, ScoreRequest
+from veriscale.models.base import Message, Part, ScoreRequest
 from veriscale.verify.criteria import Criterion
 from veriscale.verify.resist import WARNING, candidate_text, warns
 from veriscale.verify.scale import Scale
 
 PROMPT_VERSION = "v3"  # v3: task and candidates in fenced data blocks
 SLOT_NAMES = {"A": "first", "B": "second"}  # words, so no slot name collides with a score label
+
+if TYPE_CHECKING:
+    from veriscale.data.images import ImagePart
+
+#: images a verdict sees, by the section they belong to ("task", "candidate", "first", "second")
+Images = Mapping[str, Sequence["ImagePart"]]
 
 SYSTEM = (
     "You are a strict, careful verifier. You grade work done by an AI assistant or agent "
@@ -46,10 +55,28 @@ def _criterion_block(criterion: Criterion) -> str:
     return f"## Criterion: {criterion.name}\n{criterion.description}"
 
 
-def _request(user: str, prefill: str, scale: Scale, reasoning: bool, seed: int | None,
+def _with_images(section: str, images: Sequence["ImagePart"]) -> list[Part]:
+    """A section followed by its images in order, each introduced by its name (a frame's time)."""
+    if not images:
+        return [section]
+    parts: list[Part] = [section, f"\n{len(images)} image(s) shown with it, in order:"]
+    for i, img in enumerate(images, 1):
+        parts += [f"\n({i}) {img.label}:\n" if img.label else f"\n({i})\n", img]
+    return parts
+
+
+def _user(sections: list[tuple[str, Sequence["ImagePart"]]]) -> Message:
+    """The user message: sections joined by blank lines, each with its images (none: plain text)."""
+    parts: list[Part] = []
+    for i, (text, images) in enumerate(sections):
+        parts += (["\n\n"] if i else []) + _with_images(text, images)
+    return Message.with_parts("user", parts)
+
+
+def _request(user: str | Message, prefill: str, scale: Scale, reasoning: bool, seed: int | None,
              temperature: float) -> ScoreRequest:
     return ScoreRequest(
-        messages=(Message("system", SYSTEM), Message("user", user)),
+        messages=(Message("system", SYSTEM), user if isinstance(user, Message) else Message("user", user)),
         prefill=prefill,
         labels=scale.labels,
         reasoning=reasoning,
@@ -60,33 +87,39 @@ def _request(user: str, prefill: str, scale: Scale, reasoning: bool, seed: int |
 
 def pointwise_request(task: str, candidate: str, criterion: Criterion, note: str, scale: Scale,
                       *, reasoning: bool = False, seed: int | None = None,
-                      temperature: float = 0.7, mitigation: str = "none") -> ScoreRequest:
-    """One score slot for a single candidate on one criterion (``mitigation``: see ``verify.resist``)."""
-    user = "\n\n".join([
-        _intro("Below are a task and one response to it. Grade the response.", scale, note, reasoning, mitigation),
-        f"## Task\n{fence('TASK', task)}",
-        f"## Response\n{fence('RESPONSE', candidate_text(candidate, mitigation))}",
-        _criterion_block(criterion),
-        f"Grade the response on this criterion ({scale.hint()}).",
+                      temperature: float = 0.7, mitigation: str = "none", images: Images | None = None
+                      ) -> ScoreRequest:
+    """One score slot for a single candidate on one criterion (``mitigation``: see ``verify.resist``;
+    ``images``: the task's and the candidate's, each shown after its text)."""
+    im = images or {}
+    user = _user([
+        (_intro("Below are a task and one response to it. Grade the response.", scale, note, reasoning, mitigation), ()),
+        (f"## Task\n{fence('TASK', task)}", im.get("task", ())),
+        (f"## Response\n{fence('RESPONSE', candidate_text(candidate, mitigation))}", im.get("candidate", ())),
+        (_criterion_block(criterion), ()),
+        (f"Grade the response on this criterion ({scale.hint()}).", ()),
     ])
     return _request(user, "Grade:", scale, reasoning, seed, temperature)
 
 
 def pairwise_request(task: str, first: str, second: str, criterion: Criterion, note: str,
                      scale: Scale, *, target: str, reasoning: bool = False,
-                     seed: int | None = None, temperature: float = 0.7, mitigation: str = "none") -> ScoreRequest:
-    """One score slot for the response in slot ``target`` ("A" = first, "B" = second)."""
+                     seed: int | None = None, temperature: float = 0.7, mitigation: str = "none",
+                     images: Images | None = None) -> ScoreRequest:
+    """One score slot for the response in slot ``target`` ("A" = first, "B" = second); ``images``: the
+    task's, the first response's and the second's (keys "task", "first", "second")."""
     if target not in ("A", "B"):
         raise ValueError("target must be 'A' or 'B'")
-    user = "\n\n".join([
-        _intro("Below are a task and two independent responses to it, the first and the second. "
-               "Grade each response on its own merits; they may both be good or both be bad.",
-               scale, note, reasoning, mitigation),
-        f"## Task\n{fence('TASK', task)}",
-        f"## First response\n{fence('FIRST_RESPONSE', candidate_text(first, mitigation))}",
-        f"## Second response\n{fence('SECOND_RESPONSE', candidate_text(second, mitigation))}",
-        _criterion_block(criterion),
-        f"Grade the {SLOT_NAMES[target]} response on this criterion ({scale.hint()}).",
+    im = images or {}
+    user = _user([
+        (_intro("Below are a task and two independent responses to it, the first and the second. "
+                "Grade each response on its own merits; they may both be good or both be bad.",
+                scale, note, reasoning, mitigation), ()),
+        (f"## Task\n{fence('TASK', task)}", im.get("task", ())),
+        (f"## First response\n{fence('FIRST_RESPONSE', candidate_text(first, mitigation))}", im.get("first", ())),
+        (f"## Second response\n{fence('SECOND_RESPONSE', candidate_text(second, mitigation))}", im.get("second", ())),
+        (_criterion_block(criterion), ()),
+        (f"Grade the {SLOT_NAMES[target]} response on this criterion ({scale.hint()}).", ()),
     ])
     return _request(user, f"Grade for the {SLOT_NAMES[target]} response:", scale, reasoning, seed, temperature)
 

@@ -93,6 +93,8 @@ class VerdictBase:
     #: ``injection_suspected`` (None: the detector was off) and ``injection`` (the span per candidate)
     injection: dict[str, Any] = field(default_factory=lambda: {"injection_suspected": None,
                                                                "injection": {"detector": "off"}})
+    #: the images the verdict saw, by section ("task", "candidate" or "a"/"b"): label, source, size, digest
+    images: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def injection_suspected(self) -> bool | None:
@@ -121,6 +123,7 @@ class VerdictBase:
             "usage": self.usage.to_dict(), "readings": [asdict(r) for r in self.readings],
             "read_strategies": sorted({r.strategy for r in self.readings if r.strategy}),
             **self.injection,
+            **({"images": self.images} if self.images else {}),
         }
 
 

@@ -31,7 +31,7 @@ from veriscale.models.sampled_read import value_se
 from veriscale.verify import injection as injection_signal
 from veriscale.verify import joint as joint_scoring
 from veriscale.verify.criteria import CriteriaSet, load_criteria
-from veriscale.verify.prompts import PROMPT_VERSION, pairwise_request, pointwise_request
+from veriscale.verify.prompts import PROMPT_VERSION, Images, pairwise_request, pointwise_request
 from veriscale.verify.repeats import Repeat, distinct_repeats, repeat
 from veriscale.verify.resist import DEFAULT_MITIGATION, check_mitigation
 from veriscale.verify.results import CompareResult, Reading, ReadingTag as _Tag, ScoreResult, VerdictBase, mean, summarise_criterion
@@ -173,9 +173,13 @@ class Verifier:
                 f"{self.model.display_name}'s {context:,}-token context (no token holds more than "
                 f"{MAX_CHARS_PER_TOKEN} characters); shorten it to its answer, or use a model with a larger context")
 
-    def _joint_now(self, notes: list[str]) -> bool:
+    def _joint_now(self, notes: list[str], images: Images | None = None) -> bool:
         """Whether this verdict is scored jointly (a note says why not when joint was asked for)."""
         if not self.joint:
+            return False
+        if images and any(images.values()):
+            notes.append(worded(f"{setting('joint')} scoring is not used with images: each criterion was scored "
+                                "separately"))
             return False
         if self.reasoning:
             notes.append(worded(f"{setting('joint')} scoring is not used with {setting('reasoning')}: "
@@ -188,34 +192,39 @@ class Verifier:
             return False
         return True
 
-    def plan_score(self, task: str, candidate: str) -> tuple[list[PlannedCall], list[str]]:
+    def plan_score(self, task: str, candidate: str, images: Images | None = None
+                   ) -> tuple[list[PlannedCall], list[str]]:
+        """The calls of a pointwise verdict (``images``: the task's and the candidate's, already loaded)."""
         _require_text(task, "task")
         _require_text(candidate, "candidate")
         self._require_fits({"task": task, "candidate": candidate})
         repeats, notes = self._repeats(pairwise=False)
-        if self._joint_now(notes):
+        if self._joint_now(notes, images):
             return joint_scoring.plan_score(self, task, candidate, repeats), notes
         calls = []
         for rep in repeats:
             for crit in self.criteria.items:
                 calls.append(self._alone(_Tag(crit.name, rep.index, "candidate", None, None, rep.seed),
-                                         {"task": task, "candidate": candidate}))
+                                         {"task": task, "candidate": candidate}, images))
         return calls, notes
 
-    def _alone(self, tag: _Tag, texts: dict[str, str]) -> PlannedCall:
-        """The ordinary one-slot call for ``tag`` (``texts``: task and candidate, or task, first and second)."""
+    def _alone(self, tag: _Tag, texts: dict[str, str], images: Images | None = None) -> PlannedCall:
+        """The ordinary one-slot call for ``tag`` (``texts``: task and candidate, or task, first and second;
+        ``images`` keyed the same way)."""
         crit = next(c for c in self.criteria.items if c.name == tag.criterion)
         if tag.slot is None:
             req = pointwise_request(texts["task"], texts["candidate"], crit, self.criteria.note, self.scale,
-                                    reasoning=self.reasoning, seed=tag.seed, mitigation=self.injection_mitigation)
+                                    reasoning=self.reasoning, seed=tag.seed, mitigation=self.injection_mitigation,
+                                    images=images)
         else:
             req = pairwise_request(texts["task"], texts["first"], texts["second"], crit, self.criteria.note,
                                    self.scale, target=tag.slot, reasoning=self.reasoning, seed=tag.seed,
-                                   mitigation=self.injection_mitigation)
+                                   mitigation=self.injection_mitigation, images=images)
         return PlannedCall(req, tag)
 
-    def plan_compare(self, task: str, a: str, b: str, only_repeat: int | None = None
-                     ) -> tuple[list[PlannedCall], list[str]]:
+    def plan_compare(self, task: str, a: str, b: str, only_repeat: int | None = None,
+                     images: Images | None = None) -> tuple[list[PlannedCall], list[str]]:
+        """The calls of a pairwise verdict (``images``: keys "task", "a" and "b", already loaded)."""
         _require_text(task, "task")
         _require_text(a, "candidate A")
         _require_text(b, "candidate B")
@@ -224,16 +233,21 @@ class Verifier:
             repeats, notes = self._repeats(pairwise=True)
         else:  # one repeat of a tournament
             repeats, notes = [repeat(only_repeat, pairwise=True, reasoning=self.reasoning, seed=self.seed)], []
-        if self._joint_now(notes):
+        if self._joint_now(notes, images):
             return joint_scoring.plan_compare(self, task, a, b, repeats), notes
         calls = []
+        im = images or {}
         for rep in repeats:
             first, second = (a, b) if rep.order == "AB" else (b, a)
+            shown = None if not images else {
+                "task": im.get("task", ()),
+                "first": im.get("a" if rep.order == "AB" else "b", ()),
+                "second": im.get("b" if rep.order == "AB" else "a", ())}
             for crit in self.criteria.items:  # criteria share the prefix up to the criterion
                 for slot in ("A", "B"):
                     who = ("a" if slot == "A" else "b") if rep.order == "AB" else ("b" if slot == "A" else "a")
                     calls.append(self._alone(_Tag(crit.name, rep.index, who, slot, rep.order, rep.seed),
-                                             {"task": task, "first": first, "second": second}))
+                                             {"task": task, "first": first, "second": second}, shown))
         return calls, notes
 
     def estimate_score(self, task: str, candidate: str) -> Estimate:
@@ -296,14 +310,18 @@ class Verifier:
                     readings=readings, notes=notes, errors=errors,
                     usage=self.executor.usage.since(before))
 
-    def score(self, task: str, candidate: str, *, progress: Callable[[CallOutcome], None] | None = None) -> ScoreResult:
-        """Pointwise reward of one candidate; ``progress`` is called once per finished model call."""
-        return sync_edge.run(self.ascore(task, candidate, progress=progress))
+    def score(self, task: str, candidate: str, *, progress: Callable[[CallOutcome], None] | None = None,
+              images: Images | None = None) -> ScoreResult:
+        """Pointwise reward of one candidate; ``progress`` is called once per finished model call;
+        ``images``: what the task and the candidate show (``{"task": [...], "candidate": [...]}``, loaded
+        with ``veriscale.data.images.load_images``), recorded on the verdict."""
+        return sync_edge.run(self.ascore(task, candidate, progress=progress, images=images))
 
     async def ascore(self, task: str, candidate: str, *,
-                     progress: Callable[[CallOutcome], None] | None = None) -> ScoreResult:
+                     progress: Callable[[CallOutcome], None] | None = None,
+                     images: Images | None = None) -> ScoreResult:
         """:meth:`score`, awaited."""
-        calls, notes = self.plan_score(task, candidate)
+        calls, notes = self.plan_score(task, candidate, images)
         readings, errors, before = await self._start(calls, notes, progress)
         k = len({r.repeat for r in readings})
         crits = {c.name: summarise_criterion([r for r in readings if r.criterion == c.name], self.scale.labels)
@@ -311,22 +329,23 @@ class Verifier:
         rewards = [v["reward"] for v in crits.values()]
         reward = None if errors or any(x is None for x in rewards) else mean(rewards)
         return ScoreResult(**self._base(k, notes, readings, errors, before, False), reward=reward, criteria=crits,
-                           injection=self.injection_flags({"candidate": candidate}))
+                           injection=self.injection_flags({"candidate": candidate}), images=images_shown(images))
 
     def compare(self, task: str, a: str, b: str, *, only_repeat: int | None = None,
-                progress: Callable[[CallOutcome], None] | None = None) -> CompareResult:
+                progress: Callable[[CallOutcome], None] | None = None, images: Images | None = None) -> CompareResult:
         """Both candidates scored in one context (see :meth:`acompare`)."""
-        return sync_edge.run(self.acompare(task, a, b, only_repeat=only_repeat, progress=progress))
+        return sync_edge.run(self.acompare(task, a, b, only_repeat=only_repeat, progress=progress, images=images))
 
     async def acompare(self, task: str, a: str, b: str, *, only_repeat: int | None = None,
-                       progress: Callable[[CallOutcome], None] | None = None) -> CompareResult:
+                       progress: Callable[[CallOutcome], None] | None = None,
+                       images: Images | None = None) -> CompareResult:
         """Both candidates scored in one context; P(a beats b) from the two rewards.
 
         ``only_repeat=r`` runs just repeat r (a shown first when r is even), for tournaments
         whose judge asks one repeat at a time; without --reasoning, r and r+2 are the same
         computation and come from the cache.
         """
-        calls, notes = self.plan_compare(task, a, b, only_repeat)
+        calls, notes = self.plan_compare(task, a, b, only_repeat, images)
         readings, errors, before = await self._start(calls, notes, progress)
         k = len({r.repeat for r in readings})
         crits: dict[str, dict] = {}
@@ -344,17 +363,23 @@ class Verifier:
         flags = self.injection_flags({"a": a, "b": b})
         if errors or any(x is None for x in ra + rb):
             return CompareResult(**self._base(k, notes, readings, errors, before, True), tau=self.tau, criteria=crits,
-                                 injection=flags)
+                                 injection=flags, images=images_shown(images))
         reward_a, reward_b = mean(ra), mean(rb)
         p = sigmoid((reward_a - reward_b) / self.tau)
         if self._tau_note and self._tau_note not in notes:
             notes.append(self._tau_note)
         return CompareResult(**self._base(k, notes, readings, errors, before, True), reward_a=reward_a,
-                             reward_b=reward_b, p_a_wins=p, tau=self.tau, criteria=crits, injection=flags)
+                             reward_b=reward_b, p_a_wins=p, tau=self.tau, criteria=crits, injection=flags,
+                             images=images_shown(images))
 
     def injection_flags(self, texts: dict[str, str]) -> dict:
         """The ``injection_suspected`` fields for these candidate texts (see ``verify.injection.flag``)."""
         return injection_signal.flag(texts, self.injection_detect)
+
+
+def images_shown(images: Images | None) -> dict[str, list[dict]]:
+    """What a verdict records of the images it saw, by section (no bytes)."""
+    return {what: [img.shown() for img in parts] for what, parts in (images or {}).items() if parts}
 
 
 def _require_text(text: str, what: str) -> None:
