@@ -14,6 +14,7 @@ so the embedded model and server-side prefix caches re-process only the short su
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -61,8 +62,15 @@ def _with_images(section: str, images: Sequence["ImagePart"]) -> list[Part]:
         return [section]
     parts: list[Part] = [section, f"\n{len(images)} image(s) shown with it, in order:"]
     for i, img in enumerate(images, 1):
-        parts += [f"\n({i}) {img.label}:\n" if img.label else f"\n({i})\n", img]
+        label = _image_label(img.label)
+        parts += [f"\n({i}) {label}:\n" if label else f"\n({i})\n", img]
     return parts
+
+
+def _image_label(label: str) -> str:
+    """An image's name as the prompt shows it, outside any data block: one short line, without the
+    characters that open a heading or a block (a file name comes from the run, so it is untrusted)."""
+    return re.sub(r"\s+", " ", re.sub(r"[#<>`]", "", label)).strip()[:80]
 
 
 def _user(sections: list[tuple[str, Sequence["ImagePart"]]]) -> Message:
