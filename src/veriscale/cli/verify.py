@@ -11,7 +11,9 @@ from veriscale.cli.common import console, emit_json, err_console, fail, note, pr
 from veriscale.cli import options as o
 from veriscale.cli.criteria_auto import chosen_criteria, task_references
 from veriscale.data.task_order import task_order_note
+from veriscale.data.images import load_images
 from veriscale.data.text_input import read_text_input
+from veriscale.data.visual_input import read_candidate_input
 from veriscale.engine.sync_facade import Estimate
 from veriscale.engine.run_scope import recorded_run
 from veriscale.verify.criteria_auto import auto_count
@@ -128,7 +130,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def score(
         task: Annotated[str, typer.Argument(help="Task file (text, Markdown, JSON) or - for stdin.")],
-        candidate: Annotated[str, typer.Argument(help="Candidate file or - for stdin.")],
+        candidate: Annotated[str, typer.Argument(help="Candidate file or - for stdin; an image, a video or a folder of frames for a vision model.")],
         model: o.ModelOpt = None, store: o.StoreOpt = None, scale: o.ScaleOpt = "letters",
         criteria: o.CriteriaOpt = "general", criterion: o.OnlyOpt = None, repeats: o.RepeatsOpt = None,
         reasoning: o.ReasoningOpt = False, discrete: o.DiscreteOpt = False, seed: o.SeedOpt = 0,
@@ -141,15 +143,17 @@ def register(app: typer.Typer) -> None:
         """
         with user_errors():
             task_text = read_text_input(task, "task")
-            cand_text = read_text_input(candidate, "candidate")
+            cand_text, cand_refs = read_candidate_input(candidate, "candidate")
+            images = {"candidate": load_images(cand_refs)} if cand_refs else None
             if (said := task_order_note({task: task_text, candidate: cand_text}, task, "score")) is not None:
                 note(said)
             v, extra = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
                                  refresh, max_calls, concurrency, dry_run=dry_run, task=(task, task_text),
                                  save=save_criteria)
-            calls, _ = v.plan_score(task_text, cand_text)
+            calls, _ = v.plan_score(task_text, cand_text, images)
             _execute(v, "score", {"task": task, "candidate": candidate, "scale": scale, "criteria": criteria,
-                                  "repeats": repeats}, calls, lambda advance: v.score(task_text, cand_text, progress=advance),
+                                  "repeats": repeats}, calls,
+                     lambda advance: v.score(task_text, cand_text, progress=advance, images=images),
                      _render_score, dry_run=dry_run, json_out=json_out, extra=extra)
 
     @app.command()
@@ -169,14 +173,16 @@ def register(app: typer.Typer) -> None:
         """
         with user_errors():
             task_text = read_text_input(task, "task")
-            a_text = read_text_input(a, "candidate A")
-            b_text = read_text_input(b, "candidate B")
+            a_text, a_refs = read_candidate_input(a, "candidate A")
+            b_text, b_refs = read_candidate_input(b, "candidate B")
+            images = {"a": load_images(a_refs), "b": load_images(b_refs)} if a_refs or b_refs else None
             if (said := task_order_note({task: task_text, a: a_text, b: b_text}, task, "compare")) is not None:
                 note(said)
             v, extra = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
                                  refresh, max_calls, concurrency, dry_run=dry_run, task=(task, task_text),
                                  save=save_criteria)
-            calls, _ = v.plan_compare(task_text, a_text, b_text)
+            calls, _ = v.plan_compare(task_text, a_text, b_text, images=images)
             _execute(v, "compare", {"task": task, "a": a, "b": b, "scale": scale, "criteria": criteria,
-                                    "repeats": repeats}, calls, lambda advance: v.compare(task_text, a_text, b_text, progress=advance),
+                                    "repeats": repeats}, calls,
+                     lambda advance: v.compare(task_text, a_text, b_text, progress=advance, images=images),
                      _render_compare, dry_run=dry_run, json_out=json_out, extra=extra)

@@ -36,10 +36,16 @@ def chat_has_images(messages: Sequence[dict[str, Any]]) -> bool:
     return False
 
 
+def require_vision(model: Any, images: bool) -> None:
+    """Refuse, before any call is planned, images for a model that cannot see them (the embedded one)."""
+    if images and getattr(model, "is_embedded", False):
+        raise no_vision("the embedded model (SmolLM2-135M, text only)")
+
+
 def refuse_images_if_any(messages: Iterable[Message], who: str) -> None:
     """Raise :func:`no_vision` when any message carries an image."""
     if has_images(messages):
         raise no_vision(who)
 
 
-__all__ = ["VISION_SERVERS", "chat_has_images", "no_vision", "refuse_images_if_any"]
+__all__ = ["VISION_SERVERS", "chat_has_images", "no_vision", "refuse_images_if_any", "require_vision"]

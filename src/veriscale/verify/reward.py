@@ -31,6 +31,7 @@ from veriscale.models.sampled_read import value_se
 from veriscale.verify import injection as injection_signal
 from veriscale.verify import joint as joint_scoring
 from veriscale.verify.criteria import CriteriaSet, load_criteria
+from veriscale.models.vision import require_vision
 from veriscale.verify.prompts import PROMPT_VERSION, Images, pairwise_request, pointwise_request
 from veriscale.verify.repeats import Repeat, distinct_repeats, repeat
 from veriscale.verify.resist import DEFAULT_MITIGATION, check_mitigation
@@ -197,6 +198,7 @@ class Verifier:
         """The calls of a pointwise verdict (``images``: the task's and the candidate's, already loaded)."""
         _require_text(task, "task")
         _require_text(candidate, "candidate")
+        require_vision(self.model, bool(images and any(images.values())))
         self._require_fits({"task": task, "candidate": candidate})
         repeats, notes = self._repeats(pairwise=False)
         if self._joint_now(notes, images):
@@ -228,6 +230,7 @@ class Verifier:
         _require_text(task, "task")
         _require_text(a, "candidate A")
         _require_text(b, "candidate B")
+        require_vision(self.model, bool(images and any(images.values())))
         self._require_fits({"task": task, "candidate A": a, "candidate B": b})
         if only_repeat is None:
             repeats, notes = self._repeats(pairwise=True)
