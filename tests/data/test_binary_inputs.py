@@ -30,21 +30,24 @@ def _office(prefix: str) -> bytes:
     return buf.getvalue()
 
 
-def test_a_png_candidate_in_compare_is_named_as_an_image(tmp_path: Path) -> None:
+def test_a_png_candidate_is_read_as_an_image_and_a_broken_one_is_named(tmp_path: Path) -> None:
     shot = tmp_path / "shot.png"
-    shot.write_bytes(PNG)
+    shot.write_bytes(PNG)  # PNG magic, no image after it
     err = one_sentence(run_cli("compare", TASK, str(shot), str(PAIR / "b.md"), "--dry-run"),
-                       "candidate A", "'" + str(shot) + "' is a PNG image, not text",
-                       "veriscale reads text candidates", "give the run's text or transcript",
-                       "images are not read yet")
+                       "image 'shot.png' cannot be read as an image", "give a PNG, JPEG, WebP or GIF file")
     assert "0x89" not in err and "byte 0" not in err
+    from PIL import Image
+
+    Image.new("RGB", (8, 8), (200, 0, 0)).save(shot)  # a real image, on the text-only embedded model
+    one_sentence(run_cli("compare", TASK, str(shot), str(PAIR / "b.md"), "--dry-run"),
+                 "the embedded model", "has no vision", "--model", "--mmproj")
 
 
-def test_a_png_candidate_or_task_in_score_is_named_as_an_image(tmp_path: Path) -> None:
+def test_a_png_task_or_stdin_candidate_in_score_is_named_as_an_image(tmp_path: Path) -> None:
     shot = tmp_path / "shot.png"
     shot.write_bytes(PNG)
-    one_sentence(run_cli("score", TASK, str(shot), "--dry-run"), "candidate", "shot.png", "is a PNG image, not text")
-    one_sentence(run_cli("score", str(shot), str(PAIR / "a.md"), "--dry-run"), "task", "is a PNG image, not text")
+    one_sentence(run_cli("score", str(shot), str(PAIR / "a.md"), "--dry-run"), "task", "is a PNG image, not text",
+                 "docs/VISION.md")
     one_sentence(run_cli("score", TASK, "-", "--dry-run", stdin=PNG), "candidate from stdin", "is a PNG image")
 
 
@@ -56,8 +59,8 @@ def test_select_names_a_binary_candidate_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("data", "kind", "fix"), [
-    (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\xff", "a JPEG image", "images are not read yet"),
-    (b"GIF89a\x01\x00\x01\x00\x80\xff", "a GIF image", "images are not read yet"),
+    (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\xff", "a JPEG image", "with a vision model"),
+    (b"GIF89a\x01\x00\x01\x00\x80\xff", "a GIF image", "with a vision model"),
     (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "a PDF document", "harness materialize"),
     (_office("xl/"), "an Excel workbook (.xlsx)", "harness materialize"),
     (_office("word/"), "a Word document (.docx)", "harness materialize"),

@@ -18,6 +18,7 @@ import base64
 import binascii
 import hashlib
 import io
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -134,8 +135,13 @@ def _raw(ref: ImageRef, limits: ImageSettings) -> bytes:
         except (binascii.Error, ValueError):
             raise BadInput(f"the data URL of {what} is not valid base64: re-encode the image") from None
     elif ref.source:
-        raw = read_bytes(ref.source, "image", max_bytes=limits.max_bytes,
-                         fix="give an image file (PNG, JPEG, WebP or GIF)")
+        try:
+            raw = read_bytes(ref.source, "image", max_bytes=limits.max_bytes,
+                             fix="give an image file (PNG, JPEG, WebP or GIF)")
+        except BadInput as exc:  # over the cap: the image limit is what the user can raise
+            if exc.reason != "too large":
+                raise
+            raise _over(what, os.stat(ref.source).st_size, limits) from None
     else:
         raise BadInput("an image names neither a file nor data: give its path or a data URL")
     if len(raw) > limits.max_bytes:

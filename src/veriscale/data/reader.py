@@ -153,7 +153,8 @@ def read_bytes(source: str | os.PathLike[str], what: str, *, gunzip: bool = Fals
     return raw
 
 
-_IMAGE_FIX = "veriscale reads text candidates; give the run's text or transcript (images are not read yet)"
+_IMAGE_FIX = ("here veriscale reads text: give the run's text or transcript; an image is judged as a candidate by a "
+              "file name ending .png, .jpg, .webp or .gif (or in a folder of frames) with a vision model (docs/VISION.md)")
 _OFFICE_FIX = ("veriscale reads text candidates; give the run's text or transcript, or put the file in a rollout "
                "folder for `veriscale harness materialize`, which reads .xlsx, .docx, .pptx and .pdf files")
 _GZIP_FIX = ("unpack it first (gunzip); only candidate files and pools named *.gz are read compressed, "

@@ -7,7 +7,7 @@
 
 One module per format; each is an :class:`~veriscale.data.importers.importer.Importer`:
 ``NAME``, ``DESCRIPTION``, ``detect(obj) -> bool`` and ``load(obj, source) -> list[Candidate]``. JSON formats are detected on a parsed record (the
-whole JSON file, or each JSONL line); file formats (diff, text, ``.eval``) on the path.
+whole JSON file, or each JSONL line); file formats (diff, text, ``.eval``, a video) on the path.
 Files given together must share one format; when nothing matches, the ``UserError`` names
 the file and every known format.
 
@@ -31,6 +31,7 @@ from veriscale.data.importers import (
     atif,
     diff,
     folder,
+    frames,
     inspect_log,
     mini_swe_agent,
     openai_messages,
@@ -68,7 +69,7 @@ RECORD_IMPORTERS: list[Importer] = [
 ]
 FILE_IMPORTERS: list[Importer] = [inspect_log, diff, text]
 FORMATS: dict[str, Importer | ModuleType] = {  # the folder importer also takes its readers
-    m.NAME: m for m in [*RECORD_IMPORTERS, diff, text, folder]
+    m.NAME: m for m in [*RECORD_IMPORTERS, diff, text, folder, frames]
 }
 
 __all__ = ["FORMATS", "detect_format", "load_candidates", "load_file", "known_formats", "load_plugins"]
@@ -129,17 +130,21 @@ def load_file(path: str | Path, format: str | None = None) -> tuple[str, list[Ca
     if not path.exists():
         raise UserError(f"candidate path '{path}' does not exist: check the path")
     if path.is_dir():
+        if format == frames.NAME or (format is None and frames.detect(path)):  # images, or one video
+            return frames.NAME, frames.load(path, str(path))
         if format not in (None, folder.NAME):
             raise UserError(f"'{path}' is a folder but format '{shown(format)}' reads files: drop the format")
         readers = folder.Readers(load_candidates, load_file, frozenset(m.NAME for m in RECORD_IMPORTERS))
         return folder.NAME, folder.load(path, readers=readers)
     check_regular(path)  # a FIFO or device is refused before any importer opens it
     forced = _format_module(format) if format else None
-    if forced in (text, diff) or (forced is inspect_log and inspect_log.detect(path)):
+    if forced in (text, diff, frames) or (forced is inspect_log and inspect_log.detect(path)):
         return forced.NAME, forced.load(path, str(path))
 
     suffix = logical_suffix(path)
     if forced is None:
+        if frames.detect(path):  # a video: its frames
+            return frames.NAME, frames.load(path, str(path))
         if suffix in TEXT_SUFFIXES:
             return text.NAME, text.load(path, str(path))
         if suffix in DIFF_SUFFIXES:

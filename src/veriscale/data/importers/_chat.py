@@ -10,7 +10,9 @@
     conv.steps[0]     # Step(role="agent", tool_calls=[...], observation="...", exit_code=1)
 
 Messages before the first assistant message form the task (system text apart); tool results
-become the observation of the agent step that called them.
+become the observation of the agent step that called them. Given ``images`` (a message content's
+images: :func:`veriscale.data.importers._text.content_images`), a message's images go with it: the
+task's to ``prompt_images``, a tool result's to the step that called the tool, the rest to their step.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from veriscale.data.importers._text import (
     exit_code_value,
     parse_exit_code,
 )
+from veriscale.data.images import ImageRef
 from veriscale.data.model import Step
 
 _AGENT_ROLES = {"assistant", "agent", "model", "ai"}
@@ -40,6 +43,7 @@ class Conversation:
     prompt: str = ""
     steps: list[Step] = field(default_factory=list)
     final_output: str = ""
+    prompt_images: list[ImageRef] = field(default_factory=list)
 
 
 def normalize_tool_call(call: Any) -> dict[str, Any]:
@@ -76,12 +80,14 @@ def chat_to_conversation(
     *,
     user_is_observation: bool = False,
     parse_agent_text: Callable[[str], list[dict[str, Any]]] | None = None,
+    images: Callable[[Any], list[ImageRef]] | None = None,
 ) -> Conversation:
     """Split chat ``messages`` into system text, task prompt and agent steps.
 
     ``user_is_observation``: user messages after the first assistant turn carry command output
     (mini-swe-agent) and become the previous step's observation instead of new user steps.
     ``parse_agent_text``: extracts tool calls written inside assistant text (```bash blocks).
+    ``images``: a message content's images (none are read without it).
     """
     conv = Conversation()
     system_parts: list[str] = []
@@ -99,28 +105,31 @@ def chat_to_conversation(
             continue
         role = str(message.get("role", "")).lower()
         text = content_text(message.get("content"))
+        seen = images(message.get("content")) if images is not None else []
         if role in _AGENT_ROLES:
             started = True
             calls = [normalize_tool_call(c) for c in as_list(message.get("tool_calls"))]
             if not calls and parse_agent_text is not None:
                 calls = parse_agent_text(text)
-            conv.steps.append(Step(role="agent", text=text, tool_calls=calls))
+            conv.steps.append(Step(role="agent", text=text, tool_calls=calls, images=seen))
             if text.strip():
                 conv.final_output = text
         elif not started and role in _SYSTEM_ROLES:
             system_parts.append(text)
         elif not started and role == "user":
             prompt_parts.append(text)
+            conv.prompt_images.extend(seen)
         elif role in _TOOL_ROLES or (role == "user" and user_is_observation):
             target = _calling_step(conv.steps, message.get("tool_call_id"))
             if target is None:
-                conv.steps.append(Step(role="tool", observation=_tool_result_text(message)))
+                conv.steps.append(Step(role="tool", observation=_tool_result_text(message), images=seen))
                 continue
             attach(target, _tool_result_text(message), _explicit_exit_code(message))
+            conv.steps[target].images.extend(seen)
             if message.get("tool_call_id"):  # tied to its call, for the trajectory viewer
                 conv.steps[target].tool_results[str(message["tool_call_id"])] = _tool_result_text(message)
         else:
-            conv.steps.append(Step(role=role or "user", text=text))
+            conv.steps.append(Step(role=role or "user", text=text, images=seen))
 
     for index, parts in observed.items():
         conv.steps[index].observation = "\n".join(p for p in parts if p)

@@ -3,14 +3,17 @@
     parse_exit_code('{"returncode": 2, "output": "..."}')   # -> 2
     parse_exit_code("<returncode>0</returncode><output>")   # -> 0
     content_text([{"type": "text", "text": "hi"}])          # -> "hi"
+    content_images([{"type": "image", "image": "data:image/png;base64,..."}])  # -> [ImageRef(...)]
     task_from_prompt("Please solve this issue: Fix X\\n\\nYou can execute bash ...")  # -> "Fix X"
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
+from veriscale.data.images import ImageRef
 from veriscale.data.reader import try_json
 
 # At most 10 digits: a longer number is no exit code (and past 4,300 digits int() refuses it).
@@ -77,6 +80,62 @@ def content_text(content: Any) -> str:
     if isinstance(content, dict):
         return content_text([content])
     return str(content)
+
+
+def _image_location(part: dict[str, Any]) -> str:
+    """Where an image part's image is: a path, a URL or a ``data:`` URL ('' when it names none).
+
+    ATIF v1.6 ``{"type": "image", "source": {"media_type", "path"}}`` (or base64 ``"data"``, the
+    Anthropic shape), Inspect's ``{"type": "image", "image": "<data URL or path>"}`` and OpenAI's
+    ``{"type": "image_url", "image_url": {"url": ...}}`` (or ``input_image``)."""
+    for key in ("image", "image_url", "url"):
+        value = part.get(key)
+        if isinstance(value, dict):
+            value = value.get("url")
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    source = part.get("source")
+    if isinstance(source, dict):
+        for key in ("path", "url"):
+            if isinstance(source.get(key), str) and source[key].strip():
+                return source[key].strip()
+        if isinstance(source.get("data"), str) and source["data"].strip():
+            data = source["data"].strip()
+            if data.startswith("data:"):
+                return data
+            return f"data:{source.get('media_type') or 'image/png'};base64,{data}"
+    if isinstance(source, str) and source.strip():
+        return source.strip()
+    return ""
+
+
+def content_images(content: Any, base: Path | None = None,
+                   resolve: Callable[[str], str] | None = None) -> list[ImageRef]:
+    """The images in a message ``content`` (a list of parts, or one part), in order; a relative path
+    is taken from ``base`` (the folder of the file that names it), a URL or ``data:`` URL as given.
+    ``resolve`` first maps a location (an Inspect ``attachment://`` reference to its text)."""
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return []
+    found: list[ImageRef] = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type", "")
+        if kind in ("image", "image_url", "input_image"):
+            where = _image_location(part)
+            if resolve is not None and where:
+                where = resolve(where)
+            if not where:
+                continue
+            if base is not None and "://" not in where and not where.startswith("data:") \
+                    and not Path(where).is_absolute():
+                where = str(base / where)
+            found.append(ImageRef(source=where))
+        elif isinstance(part.get("content"), list):
+            found.extend(content_images(part["content"], base, resolve))
+    return found
 
 
 def arguments_dict(arguments: Any) -> dict[str, Any] | str:

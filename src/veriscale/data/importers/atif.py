@@ -10,7 +10,10 @@ A trial record (one per JSONL line, or one JSON file) looks like::
           "observation": {"results": [{"content": "{\\"returncode\\": 0, \\"output\\": \\"...\\"}"}]}}]}}
 
 ``trajectory`` may also be a JSON string. A bare trajectory (``{"schema_version", "steps"}``)
-is one candidate with no task name.
+is one candidate with no task name. Since ATIF-v1.6 a message or a result's content may be a list
+of parts, an image as ``{"type": "image", "source": {"media_type": "image/png", "path": "shots/3.png"}}``
+(a relative path is from the trajectory file's folder): a step's images go to ``Step.images``
+(labelled "step 3 image 1"), the task prompt's to ``Task.images``.
 
     detect(record) -> bool
     load(record, source="trials.jsonl:3") -> [Candidate]
@@ -18,12 +21,16 @@ is one candidate with no task name.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
+from veriscale.data.images import ImageRef
 from veriscale.data.importers._chat import as_list, normalize_tool_call
 from veriscale.data.reader import load_json, try_json
 from veriscale.data.importers._text import (
     combine_exit_codes,
+    content_images,
     content_text,
     exit_code_value,
     parse_exit_code,
@@ -73,8 +80,10 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
 
     system_parts: list[str] = []
     prompt = ""
+    prompt_images: list[ImageRef] = []
     steps: list[Step] = []
-    for raw in as_list(trajectory_obj.get("steps")):
+    base = _base_folder(source)
+    for number, raw in enumerate(as_list(trajectory_obj.get("steps")), start=1):
         if not isinstance(raw, dict):
             continue
         role = str(raw.get("source", "")).lower() or "agent"
@@ -84,8 +93,11 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
             continue
         if not steps and role == "user" and not prompt:
             prompt = message
+            prompt_images = _labelled(content_images(raw.get("message"), base), "task")
             continue
-        steps.append(_step(role, message, raw))
+        step = _step(role, message, raw)
+        step.images = _labelled(_step_images(raw, base), f"step {raw.get('step_id') or number}")
+        steps.append(step)
 
     final_output = next((s.text for s in reversed(steps) if s.role == "agent" and s.text.strip()), "")
     task_id = str(obj.get("task_name") or obj.get("task_id") or "")
@@ -95,6 +107,7 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
             text=task_from_prompt(prompt) if prompt else f"Task '{task_id}'",
             id=task_id,
             metadata={"prompt": prompt, **({"system": "\n\n".join(system_parts)} if system_parts else {})},
+            images=prompt_images,
         )
     labels = {k: obj[k] for k in _LABEL_KEYS if k in obj and obj[k] is not None}
     verifier = obj.get("verifier_result")
@@ -119,6 +132,32 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
             metadata=metadata,
         )
     ]
+
+
+def _base_folder(source: str) -> Path | None:
+    """The folder of the file a record came from (``runs/trials.jsonl:3`` -> ``runs``): where a
+    relative image path starts."""
+    if not source:
+        return None
+    return Path(re.sub(r":\d+$", "", source)).parent
+
+
+def _step_images(raw: dict[str, Any], base: Path | None) -> list[ImageRef]:
+    """The images of an ATIF step's message, then of its observation's results, in order."""
+    images = content_images(raw.get("message"), base)
+    observation = raw.get("observation")
+    if isinstance(observation, dict):
+        for result in as_list(observation.get("results")):
+            if isinstance(result, dict):
+                images.extend(content_images(result.get("content"), base))
+    else:
+        images.extend(content_images(observation, base))
+    return images
+
+
+def _labelled(images: list[ImageRef], where: str) -> list[ImageRef]:
+    """``images`` named for where they were seen: "step 3 image 1", ..."""
+    return [ImageRef(source=ref.source, label=f"{where} image {n}") for n, ref in enumerate(images, start=1)]
 
 
 def _observation(raw: dict[str, Any]) -> tuple[str, int | None]:

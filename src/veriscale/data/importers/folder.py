@@ -7,6 +7,8 @@
         result.json            #   Harbor result: verifier_result.rewards -> labels
         report.xlsx            #   every file is listed in Candidate.artifacts
       run-2/ ...
+      run-3/                   # only images (or one video) and a task file: the frames importer
+        frame1.png frame2.png  #   (frames.py) makes it one candidate with those images
 
 In a folder with subfolders, loose files other than the task file are ignored (a Harbor job
 folder keeps its config.json and result.json there). In a folder of files only, each file is
@@ -114,7 +116,11 @@ def _rollout(sub: Path, readers: Readers) -> Candidate:
         raise UserError(f"rollout folder '{sub}' is empty: remove it or add the run's files")
     artifacts = {str(p.relative_to(sub)): str(p) for p in files}
     candidate: Candidate | None = None
-    for path in files:
+    from veriscale.data.importers import frames  # imported here: frames reads this module's helpers
+
+    if frames.is_frames_folder(sub):  # screenshots or camera frames, or one video
+        candidate = frames.load(sub)[0]
+    for path in files if candidate is None else []:
         if logical_suffix(path) not in JSON_SUFFIXES | JSONL_SUFFIXES or path.name == "result.json":
             continue
         try:

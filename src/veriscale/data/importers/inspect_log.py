@@ -7,6 +7,10 @@
 Each sample (one epoch of one dataset item) is one candidate; its task id is
 ``<eval task>/<sample id>`` so epochs of the same item group together. Scores go to labels as
 given, plus ``score`` as a number (C=1, I=0, P=0.5, N=0) when there is a single scorer.
+Images in messages (``{"type": "image", "image": "<data URL or path>"}``, Inspect's ContentImage;
+an ``attachment://`` reference is looked up in the sample's ``attachments``) go to the step that
+saw them (``Step.images``: a tool's screenshot to the step that called the tool), the input's to
+``Task.images``.
 
     detect(record_or_path) -> bool
     load(record_or_path, source="logs/ctf.json") -> [Candidate]
@@ -14,16 +18,19 @@ given, plus ``score`` as a number (C=1, I=0, P=0.5, N=0) when there is a single 
 
 from __future__ import annotations
 
+import re
 import zipfile
 import zlib
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from veriscale.data.importers._chat import as_list, chat_to_conversation
 from veriscale.data.importers._files import MAX_BYTES
 from veriscale.data.reader import load_json, shown
-from veriscale.data.importers._text import content_text, task_from_prompt
-from veriscale.data.model import Candidate, Task, Trajectory
+from veriscale.data.images import ImageRef
+from veriscale.data.importers._text import content_images, content_text, task_from_prompt
+from veriscale.data.model import Candidate, Step, Task, Trajectory
 from veriscale.errors import UserError
 from veriscale.harness.workspace.zip_limits import Inflation, ZipLimits, read_member
 
@@ -104,7 +111,9 @@ def _member(archive: zipfile.ZipFile, name: str, path: Path, inflation: Inflatio
 def _candidate(sample: dict[str, Any], task_name: str, model: str, source: str) -> Candidate:
     sample_id = str(sample.get("id", ""))
     epoch = sample.get("epoch", 1)
-    conv = chat_to_conversation(as_list(sample.get("messages")))
+    images = partial(_images, sample, _base_folder(source))
+    conv = chat_to_conversation(as_list(sample.get("messages")), images=images)
+    _label_step_images(conv.steps)
     output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
     completion = content_text(output.get("completion"))
     choices = as_list(output.get("choices"))
@@ -113,12 +122,15 @@ def _candidate(sample: dict[str, Any], task_name: str, model: str, source: str) 
         completion = content_text(message.get("content")) if isinstance(message, dict) else ""
     final_output = completion or conv.final_output
     raw_input = sample.get("input")
-    prompt = content_text(raw_input) if isinstance(raw_input, str) else chat_to_conversation(as_list(raw_input)).prompt
+    asked = None if isinstance(raw_input, str) else chat_to_conversation(as_list(raw_input), images=images)
+    prompt = content_text(raw_input) if asked is None else asked.prompt
     prompt = prompt or conv.prompt
+    task_images = (asked.prompt_images if asked is not None else []) or conv.prompt_images
     task = Task(
         text=task_from_prompt(prompt) if prompt else f"{task_name} sample {sample_id}",
         id=f"{task_name}/{sample_id}" if task_name else sample_id,
         metadata={"prompt": prompt, "target": sample.get("target"), **({"system": conv.system} if conv.system else {})},
+        images=[ImageRef(source=ref.source, label=f"task image {n}") for n, ref in enumerate(task_images, start=1)],
     )
     return Candidate(
         id=f"{model or 'run'}/epoch-{epoch}",
@@ -129,6 +141,32 @@ def _candidate(sample: dict[str, Any], task_name: str, model: str, source: str) 
         task=task,
         metadata={"model": model, "epoch": epoch, "sample_id": sample_id},
     )
+
+
+def _base_folder(source: str) -> Path | None:
+    """The folder of the log a sample came from (``logs/ctf.json#sample2`` -> ``logs``)."""
+    path = re.sub(r"#sample\d+$", "", source)
+    return Path(path).parent if path else None
+
+
+def _images(sample: dict[str, Any], base: Path | None, content: Any) -> list[ImageRef]:
+    """The images of one message ``content`` of ``sample``, its ``attachment://`` references looked up."""
+    attachments = sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}
+
+    def resolve(where: str) -> str:
+        if where.startswith("attachment://"):
+            found = attachments.get(where[len("attachment://"):])
+            return found if isinstance(found, str) else ""
+        return where
+
+    return content_images(content, base, resolve)
+
+
+def _label_step_images(steps: list[Step]) -> None:
+    """Each step's images named for where they were seen: "step 3 image 1", ..."""
+    for number, step in enumerate(steps, start=1):
+        step.images = [ImageRef(source=ref.source, label=f"step {number} image {k}")
+                       for k, ref in enumerate(step.images, start=1)]
 
 
 def _labels(sample: dict[str, Any]) -> dict[str, Any]:
