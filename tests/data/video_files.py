@@ -19,8 +19,8 @@ def _codec() -> str:
 
 
 def make_video(path: Path, seconds: int = 3, fps: int = 10, key_every: int | None = None,
-               size: tuple[int, int] = (64, 48)) -> Path:
-    """A video whose frames are one flat colour per second (``COLOURS`` in turn)."""
+               size: tuple[int, int] = (64, 48), colours: tuple[tuple[int, int, int], ...] = COLOURS) -> Path:
+    """A video whose frames are one flat colour per second (``colours`` in turn)."""
     import av
     import numpy as np
 
@@ -35,7 +35,7 @@ def make_video(path: Path, seconds: int = 3, fps: int = 10, key_every: int | Non
             stream.options = {"preset": "ultrafast", "keyint": str(gop), "min-keyint": str(gop), "scenecut": "0"}
         for i in range(seconds * fps):
             pixels = np.zeros((height, width, 3), np.uint8)
-            pixels[:] = COLOURS[(i // fps) % len(COLOURS)]
+            pixels[:] = colours[(i // fps) % len(colours)]
             frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
             frame.pts = i
             for packet in stream.encode(frame):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -10,9 +10,12 @@ from rich.table import Table
 from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, user_errors
 from veriscale.cli.flags import cli_text
-from veriscale.errors import ModelCallError, UserError
+from veriscale.errors import ModelCallError, UserError, setting
 from veriscale.engine.sync_facade import CallExecutor, PlannedCall
 from veriscale.engine.run_scope import recorded_run
+from veriscale.models.base import ModelBackend
+from veriscale.models.vision import VISION_SERVERS, no_vision
+from veriscale.models.vision_probe import EMBEDDED_WHO, VisionReport, probe_vision
 from veriscale.verify.prompts import probe_request
 from veriscale.verify.scale import parse_scale
 from veriscale.shown_text import for_terminal
@@ -22,8 +25,11 @@ models_app = typer.Typer(help="Check model backends.", no_args_is_help=True)
 
 @models_app.command("check")
 def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or http://127.0.0.1:8000/v1#m")],
-          scale: o.ScaleOpt = "letters", json_out: o.JsonOpt = False, store: o.StoreOpt = None) -> None:
-    """Report logprob support, label tokenization and context size.
+          scale: o.ScaleOpt = "letters", json_out: o.JsonOpt = False, store: o.StoreOpt = None,
+          vision: Annotated[bool, typer.Option(
+              "--vision", help="Exit non-zero unless the endpoint shows it sees images (the colour probe).")] = False,
+          ) -> None:
+    """Report logprob support, label tokenization, context size and whether images are seen.
 
     Example: veriscale models check http://127.0.0.1:8000/v1#smollm2 --scale digits
     """
@@ -53,27 +59,67 @@ def check(model: Annotated[str, typer.Argument(help="Model URI, e.g. embedded or
                 report.update(logprobs=False, logprob_error=exc.template)
             except ModelCallError as exc:
                 report.update(logprobs=None, logprob_error=exc.template)
+            # whether images are seen: by behaviour (a text-only server may take image parts silently)
+            if report.get("logprobs") or backend.is_embedded:
+                seen = probe_vision(gateway)
+            else:
+                seen = VisionReport(sees_images=None, error="not probed: the vision probe reads label probabilities, "
+                                                            "which this endpoint did not give")
+            report["vision"] = seen.to_dict()
             run.finish("ok" if report.get("logprobs") else "failed", report)
         if json_out:
             emit_json(report, "models-check")
-            return
-        table = Table(title=for_terminal(f"models check · {backend.display_name}"), show_header=False)
-        table.add_row("fingerprint", for_terminal(report["fingerprint"]))  # server text: shown as text
-        table.add_row("context size", str(report["context_size"] or "unknown (server does not say)"))
-        table.add_row("read", plan.describe())
-        table.add_row("readings marked", plan.strategy)
-        table.add_row("joint replies held by", plan.joint or "nothing: joint scoring reads each criterion alone")
-        table.add_row("score slot", "prefilled" if plan.prefilled else
-                      "not prefilled: readings are the model's first token (add ?template=chatml for the prefilled slot)")
-        for note in plan.notes:
-            table.add_row("probe", for_terminal(note))
-        table.add_row("logprobs", "yes" if report["logprobs"] else
-                      for_terminal(f"no: {cli_text(report.get('logprob_error') or '')}"))
-        if report["logprobs"]:
-            table.add_row("label mass on probe", f"{report['label_mass']:.3f} (unseen {report['unseen_mass']:.3f})")
-        table.add_row(f"labels of {sc.name}", "all single tokens" if not bad else
-                      for_terminal(f"NOT single tokens: {', '.join(bad)} — use --scale letters or yesno"))
-        console.print(table)
+        else:
+            _print_check(backend, report, plan, sc, bad, seen)
+        if vision and not seen.sees_images:
+            raise _not_seeing(backend, seen)
+
+
+def _template(text: str) -> str:
+    """``text`` with its setting references kept (a worded note's template), for ``cli_text``."""
+    return str(getattr(text, "template", text))
+
+
+def _images_row(seen: VisionReport) -> str:
+    if seen.sees_images:
+        return ("seen" + (f" ({seen.image_tokens} tokens each)" if seen.image_tokens is not None
+                          else " (tokens per image unknown)"))
+    if seen.sees_images is None:
+        return f"unknown: {_template(seen.why_not())}"
+    return f"not seen: {_template(seen.why_not())}"
+
+
+def _not_seeing(backend: ModelBackend, seen: VisionReport) -> UserError:
+    """The one sentence of ``--vision`` for an endpoint that did not show it sees images."""
+    if backend.is_embedded:
+        return no_vision(EMBEDDED_WHO)
+    what = "could not be asked whether it sees images" if seen.sees_images is None else "does not see images"
+    why = _template(seen.why_not()).rstrip(".")
+    return UserError(f"{backend.display_name} {what} ({why}): set {setting('model')} to {VISION_SERVERS}")
+
+
+def _print_check(backend: ModelBackend, report: dict[str, Any], plan: Any, sc: Any, bad: list[str],
+                 seen: VisionReport) -> None:
+    table = Table(title=for_terminal(f"models check · {backend.display_name}"), show_header=False)
+    table.add_row("fingerprint", for_terminal(report["fingerprint"]))  # server text: shown as text
+    table.add_row("context size", str(report["context_size"] or "unknown (server does not say)"))
+    table.add_row("read", plan.describe())
+    table.add_row("readings marked", plan.strategy)
+    table.add_row("joint replies held by", plan.joint or "nothing: joint scoring reads each criterion alone")
+    table.add_row("score slot", "prefilled" if plan.prefilled else
+                  "not prefilled: readings are the model's first token (add ?template=chatml for the prefilled slot)")
+    for note in plan.notes:
+        table.add_row("probe", for_terminal(note))
+    table.add_row("logprobs", "yes" if report["logprobs"] else
+                  for_terminal(f"no: {cli_text(report.get('logprob_error') or '')}"))
+    if report["logprobs"]:
+        table.add_row("label mass on probe", f"{report['label_mass']:.3f} (unseen {report['unseen_mass']:.3f})")
+    table.add_row(f"labels of {sc.name}", "all single tokens" if not bad else
+                  for_terminal(f"NOT single tokens: {', '.join(bad)} — use --scale letters or yesno"))
+    table.add_row("images", for_terminal(cli_text(_images_row(seen))))
+    if not seen.sees_images and not backend.is_embedded:
+        table.add_row("for images", for_terminal(cli_text(f"set {setting('model')} to {VISION_SERVERS}")))
+    console.print(table)
 
 
 @models_app.command("calibrate")

@@ -132,6 +132,13 @@ class Selection:
         """True when the confidence reaches ``min_confidence`` (pointwise picks never are)."""
         return self.confidence is not None and self.confidence >= self.min_confidence
 
+    def _images_of(self, i: int) -> dict[str, Any]:
+        """The frames every verdict over candidate ``i`` saw (none: no key, so text picks are unchanged)."""
+        pool = self.plan.pool if self.plan is not None else None
+        if pool is None or not pool.images or not pool.images[i]:
+            return {}
+        return {"images": [img.shown() for img in pool.images[i]]}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the tournament's judgements under ``"tournament"``)."""
         return {
@@ -151,6 +158,7 @@ class Selection:
                     "score": self.scores[i],
                     "criteria": self.criteria_scores[i],
                     **self._injection_of(i),
+                    **self._images_of(i),
                 }
                 for rank, i in enumerate(self.ranking)
             ],
