@@ -244,6 +244,8 @@ def prune_runs(older_than: Annotated[Optional[str], typer.Option(
         lines = [(f"{verb} {_n(report.runs, 'run')}{children}, {_n(report.calls, 'model call')}, "
                   f"{_n(report.events, 'event')} and {_n(report.steps, 'step')} from {st.path} "
                   f"({_mib(report.bytes_before)})")]
+        if report.images:
+            lines.append(f"{verb} {_n(report.images, 'image')} only those calls sent")
         if report.running:
             lines.append(f"kept {_n(report.running, 'run')} still running (a running run is never pruned)")
         if "vacuum" in doc:

@@ -21,25 +21,30 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from typing import Any, Protocol, TypedDict, TypeVar
 
 from veriscale.engine.call_claims import CallClaims
 from veriscale.engine.replies import Answered, Reply, retried_key
 from veriscale.engine.run_scope import current_run_id
-from veriscale.engine.store import CHAT_KEY_VERSION, Store
+from veriscale.engine.store import CHAT_KEY_VERSION, KeptImage, Store
 from veriscale.engine.store_writer import landed
 from veriscale.engine.usage import CallTokens, GatewayUsage
 from veriscale.errors import BudgetExceeded, ModelCallError, worded
 from veriscale.models import weights
-from veriscale.models.base import ModelBackend
+from veriscale.models.base import ModelBackend, ScoreRequest
 
 #: A write handed to the store's writer thread (None: there is no store).
 Written = concurrent.futures.Future[Any] | None
 
 
 _T = TypeVar("_T")
+
+
+def score_images(request: ScoreRequest) -> tuple[KeptImage, ...]:
+    """The images a score request sends, in order (none for a text-only request)."""
+    return tuple(image for m in request.messages if m.parts for image in m.images())
 
 
 class StoreIO(Protocol):
@@ -132,10 +137,12 @@ class OutcomeRecorder:
     async def claimed_call(self, key: str, request: dict[str, Any], *, kind: str, owner: str | None,
                            make: Callable[[], Awaitable[tuple[Reply | Answered[Reply], str | None]]],
                            model: ModelBackend | None, fingerprint: str | None, label: str | None,
-                           run_id: int | None, counted: bool = True, link: bool = True
-                           ) -> tuple[Reply | None, str | None]:
+                           run_id: int | None, counted: bool = True, link: bool = True,
+                           images: Sequence[KeptImage] = ()) -> tuple[Reply | None, str | None]:
         """Send a claimed call (``make()`` gives the reply and its problem) and record its outcome,
-        whatever it is: ok; failed with its reason; cancelled; or failed by an error that is raised."""
+        whatever it is: ok; failed with its reason; cancelled; or failed by an error that is raised.
+        ``images``: those the request sends, kept in the store by digest and linked to ``key`` (a
+        request's record names each only by its digest), on the writer thread before the outcome."""
         try:
             if counted:
                 self.spend()
@@ -143,6 +150,8 @@ class OutcomeRecorder:
             if owner is not None and self.store is not None:
                 self.store.submit(self.store.release_lease, key, owner)
             raise
+        if images and self.store is not None:
+            self.store.submit(self.store.put_images, images, key)
         started = time.perf_counter()
         renewer = asyncio.ensure_future(self.claims.renew(key, owner))
         common = _Recorded(kind=kind, model=model, counted=counted, owner=owner, fingerprint=fingerprint)
@@ -193,4 +202,4 @@ class OutcomeRecorder:
         return (None if answered.problem else answered.reply), answered.problem
 
 
-__all__ = ["OutcomeRecorder", "StoreIO", "Written"]
+__all__ = ["OutcomeRecorder", "StoreIO", "Written", "score_images"]

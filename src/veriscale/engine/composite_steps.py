@@ -13,7 +13,7 @@ and linked to the run, like any call. The :class:`veriscale.engine.gateway.Gatew
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from veriscale.engine.backend_calls import afingerprint, call_backend
@@ -27,7 +27,8 @@ from veriscale.engine.replies import (
     usable_reply,
 )
 from veriscale.engine.routing import Endpoint, endpoint_limits
-from veriscale.engine.store import CHAT_KEY_VERSION, call_key
+from veriscale.engine.call_outcomes import score_images
+from veriscale.engine.store import CHAT_KEY_VERSION, KeptImage, call_key
 from veriscale.models.base import (
     ChatResponse,
     ModelBackend,
@@ -53,7 +54,7 @@ class StepGateway(Protocol):
     async def _once(self, key: str, request: dict[str, Any], *, kind: ReplyKind[Reply],
                     make: Callable[[], Awaitable[tuple[Reply | Answered[Reply], str | None]]],
                     owner: ModelBackend | None = None, fingerprint: str | None = None, label: str | None = None,
-                    run_id: int | None = None) -> Reply: ...
+                    run_id: int | None = None, images: Sequence[KeptImage] = ()) -> Reply: ...
 
     def _another_call(self) -> bool: ...
 
@@ -128,7 +129,7 @@ class CompositeSteps:
 
         return await self._gateway._once(call_key(fingerprint, self._gateway.prompt_version, request.to_dict()),
                                          request.to_dict(), kind=SCORE, owner=backend, fingerprint=fingerprint,
-                                         label=label, make=make)
+                                         label=label, make=make, images=score_images(request))
 
     async def composite(self, backend: ModelBackend, composite: Composite, request: ScoreRequest
                         ) -> tuple[ScoreResponse, str | None]:

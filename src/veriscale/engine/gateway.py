@@ -62,7 +62,7 @@ from veriscale.engine.backend_calls import (
     call_backend,
 )
 from veriscale.engine.call_claims import LEASE_S, CallClaims
-from veriscale.engine.call_outcomes import OutcomeRecorder
+from veriscale.engine.call_outcomes import OutcomeRecorder, score_images
 from veriscale.engine.composite_steps import CompositeSteps
 from veriscale.engine.planned import CallOutcome, PlannedCall, Progress
 from veriscale.engine.replies import (
@@ -79,7 +79,7 @@ from veriscale.engine.replies import (
     with_cost_of,
 )
 from veriscale.engine.routing import Endpoint, EndpointPool
-from veriscale.engine.store import CHAT_KEY_VERSION, Store, call_key
+from veriscale.engine.store import CHAT_KEY_VERSION, KeptImage, Store, call_key
 from veriscale.engine.store_writer import landed
 from veriscale.engine.usage import Estimate, GatewayUsage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting
@@ -261,7 +261,7 @@ class Gateway:
     async def _once(self, key: str, request: dict[str, Any], *, kind: ReplyKind[Reply],
                     make: Callable[[], Awaitable[tuple[Reply | Answered[Reply], str | None]]],
                     owner: ModelBackend | None = None, fingerprint: str | None = None, label: str | None = None,
-                    run_id: int | None = None) -> Reply:
+                    run_id: int | None = None, images: Sequence[KeptImage] = ()) -> Reply:
         """One cached, claimed call: a hit comes from the store (or from another process's claim);
         otherwise ``make()`` runs and its outcome is committed, counted and linked (a failure is
         recorded, then raised as a ModelCallError)."""
@@ -280,7 +280,7 @@ class Gateway:
                 await self.claims.wait_unclaimed(key)
         reply, problem = await self.outcomes.claimed_call(key, request, kind=kind.name, owner=lease, make=make,
                                                           model=owner, fingerprint=fingerprint, label=label,
-                                                          run_id=run_id)
+                                                          run_id=run_id, images=images)
         if problem is not None:
             raise ModelCallError(problem)
         assert reply is not None, "a call with no reply has a problem"
@@ -311,7 +311,8 @@ class Gateway:
                     resp, error = await self.outcomes.claimed_call(
                         call.key, call.request.to_dict(), kind="score", owner=owner, make=make, model=None,
                         fingerprint=None, label=None, run_id=None, counted=composite is None,
-                        link=composite is None)  # a composite's steps are linked themselves
+                        link=composite is None,  # a composite's steps are linked themselves
+                        images=score_images(call.request))
                     return resp, error, False
             fresh = True
             if state == "held":
@@ -347,7 +348,7 @@ class Gateway:
 
         try:
             again = await self._once(key, request.to_dict(), kind=SCORE, make=make, owner=wider,
-                                     fingerprint=fingerprint)
+                                     fingerprint=fingerprint, images=score_images(request))
         except BudgetExceeded:  # another call spent the last of the budget meanwhile
             return resp, cannot_grade(problem)
         except ModelCallError as exc:

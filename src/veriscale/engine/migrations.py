@@ -164,6 +164,23 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         # exit code, per-step time and tokens); NULL for steps stored before, shown from their text alone
         "ALTER TABLE run_steps ADD COLUMN detail TEXT",
     ]),
+    (9, [
+        # the images score calls sent, by the digest of their bytes (a request keeps only the digest):
+        # what the dashboard shows of a judgement; call_images links each call to its images, so a
+        # prune drops the images no kept call sent; its label is what that call named the image
+        """CREATE TABLE images (
+               sha256 TEXT PRIMARY KEY,
+               mime TEXT NOT NULL,
+               width INTEGER,
+               height INTEGER,
+               data BLOB NOT NULL)""",
+        """CREATE TABLE call_images (
+               call_key TEXT NOT NULL,
+               sha256 TEXT NOT NULL,
+               label TEXT NOT NULL DEFAULT '',
+               PRIMARY KEY (call_key, sha256))""",
+        "CREATE INDEX call_images_by_sha256 ON call_images(sha256)",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -187,7 +204,8 @@ class Connection(Protocol):
 
 #: The tables a store of each schema version has (the base ones, then those migrations added).
 TABLES_SINCE: dict[int, tuple[str, ...]] = {1: ("calls", "runs", "meta"), 2: ("run_calls",),
-                                            3: ("run_events", "run_steps", "jobs"), 5: ("call_leases",)}
+                                            3: ("run_events", "run_steps", "jobs"), 5: ("call_leases",),
+                                            9: ("images", "call_images")}
 
 
 def has_meta(conn: Connection) -> bool:

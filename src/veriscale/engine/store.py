@@ -1,6 +1,7 @@
 """The SQLite store: every model call and every run, committed as it completes.
 
-Readable with any SQLite tool (tables ``calls``, ``runs``, ``run_calls``, ``meta``; ``run_events``
+Readable with any SQLite tool (tables ``calls``, ``runs``, ``run_calls``, ``meta``, and ``images``
+with ``call_images``: the bytes of the images score calls sent, by digest; ``run_events``
 and ``run_steps`` belong to :mod:`veriscale.engine.run_log`, ``jobs`` to the server; the schema
 changes only through :mod:`veriscale.engine.migrations`). A call is keyed by a hash of the
 model fingerprint, prompt-template version, prompt and parameters; a rerun finds every call
@@ -31,9 +32,9 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import platformdirs
 
@@ -46,7 +47,24 @@ from veriscale.errors import UserError, setting
 
 _T = TypeVar("_T")
 
-__all__ = ["RunRecord", "Store", "call_key", "default_store_path", "lease_owner"]
+
+class KeptImage(Protocol):
+    """What the store keeps of an image (``veriscale.data.images.ImagePart`` is one)."""
+
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def mime(self) -> str: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def label(self) -> str: ...
+
+__all__ = ["KeptImage", "RunRecord", "Store", "call_key", "default_store_path", "lease_owner"]
 
 
 def default_store_path() -> Path:
@@ -302,6 +320,51 @@ class Store(CallLeases, RunRecords):
                 raise
             self._conn.execute("COMMIT")
             return result
+
+    # -- images ------------------------------------------------------------------------
+    def put_images(self, parts: Iterable[KeptImage], call_key: str | None = None) -> int:
+        """Keep the bytes of ``parts`` (``veriscale.data.images.ImagePart``) by their digest, once each
+        (one already kept is left as it is), and link them to call ``call_key`` when given (a prune drops
+        the images no kept call links to). One transaction; returns how many parts were given. Writers
+        hand it to the writer thread (``store.submit(store.put_images, parts, key)``)."""
+        unique: dict[str, KeptImage] = {}
+        for p in parts:
+            unique.setdefault(p.sha256, p)  # the same bytes twice in one call: its first label
+        if not unique:
+            return 0
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO images (sha256, mime, width, height, data) VALUES (?, ?, ?, ?, ?)",
+                    [(sha, p.mime, p.width, p.height, p.data) for sha, p in unique.items()])
+                if call_key is not None:
+                    self._conn.executemany(
+                        "INSERT OR IGNORE INTO call_images (call_key, sha256, label) VALUES (?, ?, ?)",
+                        [(call_key, sha, p.label or "") for sha, p in unique.items()])
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        return len(unique)
+
+    def image(self, sha256: str) -> tuple[str, bytes] | None:
+        """A kept image's type and bytes by the digest of its bytes, or None."""
+        self._settle()
+        with self._lock:
+            row = self._conn.execute("SELECT mime, data FROM images WHERE sha256 = ?", (sha256.lower(),)).fetchone()
+        return (str(row[0]), bytes(row[1])) if row else None
+
+    def call_images(self, call_key: str) -> dict[str, dict[str, Any]]:
+        """The images call ``call_key`` sent, by digest: the label it gave each, its type and size, and
+        whether its bytes are kept (``kept``); one sent before images were kept is absent."""
+        self._settle()
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT ci.sha256, ci.label, i.mime, i.width, i.height, i.sha256 IS NOT NULL
+                   FROM call_images ci LEFT JOIN images i ON i.sha256 = ci.sha256 WHERE ci.call_key = ?""",
+                (call_key,)).fetchall()
+        return {r[0]: {"label": r[1], "mime": r[2], "width": r[3], "height": r[4], "kept": bool(r[5])} for r in rows}
 
     # -- meta --------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

@@ -5,7 +5,8 @@ A run is selected by its command (``kinds``), how it ended (``statuses``) and it
 run ended, else its last heartbeat, else its start); every filter given must match. Pruning a run
 removes its events, steps and call links, and then the model calls it linked to that no kept run
 links to and no process has claimed (in flight, ``call_leases``); a call a kept run links to is
-never removed, nor is a call no run ever linked to (made outside any run), unless ``orphans``::
+never removed, nor is a call no run ever linked to (made outside any run), unless ``orphans``. The
+images the removed calls sent go with them, unless a kept call sent them too (``call_images``)::
 
     report = prune(store, older_than="30d", kinds=["select"], statuses=["ok"], dry_run=True)
     report.runs, report.calls, report.events, report.bytes_before     # what would go; nothing changed
@@ -93,6 +94,7 @@ class PruneReport:
     bytes_before: int    # the store's size on disk before
     bytes_after: int     # and after (the same for a dry run; a file shrinks only when vacuumed)
     run_ids: tuple[int, ...] = ()  # the top-level runs removed, oldest first
+    images: int = 0      # kept images removed: those no remaining call sent
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -172,10 +174,16 @@ def _calls_sql(orphans: bool) -> str:
             "AND key NOT IN (SELECT key FROM call_leases)")
 
 
+def _images_sql(orphans: bool) -> str:
+    """The kept images a prune removes: those no call it keeps links to (``call_images``)."""
+    return (f"FROM images WHERE sha256 NOT IN (SELECT sha256 FROM call_images WHERE call_key NOT IN "
+            f"(SELECT key {_calls_sql(orphans)}))")
+
+
 def _measure(count: Callable[[str, str], int], pruned: list[int], orphans: bool) -> dict[str, int]:
     """What pruning ``pruned`` removes besides the runs; ``count(sql, ids)`` counts ``SELECT COUNT(*) sql``."""
     ids = json.dumps(pruned)
-    return {"calls": count(_calls_sql(orphans), ids),
+    return {"calls": count(_calls_sql(orphans), ids), "images": count(_images_sql(orphans), ids),
             "events": count(f"FROM run_events WHERE run_id IN {_PRUNED}", ids),
             "steps": count(f"FROM run_steps WHERE run_id IN {_PRUNED}", ids),
             "links": count(f"FROM run_calls WHERE run_id IN {_PRUNED}", ids)}
@@ -220,6 +228,8 @@ def prune(store: Store, *, older_than: float | str | None = None, kinds: str | I
         tops, pruned, running = selected(rows, set())  # settled: every run still `running` is live
         counts = _measure(count, pruned, orphans)
         ids = json.dumps(pruned)
+        conn.execute(f"DELETE {_images_sql(orphans)}", (ids,))  # before the calls: it reads which go
+        conn.execute(f"DELETE FROM call_images WHERE call_key IN (SELECT key {_calls_sql(orphans)})", (ids,))
         conn.execute(f"DELETE {_calls_sql(orphans)}", (ids,))
         for table, column in (("run_calls", "run_id"), ("run_events", "run_id"), ("run_steps", "run_id"),
                               ("runs", "id")):

@@ -11,6 +11,7 @@ Routes (the schema is at ``/openapi.json``; docs/SERVER.md has examples):
     GET  /api/runs/{id}/selection | /progress | /harness  GET /api/runs/{id}/stream   (SSE)
     GET  /api/runs/{id}/steps?trajectory=&offset=&limit=  GET /api/runs/{id}/steps/find?trajectory=&q=&errors=
     GET  /api/runs/{id}/calls   GET /api/calls/{key}      GET /api/info      GET /api/health (no token needed)
+    GET  /api/images/{sha256}   (the bytes of an image a recorded call sent, by the digest its request names)
     POST /api/jobs {"kind", "params"}   GET /api/jobs   GET /api/jobs/{id}   GET /api/jobs/{id}/result
     POST /api/jobs/{id}/cancel
 """
@@ -26,7 +27,7 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI, Query, Request
 from fastapi import Path as FastPath
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -248,6 +249,17 @@ def create_app(store: Store, runner: JobRunner, policy: AccessPolicy, *, roots: 
     @app.get("/api/calls/{key}")
     def get_call(key: str) -> dict[str, Any]:
         return views.call_view(store, key)
+
+    @app.get("/api/images/{sha256}", response_class=Response,
+             responses={200: {"content": {t: {} for t in views.IMAGE_TYPES}, "description": "The image's bytes."}})
+    def get_image(sha256: str) -> Response:
+        """An image a recorded score call sent, by the sha256 of its bytes (what the call's request names):
+        immutable, so cached for good."""
+        if not views.IMAGE_DIGEST.fullmatch(sha256):
+            return _error(422, f"{shown(sha256, 80)!r} is not an image digest: give the 64 hex digits of the sha256 "
+                               "of its bytes, as a call's request names it")
+        mime, data = views.image_bytes(store, sha256)
+        return Response(data, media_type=mime, headers={"cache-control": "private, max-age=31536000, immutable"})
 
     # -- jobs -----------------------------------------------------------------------------
     @app.post("/api/jobs", status_code=201)

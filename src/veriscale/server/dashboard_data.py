@@ -4,7 +4,9 @@
     run_view(store, 12)          # the run, its cost, children, and which page shows it ("view")
     selection_view(store, 12)    # candidates, preference matrix, per-order values, win mass, judgements
     progress_view(store, 13)     # curves (finished) or the points so far (running), with events
-    call_view(store, key)        # one judgement call: the exact prompt, label distribution, mass, cost
+    call_view(store, key)        # one judgement call: the exact prompt, label distribution, mass, cost,
+                                 # and the images it sent ("images": digest, label, /api/images/<digest>)
+    image_bytes(store, digest)   # (mime, bytes) of a kept image, for GET /api/images/{sha256}
 
 Every string in these dicts is data from a run; the dashboard renders it as text. Each view
 first rewrites the runs whose process died without ending them as ``interrupted``
@@ -14,12 +16,14 @@ first rewrites the runs whose process died without ending them as ``interrupted`
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from veriscale.engine.run_liveness import settle_dead_runs
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_summary import run_summary
 from veriscale.engine.store import RunRecord, Store
+from veriscale.errors import UserError
 from veriscale.selection.core.position_bias import POSITION_BIAS_GAP, pair_orders
 
 
@@ -207,7 +211,49 @@ def call_view(store: Store, key: str) -> dict[str, Any]:
         "cost": {"prompt_tokens": call["prompt_tokens"], "cached_tokens": call["cached_tokens"],
                  "completion_tokens": call["completion_tokens"], "latency_s": call["latency_s"]},
         "created_at": call["created_at"],
+        "images": request_images(request, store.call_images(key)) if call["kind"] == "score" else [],
     }
+
+
+#: an image's name in the store: the sha256 of its bytes, 64 hex digits
+IMAGE_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
+#: the types an image is served as (what ``veriscale.data.images`` sends); anything else is bytes
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
+
+
+def image_url(digest: str) -> str:
+    return f"/api/images/{digest.lower()}"
+
+
+def request_images(request: dict[str, Any], linked: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The images a stored score request sent, in order (its messages' ``parts`` name each by digest),
+    each with the label its call gave it and whether its bytes are kept (``linked``: Store.call_images)."""
+    found: list[dict[str, Any]] = []
+    messages = request.get("messages") if isinstance(request, dict) else None
+    for n, message in enumerate(messages if isinstance(messages, list) else []):
+        parts = message.get("parts") if isinstance(message, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            digest = part.get("sha256") if isinstance(part, dict) else None
+            if not isinstance(digest, str) or not IMAGE_DIGEST.fullmatch(digest):
+                continue
+            known = linked.get(digest.lower(), {})
+            found.append({"sha256": digest.lower(), "mime": part.get("mime"), "message": n,
+                          "label": known.get("label") or "", "width": known.get("width"),
+                          "height": known.get("height"), "kept": bool(known.get("kept")), "url": image_url(digest)})
+    return found
+
+
+def image_bytes(store: Store, digest: str) -> tuple[str, bytes]:
+    """A kept image's type (one of :data:`IMAGE_TYPES`, else ``application/octet-stream``) and bytes."""
+    if not IMAGE_DIGEST.fullmatch(digest):
+        raise UserError(f"{digest[:80]!r} is not an image digest: give the 64 hex digits of the sha256 of its bytes, "
+                        "as a call's request names it")
+    kept = store.image(digest)
+    if kept is None:
+        raise NotFound(f"there is no image {digest.lower()[:16]}… in the store: it was never sent by a recorded call, "
+                       "or was pruned with the calls that sent it")
+    mime, data = kept
+    return (mime if mime in IMAGE_TYPES else "application/octet-stream"), data
 
 
 def progress_view(store: Store, run_id: int) -> dict[str, Any]:

@@ -31,35 +31,21 @@ from veriscale.data.importers._files import (
     logical_suffix,
     read_text,
 )
-from veriscale.data.reader import try_json
-from veriscale.data.model import Candidate, Task
+from veriscale.data.importers import frames
+from veriscale.data.importers._rollout import TASK_FILE_NAMES, merge_result, task_file, visible
+from veriscale.data.model import Candidate
 from veriscale.errors import UserError
 
 NAME = "folder"
 DESCRIPTION = "a folder of rollouts (each subfolder or file is one candidate)"
 
-TASK_FILE_NAMES = ("task.md", "task.txt", "instruction.md", "instructions.md", "prompt.md", "prompt.txt")
 ANSWER_FILE_STEMS = ("answer", "final", "output", "response", "result", "solution", "submission")
-_SKIPPED_NAMES = {"readme.md", "__pycache__", "node_modules", ".git"}
 MAX_ARTIFACTS = 2000
 
 
 def detect(obj: Any) -> bool:
     """True for an existing directory."""
     return isinstance(obj, Path) and obj.is_dir()
-
-
-def _visible(path: Path) -> bool:
-    return not path.name.startswith(".") and path.name.lower() not in _SKIPPED_NAMES
-
-
-def _task_file(folder: Path) -> Task | None:
-    for name in TASK_FILE_NAMES:
-        for candidate in (folder / name, folder / name.upper()):
-            if candidate.is_file():
-                text = read_text(candidate).strip()
-                return Task(text=text, id=folder.name, metadata={"file": str(candidate)})
-    return None
 
 
 class Readers(NamedTuple):
@@ -76,9 +62,9 @@ def load(obj: Path, source: str = "", *, readers: Readers) -> list[Candidate]:
     folder = Path(obj)
     if not folder.is_dir():
         raise UserError(f"'{folder}' is not a folder: give a folder of rollouts")
-    task = _task_file(folder)
+    task = task_file(folder)
     task_names = {n.lower() for n in TASK_FILE_NAMES}
-    entries = sorted((p for p in folder.iterdir() if _visible(p)), key=lambda p: p.name)
+    entries = sorted((p for p in folder.iterdir() if visible(p)), key=lambda p: p.name)
     subfolders = [p for p in entries if p.is_dir()]
     if subfolders:
         candidates = [_rollout(sub, readers) for sub in subfolders]
@@ -99,7 +85,7 @@ def _files_under(root: Path) -> list[Path]:
     while stack and len(found) < MAX_ARTIFACTS:
         current = stack.pop()
         for entry in sorted(current.iterdir(), key=lambda p: p.name, reverse=True):
-            if not _visible(entry):
+            if not visible(entry):
                 continue
             if entry.is_dir():
                 if not entry.is_symlink():  # a linked folder may lead back up: never followed
@@ -116,7 +102,6 @@ def _rollout(sub: Path, readers: Readers) -> Candidate:
         raise UserError(f"rollout folder '{sub}' is empty: remove it or add the run's files")
     artifacts = {str(p.relative_to(sub)): str(p) for p in files}
     candidate: Candidate | None = None
-    from veriscale.data.importers import frames  # imported here: frames reads this module's helpers
 
     if frames.is_frames_folder(sub):  # screenshots or camera frames, or one video
         candidate = frames.load(sub)[0]
@@ -135,9 +120,9 @@ def _rollout(sub: Path, readers: Readers) -> Candidate:
     candidate.id = sub.name
     candidate.source = str(sub)
     candidate.artifacts = {**artifacts, **candidate.artifacts}
-    _merge_result(sub, candidate)
+    merge_result(sub, candidate)
     if candidate.task is None:
-        candidate.task = _task_file(sub)
+        candidate.task = task_file(sub)
     return candidate
 
 
@@ -151,30 +136,3 @@ def _answer_text(sub: Path, files: list[Path]) -> str:
     if len(readable) == 1:
         return read_text(readable[0])
     return ""
-
-
-def _merge_result(sub: Path, candidate: Candidate) -> None:
-    """Labels from a Harbor ``result.json`` or ``verifier/reward.txt`` beside the trajectory."""
-    result_path = sub / "result.json"
-    if result_path.is_file():
-        try:
-            result = try_json(read_text(result_path))
-        except UserError:
-            result = None
-        if isinstance(result, dict):
-            rewards = (result.get("verifier_result") or {}).get("rewards") if isinstance(result.get("verifier_result"), dict) else None
-            if isinstance(rewards, dict):
-                for key, value in rewards.items():
-                    candidate.labels.setdefault(key, value)
-            for key in ("reward", "resolved", "score"):
-                if key in result and result[key] is not None:
-                    candidate.labels.setdefault(key, result[key])
-            task_name = result.get("task_name")
-            if task_name and candidate.task is not None and not candidate.task.id:
-                candidate.task.id = str(task_name)
-    reward_file = sub / "verifier" / "reward.txt"
-    if reward_file.is_file() and "reward" not in candidate.labels:
-        try:
-            candidate.labels["reward"] = float(read_text(reward_file).strip())
-        except (ValueError, UserError):
-            pass  # no number in it: no reward label

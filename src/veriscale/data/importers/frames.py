@@ -25,7 +25,7 @@ from typing import Any
 
 from veriscale.data.images import IMAGE_SUFFIXES, ImageRef
 from veriscale.data.importers._files import check_regular, logical_suffix
-from veriscale.data.importers.folder import TASK_FILE_NAMES, _merge_result, _task_file, _visible
+from veriscale.data.importers._rollout import TASK_FILE_NAMES, merge_result, task_file, visible
 from veriscale.data.model import Candidate, Task
 from veriscale.data.reader import BadInput
 from veriscale.data.video import VIDEO_SUFFIXES, video_frames
@@ -47,7 +47,7 @@ def _media(folder: Path) -> tuple[list[Path], list[Path], list[Path], list[Path]
     others: list[Path] = []
     subfolders: list[Path] = []
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
-        if not _visible(entry):
+        if not visible(entry):
             continue
         if entry.is_dir():
             subfolders.append(entry)
@@ -145,7 +145,7 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
                            "folder of images")
         return [video_candidate(path, source=source)]
     images, videos, _, _ = _media(path)
-    task = _task_file(path)
+    task = task_file(path)
     if not images and len(videos) == 1:
         candidate = video_candidate(videos[0], path.name, task, source or str(path))
     elif not images:
@@ -157,5 +157,5 @@ def load(obj: Any, source: str = "") -> list[Candidate]:
         candidate = Candidate(id=path.name, text=_summary(refs), images=refs, source=source or str(path),
                               task=task, metadata={"frames_order": order})
     candidate.artifacts = {p.name: str(p) for p in [*images, *videos]}
-    _merge_result(path, candidate)
+    merge_result(path, candidate)
     return [candidate]

@@ -1,11 +1,12 @@
 // pages/progress.js — a track run: one SVG progress curve per trajectory with its events and
-// VOC; a click on a curve's point opens the trajectory at that step. While the run is running
+// VOC, and under it a filmstrip of each checkpoint's frames (its point's `frames`), if any; a click on a curve's point opens the trajectory at that step. While the run is running
 // the page follows /api/runs/<id>/stream (EventSource), grows the charts in place and refreshes
 // the header's counters (calls, tokens, steps) as the points come; on "end" it reloads the run.
 
 import { api, trajectoryHref } from "../api.js";
 import { progressChart } from "../charts.js";
 import { fill, fmtNum, fmtPct, h, statusChip } from "../dom.js";
+import { filmstrip } from "../images.js";
 import { runHeader } from "./run.js";
 
 const HEADER_REFRESH_MS = 1000; // at most this often the live header is read again
@@ -33,6 +34,7 @@ export async function progressSection(ctx, run, body, header) {
 
   const addCurve = (data) => {
     const chart = progressChart(data.trajectory);
+    const strip = filmstrip(data.trajectory);
     const vocEl = h("span", { class: "chip" });
     const eventsEl = h("ul", { class: "events" });
     const stats = h("span", { class: "muted small" });
@@ -42,13 +44,23 @@ export async function progressSection(ctx, run, body, header) {
         h("h2", {}, stepsOf.has(name) ? h("a", { href: trajectoryHref(run.id, name), title: "open the trajectory" }, name) : name),
         vocEl, stats,
         stepsOf.has(name) ? h("a", { class: "button small", href: trajectoryHref(run.id, name) }, "steps →") : null),
-      h("div", { class: "scroll-x" }, chart.svg), eventsEl);
+      h("div", { class: "scroll-x" }, chart.svg), strip.el, eventsEl);
     chart.svg.classList.add("linked-points");
+    // the filmstrip marks the frames of the hovered point (and the point of the hovered frames)
+    const markPoint = (step) => {
+      strip.mark(step);
+      for (const c of chart.svg.querySelectorAll("[data-testid=curve-point]")) c.classList.toggle("current", c.dataset.step === String(step));
+    };
+    chart.svg.addEventListener("mouseover", (e) => {
+      const point = e.target.closest("[data-testid=curve-point]");
+      if (point) markPoint(point.dataset.step);
+    });
+    strip.el.addEventListener("frame-hover", (e) => markPoint(e.detail));
     chart.svg.addEventListener("click", (e) => {  // a checkpoint's point opens the trajectory at its step
       const point = e.target.closest("[data-testid=curve-point]");
       if (point && stepsOf.has(name)) location.hash = trajectoryHref(run.id, name, point.dataset.step);
     });
-    const entry = { data, chart, card, vocEl, eventsEl, stats };
+    const entry = { data, chart, card, vocEl, eventsEl, stats, strip };
     curves.set(name, entry);
     list.appendChild(card);
     draw(entry);
@@ -58,6 +70,7 @@ export async function progressSection(ctx, run, body, header) {
   const draw = (entry) => {
     const d = entry.data;
     entry.chart.update({ points: d.points, events: d.events, nSteps: Math.max(d.n_steps || 0, stepsOf.get(d.trajectory) || 0) });
+    entry.strip.update(d.points);
     fill(entry.vocEl, `VOC ${typeof d.voc === "number" ? d.voc.toFixed(3) : "—"}`);
     const last = [...d.points].reverse().find((p) => typeof p.value === "number");
     fill(entry.stats, `${d.points.length} checkpoint(s)${last ? ` · last ${fmtPct(last.value)} at step ${last.step}` : ""}` +

@@ -3,6 +3,7 @@
 
 import { api, trajectoryHref } from "../api.js";
 import { errorBox, fill, fmtDuration, fmtNum, fmtTime, h, pretty, statusChip } from "../dom.js";
+import { sectionThumbnails } from "../images.js";
 import { harnessSection } from "./harness.js";
 import { progressSection } from "./progress.js";
 import { proxySection } from "./proxy.js";
@@ -89,5 +90,6 @@ function verdictCard(run) {
       h("div", { class: "kpi-label" }, k)))),
     spans.length ? h("p", { class: "injection-line", "data-testid": "verdict-injection" },
       spans.map(([who, span]) => h("span", {}, injectionChip(span), " ", h("span", { class: "muted" }, `${who}: `),
-        h("code", {}, span.text)))) : null);
+        h("code", {}, span.text)))) : null,
+    sectionThumbnails(r.images));  // the images the verdict saw, by section (none: nothing shown)
 }

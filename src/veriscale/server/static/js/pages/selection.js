@@ -1,10 +1,12 @@
 // pages/selection.js — a select run: the pick and why, the candidates with their per-criterion
 // rewards, the Bradley–Terry win mass (bars), the preference matrix (heatmap), and for a clicked
-// pair every judgement with the exact prompts and label distributions of its model calls.
+// pair every judgement with the exact prompts and label distributions of its model calls (and the
+// thumbnails of the images each call sent).
 
 import { api, trajectoryHref } from "../api.js";
 import { barChart, heatmap, labelDistribution } from "../charts.js";
 import { errorBox, fill, fmtNum, fmtPct, h, miniBar, shortNames } from "../dom.js";
+import { thumbnails } from "../images.js";
 
 const LOW_MASS = 0.5;
 
@@ -247,7 +249,8 @@ function callDetail(call, n) {
           fact("unseen mass", fmtNum(call.unseen_mass)),
           fact("prompt tokens", `${fmtNum(cost.prompt_tokens ?? 0)}${cost.cached_tokens ? ` (${fmtNum(cost.cached_tokens)} cached)` : ""}`),
           fact("completion", fmtNum(cost.completion_tokens ?? 0)),
-          fact("latency", typeof cost.latency_s === "number" ? `${cost.latency_s.toFixed(2)} s` : "—"))),
+          fact("latency", typeof cost.latency_s === "number" ? `${cost.latency_s.toFixed(2)} s` : "—")),
+        callImages(call.images)),
       h("div", { class: "call-prompt" },
         (call.messages || []).map((m) => h("div", { class: "message" },
           h("div", { class: "role" }, m.role),
@@ -256,6 +259,12 @@ function callDetail(call, n) {
           h("pre", { class: "prompt prefill", "data-testid": "prefill" }, call.prefill)) : null,
         call.reasoning ? h("div", { class: "message" }, h("div", { class: "role" }, "reasoning"), h("pre", { class: "prompt" }, String(call.reasoning))) : null,
         call.text ? h("div", { class: "message" }, h("div", { class: "role" }, "answer"), h("pre", { class: "prompt" }, String(call.text))) : null)));
+}
+
+// The images the call sent, in the order its prompt holds them, each with the label it gave it.
+function callImages(images) {
+  const strip = thumbnails(images);
+  return strip ? h("div", { class: "call-images-box" }, h("h4", {}, `${images.length} image(s) sent`), strip) : null;
 }
 
 function fact(label, value) {
