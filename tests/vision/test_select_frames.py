@@ -129,3 +129,38 @@ def test_a_text_only_server_is_not_asked_to_judge_frames_silently(tmp_path):
         one_sentence(proc, "does not see images")
         assert proc.returncode != 0
     del runs
+
+
+def test_the_plan_counts_each_image_at_the_cost_models_check_measured(tmp_path, server):
+    runs = _pool(tmp_path)
+    store = str(tmp_path / "s.sqlite")
+    args = ["select", str(runs / "dark"), str(runs / "bright"), "--task", str(runs / "task.md"),
+            "--model", f"{server.url}#vision-double", "--store", store, "--dry-run", "--json"]
+    guess = json.loads(run_cli(*args).stdout)
+    assert any("6 image(s)" in n and "1024 prompt tokens (an estimate" in n for n in guess["notes"])
+    assert run_cli("models", "check", f"{server.url}#vision-double", "--store", store, "--vision").returncode == 0
+    measured = json.loads(run_cli(*args).stdout)
+    assert any("each counted as 64 prompt tokens (as measured by models check)" in n for n in measured["notes"])
+    # the same calls, each carrying 6 images at 64 tokens instead of 1024
+    per_call = (1024 - 64) * 6
+    calls = guess["model_calls_upper_bound"]
+    assert guess["prompt_tokens_upper_bound"] - measured["prompt_tokens_upper_bound"] == calls * per_call
+
+
+def test_frames_that_leave_no_room_for_text_are_refused_in_one_sentence():
+    from types import SimpleNamespace
+
+    from veriscale.errors import UserError
+    from veriscale.selection.image_cost import ImageCost
+    from veriscale.selection.prompt_fit import PromptFit
+
+    verifier = SimpleNamespace(image_tokens=lambda: (500, True),
+                               model=SimpleNamespace(context_size=lambda: 8192))
+    fit = PromptFit("task", 10, 6000, 700)
+    frames = [tuple(range(4))] * 3  # only the counts matter here
+    cost = ImageCost.of(verifier, (), frames, fit, pairwise=True)
+    assert cost.candidate_tokens == (2000, 2000, 2000) and cost.budget_tokens == (8192 - 700 - 4000) // 2
+    with pytest.raises(UserError, match=r"the images take about 8,000 of the model's 8,192-token context \(500 tokens "
+                                        r"each\).*\(frames\).*\(image_max_side\)"):
+        ImageCost.of(verifier, (), [tuple(range(8))] * 2, fit, pairwise=True)
+    assert ImageCost.of(verifier, (), [(), ()], fit, pairwise=True) is None

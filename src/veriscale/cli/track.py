@@ -55,15 +55,27 @@ def judge_from(model, store, scale, repeats, reasoning, discrete, seed, refresh,
                          concurrency=c, budget_tokens=budget_tokens, step_tokens=step_tokens)
 
 
+def _with_frame_steps(candidate):
+    """A run of frames only (a video, a frame folder) as a trajectory of one step per frame."""
+    from veriscale.data.model import Trajectory
+    from veriscale.progress.frame_steps import frame_steps, has_steps
+
+    if not has_steps(candidate) and candidate.images:
+        candidate.trajectory = Trajectory(steps=frame_steps(candidate.images))
+    return candidate
+
+
 def _load(trajectories: list[Path], task_file: Optional[Path], only_id: Optional[str]):
     from veriscale.data.importers import load_candidates
     from veriscale.data.text_input import read_text_input
 
     cands = []
     for path in trajectories:
-        found = [c for c in load_candidates([str(path)]) if c.trajectory is not None and c.trajectory.steps]
+        found = [_with_frame_steps(c) for c in load_candidates([str(path)])]
+        found = [c for c in found if c.trajectory is not None and c.trajectory.steps]
         if not found:
-            raise UserError(f"'{path}' holds no run with steps: progress is scored on a trajectory's steps")
+            raise UserError(f"'{path}' holds no run with steps or frames: progress is scored on a trajectory's "
+                            "steps, or on a video's or a frame folder's frames")
         cands += found
     if only_id is not None:
         cands = [c for c in cands if c.id == only_id]

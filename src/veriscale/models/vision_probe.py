@@ -155,6 +155,18 @@ def cached_image_tokens(store: Store | None, backend: ModelBackend) -> int | Non
     return int(report.image_tokens)
 
 
+#: prompt tokens an image is counted as for planning when no probe measured it (a 1024-pixel image
+#: costs several hundred to about a thousand tokens on common vision-language models)
+DEFAULT_IMAGE_TOKENS = 1024
+
+
+def image_token_cost(store: Store | None, backend: ModelBackend) -> tuple[int, bool]:
+    """Prompt tokens one image is counted as when planning, and whether a probe measured it (else
+    :data:`DEFAULT_IMAGE_TOKENS`)."""
+    measured = cached_image_tokens(store, backend)
+    return (measured, True) if measured is not None else (DEFAULT_IMAGE_TOKENS, False)
+
+
 def _right(resp: ScoreResponse, letter: str) -> float:
     return float(resp.label_probs.get(letter, 0.0))
 

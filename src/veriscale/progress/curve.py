@@ -39,9 +39,18 @@ class ProgressPoint:
     latency_s: float = 0.0
     rerendered: bool = False
     error: str | None = None
+    #: the images the judgement saw, in order (``ImagePart.shown()`` records with the ``step`` each
+    #: belongs to, "task" for the task's): a dashboard's filmstrip; empty for a text trajectory
+    frames: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The --json shape of a point (``frames`` only when it saw images: a text curve keeps its shape)."""
+        d = dict(self.__dict__)
+        if not self.frames:
+            del d["frames"]
+        else:
+            d["frames"] = [dict(f) for f in self.frames]
+        return d
 
 
 @dataclass

@@ -15,7 +15,10 @@ On a Ray cluster each trajectory's curve is a unit of work (:mod:`veriscale.many
     unit = track_unit("track:0", task, candidate, [2, 4], judge_options={"scale": "digits"}, watch={})
     curve, spent = await executor.run_unit(unit, source=judge, run_id=run.id)
 
-Checkpoint t sees steps 1..t only (``veriscale.progress.steps``). All checkpoints' calls go to
+Checkpoint t sees steps 1..t only (``veriscale.progress.steps``), and their images: a step's images
+right after it, the task's after the task. A run of frames only (a video, a frame folder: images
+and no steps) is tracked one step per frame (``veriscale.progress.frame_steps``), so its curve
+has a point per frame and checkpoint t sees frames 1..t. All checkpoints' calls go to
 the gateway as one plan in step order, so the embedded model's KV cache and a server's prefix
 cache carry each prefix to the next checkpoint: the cost grows with the steps, not with
 T x prefix.
@@ -27,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from veriscale.data.images import ImageRef
 from veriscale.data.model import Candidate, Step, Task, Trajectory
 from veriscale.engine.sync_facade import CallOutcome, PlannedCall
 from veriscale.errors import UserError
@@ -34,17 +38,21 @@ from veriscale.models.context import ContextOverflow, learned_context, refit_not
 from veriscale.progress.checkpoints import resolve_checkpoints
 from veriscale.progress.curve import ProgressCurve
 from veriscale.progress.events import EventWatch
+from veriscale.progress.frame_steps import left_out_note, tracked_steps
 from veriscale.progress.progress_judge import ProgressJudge
 
 TrajectoryLike = Trajectory | Candidate | Sequence[Step]
 
 
 def steps_of(trajectory: TrajectoryLike) -> list[Step]:
-    """The steps of a Trajectory, a Candidate with one, or a list of Steps."""
+    """The steps of a Trajectory, a Candidate with one (or with frames only: one step per frame), or a
+    list of Steps."""
     if isinstance(trajectory, Candidate):
-        if trajectory.trajectory is None:
-            raise UserError(f"run '{trajectory.id}' has no trajectory (only a final answer): progress needs its steps")
-        return list(trajectory.trajectory.steps)
+        steps = tracked_steps(trajectory)
+        if steps is None and trajectory.trajectory is None:
+            raise UserError(f"run '{trajectory.id}' has no trajectory (only a final answer): progress needs its "
+                            "steps or its frames")
+        return steps or []
     if isinstance(trajectory, Trajectory):
         return list(trajectory.steps)
     steps = list(trajectory)
@@ -63,6 +71,15 @@ def task_text_of(task: str | Task | None, trajectory: TrajectoryLike) -> str:
     raise UserError("the task is not given and the run does not say what it was: pass the task text")
 
 
+def task_images_of(task: str | Task | None, trajectory: TrajectoryLike) -> tuple[ImageRef, ...]:
+    """The images the task shows: a Task's own, else (no task given) the run's task's."""
+    if isinstance(task, Task):
+        return tuple(task.images)
+    if task is None and isinstance(trajectory, Candidate) and trajectory.task is not None:
+        return tuple(trajectory.task.images)
+    return ()
+
+
 @dataclass
 class TrackPlan:
     """The calls that score one trajectory's checkpoints, made before any is sent."""
@@ -73,15 +90,20 @@ class TrackPlan:
     calls: list[PlannedCall]
     n_steps: int
     rerenders: int
+    task_images: tuple[ImageRef, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def plan_track(task: str | Task | None, trajectory: TrajectoryLike, judge: ProgressJudge,
-               checkpoints: Sequence[int] | None = None, every: int | None = None) -> TrackPlan:
-    """Render the checkpoints' prompts (causally, step by step) into calls; nothing is sent."""
+               checkpoints: Sequence[int] | None = None, every: int | None = None, *,
+               task_images: Sequence[ImageRef] | None = None) -> TrackPlan:
+    """Render the checkpoints' prompts (causally, step by step) into calls; nothing is sent.
+    ``task_images``: shown after the task (default: the Task's, or the run's task's)."""
     steps = steps_of(trajectory)
     chosen = resolve_checkpoints(len(steps), checkpoints, every)
     task_text = judge.fit_task(task_text_of(task, trajectory))
-    log = judge.new_log(task_text)
+    shown_task = tuple(task_images) if task_images is not None else task_images_of(task, trajectory)
+    log = judge.new_log(task_text, shown_task)
     wanted, calls = set(chosen), []
     rerendered = False
     for step in steps[: chosen[-1]]:
@@ -89,7 +111,9 @@ def plan_track(task: str | Task | None, trajectory: TrajectoryLike, judge: Progr
         if len(log) in wanted:
             calls += judge.calls_now(task_text, log, rerendered=rerendered)
             rerendered = False
-    return TrackPlan(trajectory, task_text, chosen, calls, len(steps), log.rerenders)
+    note = left_out_note(trajectory) if isinstance(trajectory, Candidate) else ""
+    return TrackPlan(trajectory, task_text, chosen, calls, len(steps), log.rerenders, shown_task,
+                     (note,) if note else ())
 
 
 def run_track(plan: TrackPlan, judge: ProgressJudge, *, watch: EventWatch | None = None,
@@ -103,13 +127,14 @@ def run_track(plan: TrackPlan, judge: ProgressJudge, *, watch: EventWatch | None
         context = learned_context(overflow, judge.model)
         if context is None:
             raise
-        plan = plan_track(plan.task_text, plan.trajectory, judge, plan.checkpoints)
+        plan = plan_track(plan.task_text, plan.trajectory, judge, plan.checkpoints, task_images=plan.task_images)
         refitted = refit_note(context, "the steps' budget")
         points = judge.run(plan.calls, progress=progress)
     watch = watch or EventWatch()
     events = [event for point in points for event in watch.push(point.step, point.value)]
     curve = ProgressCurve(task=plan.task_text, model=judge.model.uri, scale=judge.scale.name, points=points,
-                          events=events, n_steps=plan.n_steps, rerenders=plan.rerenders, notes=list(judge.notes))
+                          events=events, n_steps=plan.n_steps, rerenders=plan.rerenders,
+                          notes=[*judge.notes, *plan.notes])
     if isinstance(plan.trajectory, Candidate):
         curve.trajectory_id, curve.outcome = plan.trajectory.id, _outcome(plan.trajectory)
     if refitted:

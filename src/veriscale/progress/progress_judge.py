@@ -11,6 +11,11 @@ Offline tracking (:func:`veriscale.progress.offline_track.track`) and the live t
 Budgets: each step is rendered within ``step_tokens`` and the shown steps within the room the
 model's context leaves after the instructions and task (at most ``budget_tokens`` when given).
 The embedded model gets small defaults so a CPU can follow a run as it happens.
+
+Images: ``new_log(task_text, task_images)`` reads the task's images (shown after the task, their
+cost taken from the steps' room); each step's images travel in the log (``veriscale.progress.steps``).
+Every point records the images its judgement saw (``ProgressPoint.frames``: label, digest, size,
+time and the step each belongs to, never the bytes), for the dashboard's filmstrip.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from veriscale.models.vision import require_vision
+from veriscale.data.images import ImageRef, load_images
 from veriscale.data.render import MIN_BUDGET_TOKENS
 from veriscale.data.truncate import truncate_middle
 from veriscale.engine.sync_facade import CallExecutor, CallOutcome, PlannedCall
@@ -28,7 +36,7 @@ from veriscale.models.base import ModelBackend
 from veriscale.progress.curve import ProgressPoint
 from veriscale.progress.prompt import (DEFAULT_PROGRESS_SCALE, PROGRESS_PROMPT_VERSION, SYSTEM, head_text,
                                        progress_request, progress_scale, question_text)
-from veriscale.progress.steps import StepLog
+from veriscale.progress.steps import StepLog, images_tokens
 from veriscale.verify.repeats import distinct_repeats
 from veriscale.verify.scale import Scale
 
@@ -43,6 +51,7 @@ class _Tag:
     step: int
     repeat: int
     rerendered: bool
+    frames: tuple[dict[str, Any], ...] = ()  # what the prompt showed of its images (ImagePart.shown + step)
 
 
 class ProgressJudge:
@@ -101,10 +110,14 @@ class ProgressJudge:
     def _context(self) -> int | None:
         return self.model.context_size()
 
-    def new_log(self, task_text: str) -> StepLog:
-        """An empty step log whose budget is what the context leaves after ``task_text``."""
+    def new_log(self, task_text: str, task_images: Sequence[ImageRef] = ()) -> StepLog:
+        """An empty step log whose budget is what the context leaves after ``task_text`` (and the
+        task's images, read here and shown after it)."""
+        shown_task = load_images(list(task_images)) if task_images else ()
         fixed = self.count_tokens("\n".join([SYSTEM, head_text(task_text, self.scale, reasoning=self.reasoning),
                                              question_text(self.scale), "Progress:"])) + RESERVE_TOKENS
+        if shown_task:
+            fixed += images_tokens(shown_task, self.count_tokens)
         if self.reasoning:
             fixed += 256 + 8
         context = self._context()
@@ -116,14 +129,18 @@ class ProgressJudge:
         if budget < 2 * self.step_tokens:
             raise UserError(f"the steps get {max(budget, 0)} tokens but one step may take {self.step_tokens}: lower "
                             f"{setting('step_tokens')}, shorten the task or use a model with a longer context")
-        return StepLog(count_tokens=self.count_tokens, budget_tokens=budget, step_tokens=self.step_tokens)
+        return StepLog(count_tokens=self.count_tokens, budget_tokens=budget, step_tokens=self.step_tokens,
+                       task_images=shown_task)
 
     # -- scoring -----------------------------------------------------------------------------
     def calls_now(self, task_text: str, log: StepLog, *, rerendered: bool = False) -> list[PlannedCall]:
         """The calls that score the prefix ending at the log's newest step (one per repeat)."""
-        parts = log.parts()
-        return [PlannedCall(progress_request(task_text, parts, self.scale, reasoning=self.reasoning, seed=rep.seed),
-                            _Tag(len(log), rep.index, rerendered)) for rep in self.repeats]
+        parts = log.shown()
+        frames = shown_frames(log)
+        require_vision(self.model, bool(frames))  # the embedded model says it cannot see, before any call
+        return [PlannedCall(progress_request(task_text, parts, self.scale, reasoning=self.reasoning, seed=rep.seed,
+                                             task_images=log.task_images),
+                            _Tag(len(log), rep.index, rerendered, frames)) for rep in self.repeats]
 
     def run(self, calls: Sequence[PlannedCall], progress=None) -> list[ProgressPoint]:
         """Answer ``calls`` (in order: the embedded model reuses each prefix) and group them into points."""
@@ -157,7 +174,8 @@ class ProgressJudge:
 
     def _point(self, step: int, outcomes: list[CallOutcome]) -> ProgressPoint:
         point = ProgressPoint(step=step, value=None, repeats=len(outcomes),
-                              rerendered=any(o.call.tag.rerendered for o in outcomes))
+                              rerendered=any(o.call.tag.rerendered for o in outcomes),
+                              frames=[dict(f) for f in outcomes[0].call.tag.frames] if outcomes else [])
         values, probs, masses = [], [], []
         for o in outcomes:
             resp = o.response
@@ -181,3 +199,14 @@ class ProgressJudge:
             point.label_probs = {lab: sum(p.get(lab, 0.0) for p in probs) / len(probs) for lab in self.scale.labels}
             point.label_mass = sum(masses) / len(masses)
         return point
+
+
+def shown_frames(log: StepLog) -> tuple[dict[str, Any], ...]:
+    """What a prompt made from ``log`` now shows of its images, in order: each one's
+    ``ImagePart.shown()`` record and ``step``, the step it belongs to ("task" for the task's)."""
+    out: list[dict[str, Any]] = [{**img.shown(), "step": "task"} for img in log.task_images]
+    first = log.elided_through + 1
+    for number in [1, *range(max(first, 2), len(log) + 1)]:
+        if number <= len(log):
+            out += [{**img.shown(), "step": number} for img in log.images[number - 1]]
+    return tuple(out)

@@ -3,16 +3,20 @@
     {"task": "Make the tests in tests/ pass"}                     # optional, first line only
     {"role": "agent", "text": "I will run the tests.", "tool_calls": [{"name": "bash", "arguments": {"command": "pytest"}}]}
     {"role": "tool", "observation": "2 failed, 10 passed", "exit_code": 1}
+    {"role": "environment", "images": ["frames/0003.png", {"source": "data:image/png;base64,...", "label": "wrist cam"}]}
     {"done": true}                                                 # the run ended: stop following
 
 ``role`` is one of agent, tool, environment, user, system (default agent); every other field
-is optional. :func:`step_from_record` checks a parsed line and names what is wrong with it.
+is optional. ``images`` (what the agent saw at the step: paths, ``data:`` URLs, or
+``{"source": ..., "label": ..., "at_s": ...}`` objects) are shown after the step; a step may be
+images only. :func:`step_from_record` checks a parsed line and names what is wrong with it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from veriscale.data.images import ImageRef
 from veriscale.data.model import Step
 
 ROLES = ("agent", "tool", "environment", "user", "system")
@@ -38,9 +42,34 @@ def step_from_record(record: Any) -> Step:
     code = record.get("exit_code")
     if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
         raise RecordError("exit_code must be a whole number or null")
-    if not (text.strip() or observation.strip() or calls):
-        raise RecordError("the step is empty: give text, tool_calls or an observation")
-    return Step(role=role, text=text, tool_calls=calls, observation=observation, exit_code=code)
+    images = images_from_record(record.get("images", []))
+    if not (text.strip() or observation.strip() or calls or images):
+        raise RecordError("the step is empty: give text, tool_calls, an observation or images")
+    return Step(role=role, text=text, tool_calls=calls, observation=observation, exit_code=code, images=images)
+
+
+def images_from_record(images: Any) -> list[ImageRef]:
+    """A step object's ``images``: each a path or data URL, or an object with ``source`` (and
+    optionally ``label`` and ``at_s``); unlabelled ones are called "image N"."""
+    if images is None:
+        return []
+    if not isinstance(images, list):
+        raise RecordError("images must be a list of paths, data URLs or {\"source\": ..., \"label\": ...} objects")
+    refs = []
+    for n, item in enumerate(images, 1):
+        if isinstance(item, str) and item.strip():
+            refs.append(ImageRef(source=item.strip(), label=f"image {n}"))
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("source"), str) or not item["source"].strip():
+            raise RecordError(f"image {n} must be a path, a data URL or an object with a \"source\" string")
+        label, at_s = item.get("label", ""), item.get("at_s")
+        if not isinstance(label, str):
+            raise RecordError(f"the label of image {n} must be a string")
+        if at_s is not None and (isinstance(at_s, bool) or not isinstance(at_s, (int, float))):
+            raise RecordError(f"at_s of image {n} must be a number of seconds or null")
+        refs.append(ImageRef(source=item["source"].strip(), label=label or f"image {n}",
+                             at_s=float(at_s) if at_s is not None else None))
+    return refs
 
 
 def is_done(record: Any) -> bool:

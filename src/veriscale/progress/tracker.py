@@ -9,6 +9,14 @@
 Each update scores the prefix that ends at the new step; the prompt extends the previous one,
 so the embedded model and server prefix caches process only the new step. ``on_event`` is
 called with each event as it happens.
+
+A step may carry images (``Step.images``, or ``"images"`` in a step object: paths, data URLs or
+``{"source": ..., "label": ...}``; see ``veriscale.progress.step_records``), shown after the step;
+a step may be images only (a robot's camera frame). As with text, the score after step t sees
+steps 1..t and their images only, and each point records the images it saw (``point.frames``)::
+
+    point = tracker.update({"role": "environment", "images": ["cam/0007.png"]})
+    [f["label"] for f in point.frames]
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ class ProgressTracker:
             judge = ProgressJudge(_backend(model), **judge_options)
         self.judge = judge
         self.task_text = judge.fit_task(task.text if isinstance(task, Task) else task)
-        self.log = judge.new_log(self.task_text)
+        self.log = judge.new_log(self.task_text, task.images if isinstance(task, Task) else ())
         self.watch = watch or EventWatch()
         self.on_event = on_event
         self.curve = ProgressCurve(task=self.task_text, model=judge.model.uri, scale=judge.scale.name,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence, TypedDict, cast
 
 from veriscale.data.images import load_images
+from veriscale.selection.image_cost import ImageCost
 from veriscale.data.model import Candidate, Task
 from veriscale.data.pool import require_single_task
 from veriscale.data.reader import require_utf8
@@ -123,9 +124,13 @@ def plan_selection(
     notes: list[str] = list(fit.notes)
 
     require_utf8(fit.task_text, "task")
-    texts = tuple(require_utf8(renderer.candidate(c, fit.budget_tokens), f"candidate {c.id}") for c in candidates)
     task_images = load_images(task.images)
     images = tuple(load_images(c.images) for c in candidates)
+    shown = ImageCost.of(verifier, task_images, images, fit, pairwise=method != "pointwise")
+    if shown is not None:
+        fit = replace(fit, budget_tokens=shown.budget_tokens, overhead_tokens=fit.overhead_tokens + shown.task_tokens)
+        notes.append(shown.note)
+    texts = tuple(require_utf8(renderer.candidate(c, fit.budget_tokens), f"candidate {c.id}") for c in candidates)
     # identical = the same text and the same images (two runs that differ only in what they saw are distinct)
     groups = tuple(hashlib.sha256("\0".join([t, *(img.sha256 for img in imgs)]).encode("utf-8")).hexdigest()
                    for t, imgs in zip(texts, images))
@@ -155,7 +160,9 @@ def plan_selection(
         notes.extend(_read_cap_note(verifier))
     pool = RenderedPool(task, tuple(candidates), fit.task_text, texts, groups, task_images,
                         images if any(images) else ())
-    text_tokens = sorted((renderer.count(t) for t in set(texts)), reverse=True)
+    seen = {g: renderer.count(t) + (shown.candidate_tokens[i] if shown else 0)
+            for i, (g, t) in enumerate(zip(groups, texts))}
+    text_tokens = sorted(seen.values(), reverse=True)
     figures = _cost(method, n_distinct, k, repeats, settings.adaptive_applies, max_repeats, verifier, text_tokens,
                     fit.overhead_tokens)
     plan = SelectionPlan(

@@ -41,6 +41,9 @@ class SelectionVerifier(Protocol):
     @property
     def usage(self) -> Usage: ...
 
+    def image_tokens(self) -> tuple[int, bool]:
+        """Prompt tokens one image costs, and whether it was measured (asked only of a pool with images)."""
+
     async def acompare(self, task: str, a: str, b: str, *, only_repeat: int | None = None,
                        progress: Progress | None = None, images: Images | None = None) -> CompareResult: ...
 

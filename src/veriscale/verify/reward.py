@@ -118,6 +118,13 @@ class Verifier:
             self._tau_note = calibration.default_tau_note(self._tau, self.criteria) if source == "default" else None
         return self._tau
 
+    def image_tokens(self) -> tuple[int, bool]:
+        """Prompt tokens one image costs on this model, and whether ``models check`` measured it (its
+        probe is cached in the store; else an estimate, ``vision_probe.DEFAULT_IMAGE_TOKENS``)."""
+        from veriscale.models.vision_probe import image_token_cost
+
+        return image_token_cost(self.executor.store, self.model)
+
     def check_labels(self) -> None:
         """Raise a UserError if a label of the scale is not a single token for this model."""
         if not self._labels_checked:
