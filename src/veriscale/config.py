@@ -127,6 +127,7 @@ TABLES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "gateway": {"concurrency": int, "rpm": int, "tpm": int, "deadline_s": (int, float), "routing": str},
     "embedded": {"threads": int},
     "inputs": {"max_mb": (int, float)},
+    "images": {"max_mb": (int, float), "max_side": int, "frames": str},  # veriscale.data.images, data.video
     "rewards": {"model": str, "criteria": str, "scale": str, "mode": str, "group_scheme": str,
                 "joint": bool, "length_control": str, "answer_within": (int, float)},
     "runs": {"stale_s": (int, float)},

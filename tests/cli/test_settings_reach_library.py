@@ -77,6 +77,8 @@ def _example(spec) -> str:
         return next(c for c in spec.choices if c != spec.default)
     if spec.default is None:  # a path (criteria_dir): any folder name; nothing reads it under `settings`
         return "/srv/criteria-packs"
+    if isinstance(spec.default, str):  # a choice written in words (frames: N, every:S or keys)
+        return {"frames": "every:2"}[spec.name]
     return str(int(spec.default) + 3 if isinstance(spec.default, int) else spec.default / 2 + 1)
 
 
@@ -93,7 +95,7 @@ def test_every_library_setting_is_handed_over_from_a_flag_or_the_file(tmp_path: 
     switch = spec.choices == ("on", "off")  # --joint/--no-joint takes no value; the file takes true/false
     config = tmp_path / "config.toml"
     table, key = spec.file.rsplit(".", 1)
-    written = "true" if switch else repr(value) if spec.choices or spec.default is None else value
+    written = "true" if switch else repr(value) if spec.choices or not isinstance(spec.default, (int, float)) else value
     config.write_text(f"[{table}]\n{key} = {written}\n" if source == "file" else "")
     monkeypatch.setenv("VERISCALE_CONFIG", str(config))
     monkeypatch.delenv(spec.env, raising=False)

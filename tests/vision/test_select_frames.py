@@ -164,3 +164,19 @@ def test_frames_that_leave_no_room_for_text_are_refused_in_one_sentence():
                                         r"each\).*\(frames\).*\(image_max_side\)"):
         ImageCost.of(verifier, (), [tuple(range(8))] * 2, fit, pairwise=True)
     assert ImageCost.of(verifier, (), [(), ()], fit, pairwise=True) is None
+
+
+def test_select_over_frames_on_the_real_text_only_server_is_refused_before_any_verdict(tmp_path, llama_server):
+    from tests.support.llama_server import MODEL_ID
+
+    runs = _pool(tmp_path)
+    store = tmp_path / "s.sqlite"
+    args = ["select", str(runs / "dark"), str(runs / "bright"), "--task", str(runs / "task.md"),
+            "--model", f"{llama_server}?retries=0#{MODEL_ID}", "--store", str(store)]
+    first = one_sentence(run_cli(*args), "does not see images", "so no image was judged", "--model", "--mmproj")
+    assert run_cli(*args).stderr.strip().splitlines()[-1] == first.strip().splitlines()[-1]  # the cached probe's word
+    import sqlite3
+
+    with sqlite3.connect(store) as db:  # only the probe asked the server: no judge prompt was ever sent
+        asked = [r[0] for r in db.execute("SELECT request FROM calls")]
+    assert asked and not any("## Criterion" in r for r in asked)

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Optional, Sequence
 import typer
 from rich.table import Table
 
+from veriscale.models.vision_probe import require_seen
+from veriscale.selection.inputs import shows_images
 from veriscale.cli import options as o
 from veriscale.cli.common import console, emit_json, fail, note, prompt_tokens_text, user_errors
 from veriscale.engine.run_log import RunLog
@@ -204,6 +206,8 @@ def register(app: typer.Typer) -> None:
                                          refresh=refresh, max_calls=max_calls, concurrency=cs.concurrency)
             from veriscale.selection.select import plan_selection, run_selection
 
+            if not dry_run and shows_images(task_obj, candidates):
+                require_seen(verifier.executor)  # a model that does not see them is refused before any verdict
             plan = plan_selection(task_obj, candidates, verifier=verifier, settings=settings)
             if dry_run:
                 _print_plan(plan, json_out, took)

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from veriscale.models.vision_probe import require_seen
+from veriscale.progress.frame_steps import shows_frames, with_frame_steps
 from veriscale.cli import options as o
 from veriscale.cli.common import (confirm_cost, console, emit_json, fail, finish_with, note, positive_seconds,
                                   user_errors)
@@ -55,23 +57,13 @@ def judge_from(model, store, scale, repeats, reasoning, discrete, seed, refresh,
                          concurrency=c, budget_tokens=budget_tokens, step_tokens=step_tokens)
 
 
-def _with_frame_steps(candidate):
-    """A run of frames only (a video, a frame folder) as a trajectory of one step per frame."""
-    from veriscale.data.model import Trajectory
-    from veriscale.progress.frame_steps import frame_steps, has_steps
-
-    if not has_steps(candidate) and candidate.images:
-        candidate.trajectory = Trajectory(steps=frame_steps(candidate.images))
-    return candidate
-
-
 def _load(trajectories: list[Path], task_file: Optional[Path], only_id: Optional[str]):
     from veriscale.data.importers import load_candidates
     from veriscale.data.text_input import read_text_input
 
     cands = []
     for path in trajectories:
-        found = [_with_frame_steps(c) for c in load_candidates([str(path)])]
+        found = [with_frame_steps(c) for c in load_candidates([str(path)])]
         found = [c for c in found if c.trajectory is not None and c.trajectory.steps]
         if not found:
             raise UserError(f"'{path}' holds no run with steps or frames: progress is scored on a trajectory's "
@@ -151,6 +143,8 @@ def _track_files(trajectory: list[Path], task_file, only_id, checkpoints, every,
     plans = [(c, resolve_checkpoints(len(c.trajectory.steps), wanted, every)) for c in cands]
     runner = o.ray_executor(*where)  # the Ray cluster joined (or one sentence) once the input is known good
     judge = judge_from(*judge_args)
+    if shows_frames(cands):
+        require_seen(judge.executor)  # a model that does not see frames is refused before any checkpoint
     store = judge.executor.store
     args = {"trajectory": [str(t) for t in trajectory], "runs": len(cands), "checkpoints": checkpoints, "every": every}
     with recorded_run(store, "track", judge.model.uri, {**args, **({"executor": "ray"} if runner else {})}) as run:

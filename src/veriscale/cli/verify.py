@@ -7,6 +7,7 @@ from typing import Annotated, Any, Callable
 import typer
 from rich.table import Table
 
+from veriscale.models.vision_probe import require_seen
 from veriscale.cli.common import console, emit_json, err_console, fail, note, prompt_tokens_text, user_errors
 from veriscale.cli import options as o
 from veriscale.cli.criteria_auto import chosen_criteria, task_references
@@ -150,6 +151,8 @@ def register(app: typer.Typer) -> None:
             v, extra = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
                                  refresh, max_calls, concurrency, dry_run=dry_run, task=(task, task_text),
                                  save=save_criteria)
+            if images and not dry_run:
+                require_seen(v.executor)  # a model that does not see images is refused before any verdict
             calls, _ = v.plan_score(task_text, cand_text, images)
             _execute(v, "score", {"task": task, "candidate": candidate, "scale": scale, "criteria": criteria,
                                   "repeats": repeats}, calls,
@@ -181,6 +184,8 @@ def register(app: typer.Typer) -> None:
             v, extra = _verifier(model, store, scale, criteria, criterion, repeats, reasoning, discrete, seed,
                                  refresh, max_calls, concurrency, dry_run=dry_run, task=(task, task_text),
                                  save=save_criteria)
+            if images and not dry_run:
+                require_seen(v.executor)
             calls, _ = v.plan_compare(task_text, a_text, b_text, images=images)
             _execute(v, "compare", {"task": task, "a": a, "b": b, "scale": scale, "criteria": criteria,
                                     "repeats": repeats}, calls,

@@ -33,9 +33,9 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veriscale.errors import BudgetExceeded, UserError, worded
+from veriscale.errors import BudgetExceeded, UserError, setting, worded
 from veriscale.models.base import Message, ModelBackend, ScoreRequest, ScoreResponse
-from veriscale.models.vision import no_vision
+from veriscale.models.vision import VISION_SERVERS, no_vision
 
 if TYPE_CHECKING:
     from veriscale.data.images import ImagePart
@@ -165,6 +165,25 @@ def image_token_cost(store: Store | None, backend: ModelBackend) -> tuple[int, b
     :data:`DEFAULT_IMAGE_TOKENS`)."""
     measured = cached_image_tokens(store, backend)
     return (measured, True) if measured is not None else (DEFAULT_IMAGE_TOKENS, False)
+
+
+def require_seen(gateway: CallExecutor) -> VisionReport:
+    """The gateway's model's vision report, from the store's cache or probed now (six calls, kept for
+    next time); one sentence, before any verdict is asked, when the model does not see images or could
+    not be asked. Called by the commands that judge images, on their synchronous side."""
+    backend: ModelBackend = gateway.model
+    if backend.is_embedded:
+        raise no_vision(EMBEDDED_WHO)
+    report = cached_vision(gateway.store, backend) or probe_vision(gateway)
+    if report.sees_images:
+        return report
+    if report.sees_images is None:
+        raise UserError(f"{getattr(report.error, 'template', report.error) or 'the vision probe had no answer'}: "
+                        "the images were not judged")
+    why = report.evidence[0] if report.evidence else "the probe's colour questions were not answered from the image"
+    raise UserError(
+        f"{backend.display_name} does not see images ({getattr(why, 'template', why)}), so no image was judged: set "
+        f"{setting('model')} to {VISION_SERVERS} (veriscale models check MODEL shows the probe)")
 
 
 def _right(resp: ScoreResponse, letter: str) -> float:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from veriscale.data.images import ImageRef
-from veriscale.data.model import Candidate, Step
+from veriscale.data.model import Candidate, Step, Trajectory
 
 FRAME_ROLE = "environment"
 
@@ -48,6 +48,20 @@ def tracked_steps(candidate: Candidate) -> list[Step] | None:
     if candidate.images:
         return frame_steps(candidate.images)
     return None
+
+
+def with_frame_steps(candidate: Candidate) -> Candidate:
+    """``candidate``, a run of frames only (a video, a frame folder) given a trajectory of one step per
+    frame, so every command that tracks steps tracks its frames (a run with steps is left as it is)."""
+    if not has_steps(candidate) and candidate.images:
+        candidate.trajectory = Trajectory(steps=frame_steps(candidate.images))
+    return candidate
+
+
+def shows_frames(candidates: Sequence[Candidate]) -> bool:
+    """Whether tracking these runs shows the judge any image (a step's, or a run's task's)."""
+    return any((c.task is not None and c.task.images) or
+               (c.trajectory is not None and any(step.images for step in c.trajectory.steps)) for c in candidates)
 
 
 def left_out_note(candidate: Candidate) -> str:

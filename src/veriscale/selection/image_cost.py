@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from veriscale.data.render import MIN_BUDGET_TOKENS
-from veriscale.errors import UserError, setting, worded
+from veriscale.errors import UserError, setting
 
 if TYPE_CHECKING:
     from veriscale.data.images import ImagePart
@@ -52,11 +52,11 @@ class ImageCost:
         if isinstance(context, int) and context > 0:
             room = (context - fit.overhead_tokens - task_tokens - sum(frames)) // slots
             if room < MIN_BUDGET_TOKENS:
-                raise UserError(worded(
+                raise UserError(
                     f"the images take about {task_tokens + sum(frames):,} of the model's {context:,}-token context "
                     f"({per_image} tokens each), leaving no room for the runs' text: show fewer frames "
                     f"({setting('frames')}) or smaller images ({setting('image_max_side')}), or use a model with a "
-                    "larger context"))
+                    "larger context")
             budget = min(budget, room)
         how = "as measured by models check" if measured else \
             "an estimate: run veriscale models check MODEL to measure it"

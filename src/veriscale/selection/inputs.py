@@ -14,6 +14,7 @@ with no task, and either way there is nothing to choose.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 
 from veriscale.data.importers import load_candidates
 from veriscale.data.model import Candidate, Task
@@ -65,3 +66,8 @@ def default_criteria(candidates: list[Candidate]) -> str:
     if len(suggested) == 1 and (pack := suggested.pop()) is not None:
         return str(pack)
     return "agent" if any(c.trajectory and c.trajectory.steps for c in candidates) else "general"
+
+
+def shows_images(task: Task | None, candidates: Sequence[Candidate]) -> bool:
+    """Whether a selection over these inputs shows the judge any image (the task's or a candidate's)."""
+    return bool(task is not None and task.images) or any(c.images for c in candidates)

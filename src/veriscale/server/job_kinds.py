@@ -227,7 +227,8 @@ def run_compare(params: CompareParams, ctx: Any) -> dict[str, Any]:
 
 
 def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
-    from veriscale.selection.inputs import default_criteria, resolve_inputs, task_taken_from
+    from veriscale.models.vision_probe import require_seen
+    from veriscale.selection.inputs import default_criteria, resolve_inputs, shows_images, task_taken_from
     from veriscale.selection.select import plan_selection, run_selection
     from veriscale.selection.settings import SelectionSettings
 
@@ -239,6 +240,8 @@ def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
                                  criteria=crits, budget=params.budget,
                                  **ctx.injection)  # the server's injection settings
     verifier = settings.verifier(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
+    if shows_images(task, candidates):
+        require_seen(verifier.executor)  # as the CLI: a model that does not see them is refused before any verdict
     plan = plan_selection(task, candidates, verifier=verifier, settings=settings)
     run_id = ctx.start_run("select", verifier.model.uri, {"paths": paths, "task": params.task, "method": params.method,
                                                           "k": params.k, "criteria": crits.name})
@@ -289,19 +292,24 @@ def run_track(params: TrackParams, ctx: Any) -> dict[str, Any]:
     from veriscale.data.text_input import read_text_input
     from veriscale.progress.checkpoints import resolve_checkpoints
     from veriscale.progress.events import EventWatch
+    from veriscale.models.vision_probe import require_seen
+    from veriscale.progress.frame_steps import shows_frames, with_frame_steps
     from veriscale.progress.progress_judge import ProgressJudge
     from veriscale.progress.offline_track import track
     from veriscale.progress.voc import voc_by_outcome
 
     paths = [ctx.path(p) for p in params.paths]
-    cands = [c for p in paths for c in load_candidates([str(p)]) if c.trajectory is not None and c.trajectory.steps]
+    cands = [with_frame_steps(c) for p in paths for c in load_candidates([str(p)])]
+    cands = [c for c in cands if c.trajectory is not None and c.trajectory.steps]
     if params.id is not None:
         cands = [c for c in cands if c.id == params.id]
     if not cands:
-        raise UserError("the paths hold no run with steps" + (f" and id '{params.id}'" if params.id else "")
-                        + ": progress is scored on a trajectory's steps")
+        raise UserError("the paths hold no run with steps or frames" + (f" and id '{params.id}'" if params.id else "")
+                        + ": progress is scored on a trajectory's steps, or on a video's or a frame folder's frames")
     task = read_text_input(str(ctx.path(params.task)), "task") if params.task else None
     judge = ProgressJudge(ctx.model, store=ctx.store, concurrency=ctx.concurrency)
+    if shows_frames(cands):
+        require_seen(judge.executor)
     run_id = ctx.start_run("track", judge.model.uri, {"trajectory": [str(p) for p in paths], "runs": len(cands),
                                                       "every": params.every})
     plans = [(c, resolve_checkpoints(len(c.trajectory.steps), params.checkpoints, params.every)) for c in cands]
