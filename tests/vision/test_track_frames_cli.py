@@ -70,3 +70,18 @@ def test_the_embedded_model_refuses_a_video_to_track_in_one_sentence(tmp_path):
     proc = run_cli("track", str(clip), "--task", str(tmp_path / "task.md"), "--store", str(tmp_path / "s.sqlite"))
     assert proc.returncode != 0
     assert "has no vision" in proc.stderr and "--mmproj" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_checkpoint_counts_each_frame_at_the_cost_models_check_measured(tmp_path, server):
+    from veriscale.engine.store import Store
+    from veriscale.models.uri import load_backend
+    from veriscale.models.vision_probe import DEFAULT_IMAGE_TOKENS
+    from veriscale.progress.progress_judge import ProgressJudge
+    from tests.support.vision_server import IMAGE_TOKENS
+
+    store_path = tmp_path / "s.sqlite"
+    judge = ProgressJudge(load_backend(f"{server.url}#vision-double"), store=Store.open(store_path))
+    assert judge.new_log("Paint the wall green.").image_tokens == DEFAULT_IMAGE_TOKENS  # not measured yet
+    assert run_cli("models", "check", f"{server.url}#vision-double", "--store", str(store_path)).returncode == 0
+    judge = ProgressJudge(load_backend(f"{server.url}#vision-double"), store=Store.open(store_path))
+    assert judge.new_log("Paint the wall green.").image_tokens == IMAGE_TOKENS

@@ -87,6 +87,8 @@ def register(app: typer.Typer) -> None:
             from veriscale.many.batch import BATCH_CONCURRENCY, select_many_batched
             from veriscale.many.batch_ledger import out_ledger
             from veriscale.many.batch_client import check_batch_api
+            from veriscale.models.vision_probe import require_seen
+            from veriscale.selection.inputs import shows_images
 
             # with --batch the endpoint's slots are calls waiting in batches: many, unless --concurrency says
             cs = o.command_settings(model, store, concurrency or (BATCH_CONCURRENCY if batch else None))
@@ -99,6 +101,8 @@ def register(app: typer.Typer) -> None:
                 check_batch_api(backend)  # not HTTP, or no Batch API there: one sentence before any work
             verifier = settings.verifier(backend, store=o.open_store(cs), refresh=refresh,
                                          max_calls=max_calls, concurrency=cs.concurrency)
+            if any(shows_images(job.task, job.candidates) for job in jobs):
+                require_seen(verifier.executor)  # a model that does not see the frames: one sentence, no verdict
             at_once = tasks_at_once or default_at_once(verifier.model, executor=executor, batch=batch, tasks=len(jobs))
             picks = PicksFile(out)
             with recorded_run(verifier.executor.store, "select-many", verifier.model.uri, {

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from veriscale.models.vision_probe import image_token_cost
 from veriscale.models.vision import require_vision
 from veriscale.data.images import ImageRef, load_images
 from veriscale.data.render import MIN_BUDGET_TOKENS
@@ -114,10 +115,11 @@ class ProgressJudge:
         """An empty step log whose budget is what the context leaves after ``task_text`` (and the
         task's images, read here and shown after it)."""
         shown_task = load_images(list(task_images)) if task_images else ()
+        per_image = image_token_cost(self.executor.store, self.model)[0]  # measured by models check, else a guess
         fixed = self.count_tokens("\n".join([SYSTEM, head_text(task_text, self.scale, reasoning=self.reasoning),
                                              question_text(self.scale), "Progress:"])) + RESERVE_TOKENS
         if shown_task:
-            fixed += images_tokens(shown_task, self.count_tokens)
+            fixed += images_tokens(shown_task, self.count_tokens, per_image)
         if self.reasoning:
             fixed += 256 + 8
         context = self._context()
@@ -130,7 +132,7 @@ class ProgressJudge:
             raise UserError(f"the steps get {max(budget, 0)} tokens but one step may take {self.step_tokens}: lower "
                             f"{setting('step_tokens')}, shorten the task or use a model with a longer context")
         return StepLog(count_tokens=self.count_tokens, budget_tokens=budget, step_tokens=self.step_tokens,
-                       task_images=shown_task)
+                       task_images=shown_task, image_tokens=per_image)
 
     # -- scoring -----------------------------------------------------------------------------
     def calls_now(self, task_text: str, log: StepLog, *, rerendered: bool = False) -> list[PlannedCall]:

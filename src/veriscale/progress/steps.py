@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from veriscale.models.vision_probe import DEFAULT_IMAGE_TOKENS
 from veriscale.data.images import ImagePart, load_images
 from veriscale.data.model import Step
 from veriscale.data.step_selection import steps_marker
@@ -37,13 +38,14 @@ DEFAULT_STEP_TOKENS = 500
 REFILL_SHARE = 0.5
 #: What one image costs in the budget, in tokens, when nothing better is known (a model's own
 #: figure may replace it later); its label line is counted as text on top.
-IMAGE_TOKENS = 256
+IMAGE_TOKENS = DEFAULT_IMAGE_TOKENS  # the judge gives the cost models check measured, where it did
 
 
-def images_tokens(images: tuple[ImagePart, ...] | list[ImagePart], count: TokenCounter) -> int:
-    """What ``images`` add to a prompt for the budget: :data:`IMAGE_TOKENS` each, and their label lines."""
+def images_tokens(images: tuple[ImagePart, ...] | list[ImagePart], count: TokenCounter,
+                  per_image: int = IMAGE_TOKENS) -> int:
+    """What ``images`` add to a prompt for the budget: ``per_image`` each, and their label lines."""
     text = "".join(p for p in image_parts(images) if isinstance(p, str))
-    return len(images) * IMAGE_TOKENS + (count(text) if text else 0)
+    return len(images) * per_image + (count(text) if text else 0)
 
 
 @dataclass
@@ -59,6 +61,7 @@ class StepLog:
     rerenders: int = 0
     images: list[tuple[ImagePart, ...]] = field(default_factory=list)  # step t's images at index t-1
     task_images: tuple[ImagePart, ...] = ()  # shown after the task (the judge counts them outside the budget)
+    image_tokens: int = IMAGE_TOKENS  # what one image costs in the prompt
 
     def append(self, step: Step) -> bool:
         """Add the next step; True when the shown steps had to be re-rendered to fit."""
@@ -67,7 +70,7 @@ class StepLog:
         block = step_block(render_step(number, step, self.step_tokens, self.count_tokens))
         self.blocks.append(block)
         self.images.append(images)
-        self.sizes.append(self.count_tokens(block) + 2 + (images_tokens(images, self.count_tokens) if images else 0))
+        self.sizes.append(self.count_tokens(block) + 2 + (images_tokens(images, self.count_tokens, self.image_tokens) if images else 0))
         if self._shown_tokens() <= self.budget_tokens:
             return False
         self._elide(int(self.budget_tokens * REFILL_SHARE))
