@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from veriscale.data.images import ImagePart, ImageRef, load_images
 from veriscale.engine import sync_edge
 from veriscale.engine.store import Store
 from veriscale.errors import UserError
@@ -49,6 +50,8 @@ from veriscale.verify.scale import Scale
 
 ModelLike = str | ModelBackend
 StoreLike = Store | str | os.PathLike[str] | None
+#: images by section ("task", "candidate"; or "task", "a", "b"): paths, data URLs or ImageRefs, in order
+ImagesLike = Mapping[str, Sequence["ImageRef | str | os.PathLike[str]"]] | None
 T = TypeVar("T")
 
 __all__ = ["acompare", "ascore", "aselect", "compare", "score"]
@@ -78,6 +81,17 @@ def _text(value: object, what: str) -> str:
     return value
 
 
+def _images(images: ImagesLike, keys: tuple[str, ...]) -> dict[str, tuple[ImagePart, ...]] | None:
+    """``images`` (section -> paths, data URLs or ImageRefs) read, checked and resized for the judge."""
+    if not images:
+        return None
+    unknown = sorted(set(images) - set(keys))
+    if unknown:
+        raise UserError(f"images names {', '.join(map(repr, unknown))}: give images for {', '.join(keys)}")
+    return {what: load_images([r if isinstance(r, ImageRef) else ImageRef(str(r)) for r in refs])
+            for what, refs in images.items()}
+
+
 async def _with_verifier(model: ModelLike, store: StoreLike, settings: dict[str, Any],
                          verdict: Callable[[Verifier], Awaitable[T]]) -> T:
     """Build the Verifier (loading a model off the loop), take the verdict, and close what was opened
@@ -98,33 +112,36 @@ async def _with_verifier(model: ModelLike, store: StoreLike, settings: dict[str,
 def score(task: str, candidate: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",
           scale: Scale | str = "letters", repeats: int | None = None, reasoning: bool = False,
           discrete: bool = False, seed: int = 0, store: StoreLike = None, max_calls: int | None = None,
-          concurrency: int = 4) -> ScoreResult:
+          concurrency: int = 4, images: ImagesLike = None) -> ScoreResult:
     """Pointwise reward of ``candidate`` for ``task``, in [0, 1] (one call per criterion and repeat).
 
         r = score("Say hi.", "hi", criteria="general")
         r.reward, r.criteria["Correctness"]["reward"], r.usage.model_calls   # ..., ..., 3
+        score("Stack the cubes.", "3 frames", model=VLM, images={"candidate": ["f1.png", "f2.png", "f3.png"]})
     """
     return sync_edge.run(ascore(task, candidate, model=model, criteria=criteria, scale=scale, repeats=repeats,
                            reasoning=reasoning, discrete=discrete, seed=seed, store=store, max_calls=max_calls,
-                           concurrency=concurrency))
+                           concurrency=concurrency, images=images))
 
 
 async def ascore(task: str, candidate: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",
                  scale: Scale | str = "letters", repeats: int | None = None, reasoning: bool = False,
                  discrete: bool = False, seed: int = 0, store: StoreLike = None, max_calls: int | None = None,
-                 concurrency: int = 4) -> ScoreResult:
+                 concurrency: int = 4, images: ImagesLike = None) -> ScoreResult:
     """:func:`score`, awaited: ``r = await ascore("Say hi.", "hi")``."""
     task, candidate = _text(task, "task"), _text(candidate, "candidate")
+    shown = await asyncio.to_thread(_images, images, ("task", "candidate"))
     settings = dict(scale=scale, criteria=criteria, repeats=repeats, reasoning=reasoning, discrete=discrete,
                     seed=seed, max_calls=max_calls, concurrency=concurrency)
-    return await _with_verifier(model, store, settings, lambda v: v.ascore(task, candidate))
+    return await _with_verifier(model, store, settings, lambda v: v.ascore(task, candidate, images=shown))
 
 
 def compare(task: str, a: str, b: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",
             scale: Scale | str = "letters", repeats: int | None = None, reasoning: bool = False,
             discrete: bool = False, seed: int = 0, tau: float | None = None, store: StoreLike = None,
-            max_calls: int | None = None, concurrency: int = 4) -> CompareResult:
-    """Both candidates judged in one context: their rewards and P(a beats b).
+            max_calls: int | None = None, concurrency: int = 4, images: ImagesLike = None) -> CompareResult:
+    """Both candidates judged in one context: their rewards and P(a beats b) (``images``: what the task,
+    ``a`` and ``b`` show, keys "task", "a" and "b"; each run's images move with it when the order swaps).
 
     ``tau`` overrides the model's calibrated temperature in P = sigmoid((R_a - R_b) / tau).
     Repeats alternate which candidate is shown first (default K = 2, both orders)::
@@ -134,18 +151,19 @@ def compare(task: str, a: str, b: str, *, model: ModelLike = "embedded", criteri
     """
     return sync_edge.run(acompare(task, a, b, model=model, criteria=criteria, scale=scale, repeats=repeats,
                              reasoning=reasoning, discrete=discrete, seed=seed, tau=tau, store=store,
-                             max_calls=max_calls, concurrency=concurrency))
+                             max_calls=max_calls, concurrency=concurrency, images=images))
 
 
 async def acompare(task: str, a: str, b: str, *, model: ModelLike = "embedded", criteria: CriteriaSet | str = "general",
                    scale: Scale | str = "letters", repeats: int | None = None, reasoning: bool = False,
                    discrete: bool = False, seed: int = 0, tau: float | None = None, store: StoreLike = None,
-                   max_calls: int | None = None, concurrency: int = 4) -> CompareResult:
+                   max_calls: int | None = None, concurrency: int = 4, images: ImagesLike = None) -> CompareResult:
     """:func:`compare`, awaited: ``c = await acompare("Say hi.", "hi", "bye")``."""
     task, a, b = _text(task, "task"), _text(a, "candidate A"), _text(b, "candidate B")
+    shown = await asyncio.to_thread(_images, images, ("task", "a", "b"))
     settings = dict(scale=scale, criteria=criteria, repeats=repeats, reasoning=reasoning, discrete=discrete,
                     seed=seed, tau=tau, max_calls=max_calls, concurrency=concurrency)
-    return await _with_verifier(model, store, settings, lambda v: v.acompare(task, a, b))
+    return await _with_verifier(model, store, settings, lambda v: v.acompare(task, a, b, images=shown))
 
 
 async def aselect(task: Any, candidates: Any, *, verifier: Verifier, **options: Any) -> Any:
