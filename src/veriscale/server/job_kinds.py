@@ -97,12 +97,19 @@ class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+#: one image: a data URL (data:image/png;base64,...) or a file under an allowed folder
+ImageText = Annotated[str, Field(min_length=1, description="A data URL (data:image/png;base64,...) or an image file "
+                                                          "under an allowed folder.")]
+_IMAGES_DOC = "Images shown after each section's text, in order (a vision model; see docs/VISION.md)."
+
+
 class ScoreParams(_Params):
     task: str = Field(min_length=1, description="The task text.")
     candidate: str = Field(min_length=1, description="The response to score.")
     criteria: Criteria = Field("general", description="A built-in criteria set, or a Markdown file under an allowed folder.")
     scale: Scale = "letters"
     repeats: int | None = Field(None, ge=1, le=32)
+    images: dict[Literal["task", "candidate"], list[ImageText]] | None = Field(None, description=_IMAGES_DOC)
 
 
 class CompareParams(_Params):
@@ -112,6 +119,7 @@ class CompareParams(_Params):
     criteria: Criteria = "general"
     scale: Scale = "letters"
     repeats: int | None = Field(None, ge=1, le=32)
+    images: dict[Literal["task", "a", "b"], list[ImageText]] | None = Field(None, description=_IMAGES_DOC)
 
 
 class _TournamentParams(_Params):
@@ -212,18 +220,37 @@ def _verifier(params: ScoreParams | CompareParams, ctx: Any):
                     repeats=params.repeats, concurrency=ctx.concurrency, **detect_and_mitigation)
 
 
+def _images(given: dict[str, list[str]] | None, verifier: Any, ctx: Any) -> dict[str, Any] | None:
+    """A job's images read (a file only under an allowed folder), and the model asked once whether it sees
+    them (as the CLI: one that does not is refused before any verdict)."""
+    if not given or not any(given.values()):
+        return None
+    from veriscale.data.images import ImageRef, load_images
+    from veriscale.models.vision import require_vision
+    from veriscale.models.vision_probe import require_seen
+
+    shown = {what: load_images([ImageRef(x) if x.startswith("data:") else ImageRef(str(ctx.path(x)), label=x)
+                                for x in refs]) for what, refs in given.items()}
+    require_vision(verifier.model, True)
+    require_seen(verifier.executor)
+    return shown
+
+
 def run_score(params: ScoreParams, ctx: Any) -> dict[str, Any]:
     verifier = _verifier(params, ctx)
+    images = _images(params.images, verifier, ctx)
     ctx.start_run("score", verifier.model.uri, {"criteria": params.criteria})  # current: calls link to it
-    planned = len(verifier.plan_score(params.task, params.candidate)[0])
-    return verifier.score(params.task, params.candidate, progress=ctx.call_counter(planned)).to_dict()
+    planned = len(verifier.plan_score(params.task, params.candidate, images)[0])
+    return verifier.score(params.task, params.candidate, progress=ctx.call_counter(planned), images=images).to_dict()
 
 
 def run_compare(params: CompareParams, ctx: Any) -> dict[str, Any]:
     verifier = _verifier(params, ctx)
+    images = _images(params.images, verifier, ctx)
     ctx.start_run("compare", verifier.model.uri, {"criteria": params.criteria})
-    planned = len(verifier.plan_compare(params.task, params.a, params.b)[0])
-    return verifier.compare(params.task, params.a, params.b, progress=ctx.call_counter(planned)).to_dict()
+    planned = len(verifier.plan_compare(params.task, params.a, params.b, images=images)[0])
+    return verifier.compare(params.task, params.a, params.b, progress=ctx.call_counter(planned),
+                            images=images).to_dict()
 
 
 def run_select(params: SelectParams, ctx: Any) -> dict[str, Any]:
