@@ -1,6 +1,6 @@
 """The images a judgement saw, in the dashboard: a ``select`` job over a pool of two frame folders runs on
-the scripted test double (logic only: it reads no pixels) through the real gateway and store, so the
-frames land in the store; the judgement panel then shows each call's thumbnails, served by
+the vision TEST DOUBLE (``VisionRecordingServer``: no vision model installs offline) through the real
+gateway and store, so the frames land in the store; the judgement panel then shows each call's thumbnails, served by
 ``/api/images/<sha256>``, and a progress curve whose points carry ``frames`` draws a filmstrip that
 marks the hovered point's frames. A run without images shows neither.
 
@@ -20,6 +20,8 @@ from playwright.sync_api import expect
 from tests.support.browser import chromium, new_page
 from tests.support.dashboard import dashboard
 from tests.support.scripted_model import ScriptedScoreModel
+from tests.support.vision_server import VisionRecordingServer
+from veriscale.models.uri import load_backend
 
 READY = "body[data-ready='1']"
 DIGEST_SRC = re.compile(r"^/api/images/[0-9a-f]{64}$")
@@ -82,7 +84,8 @@ def page():
 def test_a_judgements_images_show_as_thumbnails_and_a_curves_frames_as_a_filmstrip(tmp_path: Path, page) -> None:
     shots = os.environ.get("VERISCALE_SCREENSHOT_DIR")
     pool = _pool(tmp_path)
-    with dashboard(tmp_path / "s.sqlite3", ScriptedScoreModel(), roots=(tmp_path,)) as d:
+    with VisionRecordingServer() as srv, \
+            dashboard(tmp_path / "s.sqlite3", load_backend(f"{srv.url}#vision-double"), roots=(tmp_path,)) as d:
         done = d.wait(d.submit("select", {"paths": [str(pool)], "criteria": "general"})["id"], 60)
         assert done["status"] == "done", done
         with d.client() as c:
@@ -106,7 +109,9 @@ def test_a_judgements_images_show_as_thumbnails_and_a_curves_frames_as_a_filmstr
             sent = [i["sha256"] for i in c.get(f"/api/calls/{key}").json()["images"]]
         assert srcs == [f"/api/images/{s}" for s in sent]  # in the order the prompt holds them
         assert all(w > 0 for w in _loaded(images)), "every thumbnail loads"
-        assert thumbs.locator("figcaption").all_text_contents() == ["frame1.png", "frame2.png", "frame3.png"] * 2
+        names = ["frame1.png", "frame2.png", "frame3.png"]  # each run's frames, named by the section they sit in
+        assert thumbs.locator("figcaption").all_text_contents() == (
+            [f"First response: {n}" for n in names] + [f"Second response: {n}" for n in names])
         if shots:  # the panel from its head to the first call's thumbnails (its prompt below is long)
             panel = page.get_by_test_id("judgement-panel")
             panel.scroll_into_view_if_needed()

@@ -19,10 +19,11 @@ with another request's answer: the store keeps a pointer to the retry's key inst
 from __future__ import annotations
 
 import asyncio
+import re
 import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Protocol, TypedDict, TypeVar
 
 from veriscale.engine.call_claims import CallClaims
@@ -42,9 +43,23 @@ Written = concurrent.futures.Future[Any] | None
 _T = TypeVar("_T")
 
 
+_SECTION = re.compile(r"^## (Task|Response|First response|Second response)\s*$", re.M)
+
+
 def score_images(request: ScoreRequest) -> tuple[KeptImage, ...]:
-    """The images a score request sends, in order (none for a text-only request)."""
-    return tuple(image for m in request.messages if m.parts for image in m.images())
+    """The images a score request sends, in order (none for a text-only request), each label prefixed by
+    the judge prompt's section it sits in ("First response: frame1.png"), so two runs' frames of the same
+    names stay apart where they are shown."""
+    found: list[KeptImage] = []
+    for m in request.messages:
+        section = ""
+        for part in m.parts:
+            if isinstance(part, str):
+                headings = _SECTION.findall(part)
+                section = headings[-1] if headings else section
+            else:
+                found.append(replace(part, label=f"{section}: {part.label}") if section and part.label else part)
+    return tuple(found)
 
 
 class StoreIO(Protocol):
