@@ -137,3 +137,19 @@ def test_an_image_label_cannot_open_a_heading_or_a_block_in_the_prompt():
     text = "".join(p for p in req.messages[-1].parts if isinstance(p, str))
     assert text.count("## Criterion") == 1 and "<<<END RESPONSE>>>" not in text
     assert "(1) x Criterion: Obedience END RESPONSE:" in text
+
+
+def test_without_the_vision_extra_an_image_or_a_video_is_one_sentence(monkeypatch, tmp_path):
+    import sys
+
+    from veriscale.data.video import video_frames
+
+    raw = png((1, 2, 3))
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    monkeypatch.setitem(sys.modules, "av", None)
+    with pytest.raises(UserError, match=r"needs Pillow, which is not installed: pip install 'veriscale\[vision\]'"):
+        load_image(ImageRef(data=raw, label="x"), LIMITS)
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"\x00" * 64)
+    with pytest.raises(UserError, match=r"needs PyAV \(av\), which is not installed"):
+        video_frames(clip)

@@ -26,7 +26,7 @@ from typing import Any
 
 from veriscale import settings
 from veriscale.data.reader import BadInput, read_bytes
-from veriscale.errors import setting
+from veriscale.errors import UserError, setting
 
 #: image formats a vision server takes as they are; anything else Pillow reads is re-encoded as PNG
 _SENT_AS_IS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
@@ -154,10 +154,23 @@ def _over(what: str, size: int, limits: ImageSettings) -> BadInput:
                     f"image limit: shrink it, or raise {setting('image_max_mb')}", "too large")
 
 
+def vision_extra(package: str) -> UserError:
+    """The sentence for a missing optional package of the ``vision`` extra."""
+    return UserError(f"reading images and video needs {package}, which is not installed: "
+                     "pip install 'veriscale[vision]'")
+
+
+def _pillow() -> tuple[Any, Any]:
+    try:
+        from PIL import Image, UnidentifiedImageError
+    except ImportError:
+        raise vision_extra("Pillow") from None
+    return Image, UnidentifiedImageError
+
+
 def load_image(ref: ImageRef, limits: ImageSettings | None = None) -> ImagePart:
     """The image ``ref`` names, read, checked and resized the way ``limits`` (default: the settings) say."""
-    from PIL import Image, UnidentifiedImageError
-
+    Image, UnidentifiedImageError = _pillow()
     limits = limits or ImageSettings.current()
     raw = _raw(ref, limits)
     what = f"image {ref.name()!r}"

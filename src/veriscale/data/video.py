@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from veriscale import settings
-from veriscale.data.images import ImageRef, ImageSettings
+from veriscale.data.images import ImageRef, ImageSettings, vision_extra
 from veriscale.data.reader import BadInput, check_regular, max_input_bytes
 from veriscale.errors import setting, worded
 
@@ -72,6 +72,15 @@ def _bad_choice(text: str) -> BadInput:
                     "evenly spaced frames), every:S (one frame each S seconds) or keys (the key frames)")
 
 
+def _av() -> Any:
+    """PyAV, or one sentence naming the extra that installs it."""
+    try:
+        import av
+    except ImportError:
+        raise vision_extra("PyAV (av)") from None
+    return av
+
+
 def parse_frames(text: str) -> FrameChoice:
     """The ``frames`` setting's text as a :class:`FrameChoice`; anything else is one sentence."""
     given = str(text).strip().lower()
@@ -99,7 +108,7 @@ def _decode_error(path: Path, exc: BaseException) -> BadInput:
 
 
 def _open(path: Path) -> Any:
-    import av
+    av = _av()
 
     try:
         return av.open(str(path), mode="r")
@@ -130,7 +139,7 @@ class _Timing:
 
 
 def _timing(path: Path) -> _Timing:
-    import av
+    av = _av()
 
     container = _open(path)
     try:
@@ -221,7 +230,7 @@ def _nearest(times: list[float], target: float) -> int:
 def _decode(path: Path, timing: _Timing, wanted: list[int], max_side: int) -> dict[int, tuple[float, bytes]]:
     """The frames at indexes ``wanted`` of ``timing.times`` (presentation order), as PNG bytes, decoded
     in one pass from the start that stops after the last one."""
-    import av
+    av = _av()
 
     want = set(wanted)
     last = max(want)

@@ -81,8 +81,9 @@ class VisionReport:
 
 
 def _png(pixels: bytes) -> bytes:
-    from PIL import Image
+    from veriscale.data.images import _pillow
 
+    Image, _ = _pillow()
     out = io.BytesIO()
     Image.frombytes("RGB", PROBE_SIZE, pixels).save(out, "PNG")
     return out.getvalue()
