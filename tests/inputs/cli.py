@@ -14,9 +14,9 @@ HANG_GUARD_S = 120  # each command in these tests answers in seconds; a hang is 
 
 
 def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
-            timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
+            timeout: float = HANG_GUARD_S, cwd: str | os.PathLike[str] | None = None) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "veriscale", *args], capture_output=True, input=stdin,
-                          timeout=timeout, env={**os.environ, **(env or {})},
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd,
                           stdin=None if stdin is not None else subprocess.DEVNULL)
     return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"),
                                        proc.stderr.decode("utf-8", "replace"))

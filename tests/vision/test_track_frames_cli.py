@@ -85,3 +85,24 @@ def test_a_checkpoint_counts_each_frame_at_the_cost_models_check_measured(tmp_pa
     assert run_cli("models", "check", f"{server.url}#vision-double", "--store", str(store_path)).returncode == 0
     judge = ProgressJudge(load_backend(f"{server.url}#vision-double"), store=Store.open(store_path))
     assert judge.new_log("Paint the wall green.").image_tokens == IMAGE_TOKENS
+
+
+def test_following_a_live_run_scores_each_new_frame_read_beside_the_steps_file(tmp_path, server):
+    run = tmp_path / "live"
+    (run / "cam").mkdir(parents=True)
+    lines = [json.dumps({"task": "Paint the wall green."})]
+    for i, rgb in enumerate(GROWING, 1):
+        (run / "cam" / f"{i}.png").write_bytes(solid(rgb))
+        lines.append(json.dumps({"role": "environment", "text": f"camera {i}", "images": [f"cam/{i}.png"]}))
+    lines.append(json.dumps({"done": True}))
+    (run / "steps.jsonl").write_text("\n".join(lines) + "\n")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()  # relative image paths are read beside the steps file, not from the working folder
+    proc = run_cli("track", "--follow", str(run / "steps.jsonl"), "--idle-timeout", "30",
+                   "--model", f"{server.url}#vision-double", "--store", str(tmp_path / "s.sqlite"), "--json",
+                   cwd=elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    (curve,) = json.loads(proc.stdout)["curves"]
+    values = [p["value"] for p in curve["points"]]
+    assert len(values) == 4 and all(a < b for a, b in zip(values, values[1:])), values
+    assert [len(p["frames"]) for p in curve["points"]] == [1, 2, 3, 4]

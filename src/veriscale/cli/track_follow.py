@@ -18,6 +18,7 @@ from veriscale.data.reader import BadInput, parse_json
 from veriscale.engine.run_log import RunLog
 from veriscale.engine.run_scope import RunHandle, recorded_run
 from veriscale.errors import UserError, setting
+from veriscale.models.vision_probe import require_seen
 from veriscale.progress.events import EventWatch
 from veriscale.progress.follow import IdleTimeout, follow_lines
 from veriscale.progress.progress_judge import ProgressJudge
@@ -40,6 +41,7 @@ def _follow(run: RunHandle, path: Path, task: Optional[str], judge: ProgressJudg
             output: Path, plot: Optional[Path], idle_timeout: Optional[float], strict: bool, json_out: bool) -> None:
     store, run_id = run.store, run.id
     tracker: ProgressTracker | None = None
+    vision_checked = False  # asked once, at the first step that shows images
     ended = "interrupted"
     log = RunLog(store)  # the dashboard streams these: each step, its point and events, as they come
     name = path.stem
@@ -63,7 +65,7 @@ def _follow(run: RunHandle, path: Path, task: Optional[str], judge: ProgressJudg
                     task = task_of(record)
                 continue
             try:
-                step = step_from_record(record)
+                step = step_from_record(record, base=path.parent)  # an image path is read beside the file
             except RecordError as exc:
                 _bad_line(path, number, str(exc), strict)
                 continue
@@ -73,6 +75,9 @@ def _follow(run: RunHandle, path: Path, task: Optional[str], judge: ProgressJudg
                                     'or write {"task": "..."} as the first line')
                 tracker = ProgressTracker(task, judge=judge, watch=EventWatch(**watch_args))
                 tracker.curve.trajectory_id = tracker.curve.trajectory_id or name
+            if step.images and not vision_checked:  # the first frame: does the model see them? (one sentence if not)
+                require_seen(judge.executor)
+                vision_checked = True
             log.record_steps(run_id, name, [step])
             point = tracker.update(step)
             log.emit(run_id, "point", {"trajectory": name, "point": point.to_dict(), "voc": tracker.curve.voc})

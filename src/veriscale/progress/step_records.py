@@ -14,6 +14,7 @@ images only. :func:`step_from_record` checks a parsed line and names what is wro
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from veriscale.data.images import ImageRef
@@ -26,8 +27,9 @@ class RecordError(ValueError):
     """A line that is not a step object; the message names the problem."""
 
 
-def step_from_record(record: Any) -> Step:
-    """The :class:`Step` a parsed JSON line describes (RecordError when it is not one)."""
+def step_from_record(record: Any, base: Path | None = None) -> Step:
+    """The :class:`Step` a parsed JSON line describes (RecordError when it is not one); a relative image
+    path is read from ``base`` (the steps file's folder) when given."""
     if not isinstance(record, dict):
         raise RecordError(f"a step must be a JSON object, not {type(record).__name__}")
     role = record.get("role", "agent")
@@ -42,15 +44,23 @@ def step_from_record(record: Any) -> Step:
     code = record.get("exit_code")
     if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
         raise RecordError("exit_code must be a whole number or null")
-    images = images_from_record(record.get("images", []))
+    images = images_from_record(record.get("images", []), base)
     if not (text.strip() or observation.strip() or calls or images):
         raise RecordError("the step is empty: give text, tool_calls, an observation or images")
     return Step(role=role, text=text, tool_calls=calls, observation=observation, exit_code=code, images=images)
 
 
-def images_from_record(images: Any) -> list[ImageRef]:
+def _located(source: str, base: Path | None) -> str:
+    """A relative image path under ``base``; a data URL, an absolute path or no base: as given."""
+    if base is None or source.startswith("data:") or Path(source).is_absolute():
+        return source
+    return str(base / source)
+
+
+def images_from_record(images: Any, base: Path | None = None) -> list[ImageRef]:
     """A step object's ``images``: each a path or data URL, or an object with ``source`` (and
-    optionally ``label`` and ``at_s``); unlabelled ones are called "image N"."""
+    optionally ``label`` and ``at_s``); unlabelled ones are called "image N"; relative paths are read
+    from ``base`` when given."""
     if images is None:
         return []
     if not isinstance(images, list):
@@ -58,7 +68,7 @@ def images_from_record(images: Any) -> list[ImageRef]:
     refs = []
     for n, item in enumerate(images, 1):
         if isinstance(item, str) and item.strip():
-            refs.append(ImageRef(source=item.strip(), label=f"image {n}"))
+            refs.append(ImageRef(source=_located(item.strip(), base), label=f"image {n}"))
             continue
         if not isinstance(item, dict) or not isinstance(item.get("source"), str) or not item["source"].strip():
             raise RecordError(f"image {n} must be a path, a data URL or an object with a \"source\" string")
@@ -67,7 +77,7 @@ def images_from_record(images: Any) -> list[ImageRef]:
             raise RecordError(f"the label of image {n} must be a string")
         if at_s is not None and (isinstance(at_s, bool) or not isinstance(at_s, (int, float))):
             raise RecordError(f"at_s of image {n} must be a number of seconds or null")
-        refs.append(ImageRef(source=item["source"].strip(), label=label or f"image {n}",
+        refs.append(ImageRef(source=_located(item["source"].strip(), base), label=label or f"image {n}",
                              at_s=float(at_s) if at_s is not None else None))
     return refs
 
