@@ -30,11 +30,10 @@ labels sit below the top 20, so a top-20 read loses them and an exact read does 
 
 from __future__ import annotations
 
-import json
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.json_http import JsonHandler, local_server
 
 FILLER = [f" w{i}" for i in range(30)]
 #: the next-token distribution at a grade slot: 30 filler tokens carry most of the mass
@@ -67,17 +66,8 @@ class ServerDouble:
         self.bodies: list[tuple[str, dict[str, Any]]] = []
         double = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, code: int, payload: Any) -> None:
-                raw = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+        class Handler(JsonHandler):
+            _send = JsonHandler.send_json
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
@@ -85,7 +75,7 @@ class ServerDouble:
                 self._send(404, {"error": "not found"})
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                body = self.read_json()
                 if self.path == "/tokenize" and double.flavour in TOKENIZERS:
                     text = body.get("prompt", "")
                     return self._send(200, {"tokens": [IDS[text]] if text in IDS else [IDS[" w0"], IDS[" w1"]]})
@@ -95,9 +85,7 @@ class ServerDouble:
                 code, payload = double.answer(self.path.endswith("/chat/completions"), body)
                 self._send(code, payload)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._server, self.url, self._thread = local_server(Handler)
 
     def __enter__(self) -> "ServerDouble":
         self._thread.start()

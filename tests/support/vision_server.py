@@ -43,14 +43,13 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import math
 import re
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.json_http import JsonHandler, local_server
 from veriscale.models.vision_probe import COLOUR_QUESTION
 
 #: prompt tokens one image costs on the double, whatever its byte size
@@ -181,45 +180,27 @@ class VisionRecordingServer:
         self.lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, code: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": server.model_id, "object": "model"}]})
+                    self.send_json(200, {"object": "list", "data": [{"id": server.model_id, "object": "model"}]})
                 else:
-                    self._send(404, {"error": "not found"})
+                    self.send_json(404, {"error": "not found"})
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                body = self.read_json()
                 if not self.path.endswith("/chat/completions"):
-                    return self._send(404, {"error": "not found"})
+                    return self.send_json(404, {"error": "not found"})
                 try:
                     code, payload, seen = server.answer(body)
                 except Exception as exc:  # a bug of the double: one line back, not a dropped connection
                     code, payload, seen = 500, {"error": {"message": f"double: {type(exc).__name__}: {exc}"}}, []
                 with server.lock:
                     server.requests.append({"path": self.path, "body": body, "images": seen})
-                self._send(code, payload)
+                self.send_json(code, payload)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd, self.url, self._thread = local_server(Handler)
         self.port = self._httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     def image_requests(self) -> list[dict[str, Any]]:
         """The recorded chat requests that carried at least one image part."""
