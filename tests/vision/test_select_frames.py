@@ -180,3 +180,20 @@ def test_select_over_frames_on_the_real_text_only_server_is_refused_before_any_v
     with sqlite3.connect(store) as db:  # only the probe asked the server: no judge prompt was ever sent
         asked = [r[0] for r in db.execute("SELECT request FROM calls")]
     assert asked and not any("## Criterion" in r for r in asked)
+
+
+def test_compare_and_score_take_a_frame_folder_and_a_video_as_candidates(tmp_path, server):
+    runs = _pool(tmp_path)
+    url = f"{server.url}#vision-double"
+    store = str(tmp_path / "s.sqlite")
+    proc = run_cli("compare", str(runs / "task.md"), str(runs / "dark"), str(runs / "video" / "rollout.mp4"),
+                   "--model", url, "--store", store, "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["p_a_wins"] < 0.5 and len(out["images"]["a"]) == 3 and len(out["images"]["b"]) == 8
+    assert out["read_strategies"]  # each reading says how its slot was read, as for text
+    bright = json.loads(run_cli("score", str(runs / "task.md"), str(runs / "bright" / "frame1.png"), "--model", url,
+                                "--store", store, "--json").stdout)
+    dark = json.loads(run_cli("score", str(runs / "task.md"), str(runs / "dark"), "--model", url,
+                              "--store", store, "--json").stdout)
+    assert bright["reward"] > dark["reward"] and bright["images"]["candidate"][0]["label"] == "frame1.png"
