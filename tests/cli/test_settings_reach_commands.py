@@ -33,6 +33,7 @@ ARGS: dict[str, list[str]] = {
     "track": ["a.md", "--task", "task.md"],
     "serve-reward": [],
     "serve": [],
+    "mcp": [],
     "race": ["--task", "task.md"],
     "settings": [],
     "models check": ["embedded"],

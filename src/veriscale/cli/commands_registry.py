@@ -18,6 +18,7 @@ MODULES = [
     "veriscale.cli.track",
     "veriscale.cli.serve_reward",
     "veriscale.cli.serve",
+    "veriscale.cli.mcp",
     "veriscale.cli.race",
     "veriscale.cli.show_settings",
     "veriscale.cli.criteria",

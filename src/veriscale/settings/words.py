@@ -80,6 +80,7 @@ FLAG_FOR: dict[str, str] = {
     "group_size": "--group-size",
     "group_wait_s": "--group-wait",
     "host": "--host",
+    "transport": "--transport",
     "port": "--port",
     "token": "--token",
     "allow_dirs": "--allow-dir",
