@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from veriscale.cli.flags import cli_text
+from veriscale.schemas.output import SCHEMA_VERSION, cli_data, finite_data, schema_id, with_schema  # noqa: F401 (re-exported)
 from veriscale.engine.run_scope import Terminated
 from veriscale.errors import ModelCallError, UserError, one_line
 
@@ -90,33 +91,6 @@ def info(*objects: Any, **print_kw: Any) -> None:
         err_console.print(*objects, **print_kw)
 
 
-def cli_data(payload: Any) -> Any:
-    """``payload`` with every string's setting references spelled as flags (notes, errors...)."""
-    if isinstance(payload, str):
-        return cli_text(payload)
-    if isinstance(payload, dict):
-        return {key: cli_data(value) for key, value in payload.items()}
-    if isinstance(payload, (list, tuple)):
-        return [cli_data(value) for value in payload]
-    return payload
-
-
-def finite_data(payload: Any) -> tuple[Any, int]:
-    """``payload`` with every NaN or infinite number as None, and how many there were (JSON has no
-    NaN or Infinity: ``json.dumps`` would write ``NaN``, which no strict parser reads)."""
-    if isinstance(payload, float):
-        return (payload, 0) if math.isfinite(payload) else (None, 1)
-    if isinstance(payload, dict):
-        out, count = {}, 0
-        for key, value in payload.items():
-            out[key], n = finite_data(value)
-            count += n
-        return out, count
-    if isinstance(payload, (list, tuple)):
-        items = [finite_data(value) for value in payload]
-        return [v for v, _ in items], sum(n for _, n in items)
-    return payload, 0
-
 
 def json_text(payload: Any, **dumps: Any) -> str:
     """``payload`` (settings named as flags) as strict JSON: a NaN or infinite number is written as null,
@@ -135,27 +109,6 @@ def escape_c1(text: str) -> str:
     and the line/paragraph separators written as ``\\uXXXX`` escapes; ``json.dumps`` already escapes
     C0 controls such as ESC. Still the same JSON: those characters only occur inside strings."""
     return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-SCHEMA_VERSION = 1
-
-
-def schema_id(name: str) -> str:
-    """The ``schema`` value a ``--json`` output of kind ``name`` carries: ``'veriscale.score/1'``.
-    Each is described by ``src/veriscale/schemas/<name>.schema.json`` (docs/JSON.md)."""
-    return f"veriscale.{name}/{SCHEMA_VERSION}"
-
-
-def with_schema(payload: Any, name: str | None) -> Any:
-    """``payload`` with ``"schema": schema_id(name)`` as its first key; a list gets it on each object
-    it holds (as a JSONL file gets it on each line). Existing fields are kept as they are."""
-    if name is None:
-        return payload
-    if isinstance(payload, dict):
-        return {"schema": schema_id(name), **{k: v for k, v in payload.items() if k != "schema"}}
-    if isinstance(payload, (list, tuple)):
-        return [with_schema(item, name) if isinstance(item, dict) else item for item in payload]
-    return payload
 
 
 def emit_json(payload: Any, schema: str | None = None) -> None:

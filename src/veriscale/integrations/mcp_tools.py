@@ -239,7 +239,7 @@ def _track(params: TrackToolParams, ctx: ToolContext) -> dict[str, Any]:
 
 
 def _runs(params: RunsToolParams, ctx: ToolContext) -> dict[str, Any]:
-    from veriscale.cli.common import with_schema
+    from veriscale.schemas.output import with_schema
     from veriscale.engine.run_liveness import settle_dead_runs
     from veriscale.engine.run_summary import run_summary
     from veriscale.redact import Redactor
@@ -284,7 +284,7 @@ TOOLS: dict[str, ToolSpec] = {
 def run_tool(name: str, params: BaseModel, ctx: ToolContext) -> dict[str, Any]:
     """Run tool ``name`` (validated ``params``) to its end and return its payload with ``schema`` and,
     for a recorded run, ``run_id``; its run ends ``ok``, ``failed`` or ``cancelled`` (a set stop flag)."""
-    from veriscale.cli.common import cli_data, finite_data, with_schema
+    from veriscale.schemas.output import cli_data, finite_data, with_schema
     from veriscale.models.cancel import Stopped
 
     spec = TOOLS[name]
