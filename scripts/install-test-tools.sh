@@ -5,6 +5,9 @@
 #   @openai/codex, @anthropic-ai/claude-code (npm)  the agent CLIs run through the proxy (tests/proxy_clis), into .tools/
 #   libseccomp2 (Debian)                the jail's syscall filter
 #   verl, openrlhf (PyPI, --no-deps)    the reward-calling code of two RL trainers (tests/rewards)
+#   deepeval (PyPI), in .tools/deepeval-venv  DeepEval's own venv for tests/integrations/deepeval_cases
+#                                       (--system-site-packages: it sees this veriscale and llama-cpp-python;
+#                                       deepeval's rich<15, click<8.4 and pytest plugins stay inside it)
 #   a user veriscale-ci + a venv        the unprivileged pass of the jail suites (root only)
 # and it checks that the installed llama-cpp-python evaluates on this CPU (rebuilding it
 # portably, without -march=native, when the build dies with SIGILL).
@@ -56,6 +59,30 @@ fi
 # [test] extra provides.
 python -c "from importlib.metadata import version as v; assert (v('verl'), v('openrlhf')) == ('0.9.1', '0.11.2')" \
   >/dev/null 2>&1 || python -m pip install -q --disable-pip-version-check --no-deps verl==0.9.1 openrlhf==0.11.2
+
+# DeepEval pins rich<15 and click<8.4 (this project's CLI runs on rich 15 and click 8.5) and brings
+# pytest plugins (asyncio, xdist, repeat, rerunfailures), so it gets a venv of its own that sees the
+# main environment's packages (veriscale's editable install, llama-cpp-python) through
+# --system-site-packages while its pins shadow them only inside. tests/integrations/test_deepeval_metric.py
+# runs tests/integrations/deepeval_cases with its python. Checked: the venv imports both, and the
+# main python still has rich 15 or later. (Imports run in a scratch folder: DeepEval makes .deepeval/ there.)
+DEEPEVAL_VERSION=4.3.1
+DEEPEVAL_VENV="$(pwd)/.tools/deepeval-venv"
+deepeval_probe=$(mktemp -d)
+if ! (cd "$deepeval_probe" && DEEPEVAL_TELEMETRY_OPT_OUT=YES "$DEEPEVAL_VENV/bin/python" -c \
+      "import veriscale, deepeval; from importlib.metadata import version; assert version('deepeval') == '$DEEPEVAL_VERSION'" \
+      >/dev/null 2>&1); then
+  [ -x "$DEEPEVAL_VENV/bin/python" ] || python -m venv --system-site-packages "$DEEPEVAL_VENV"
+  log=$(mktemp)
+  "$DEEPEVAL_VENV/bin/python" -m pip install -q --disable-pip-version-check "deepeval==$DEEPEVAL_VERSION" >"$log" 2>&1 \
+    || { cat "$log"; rm -f "$log"; exit 1; }
+  rm -f "$log"
+  (cd "$deepeval_probe" && DEEPEVAL_TELEMETRY_OPT_OUT=YES "$DEEPEVAL_VENV/bin/python" -c \
+    "import veriscale, deepeval; from importlib.metadata import version; assert version('deepeval') == '$DEEPEVAL_VERSION'")
+fi
+rm -rf "$deepeval_probe"
+python -c "from importlib.metadata import version; import sys; sys.exit(int(version('rich').split('.')[0]) < 15)" \
+  || { echo "deepeval's rich<15 reached the main environment: reinstall rich>=15 there (pip install -U rich)"; exit 1; }
 
 # Root only: an unprivileged user and a Python it can reach, so the jail suites run a second
 # time as a normal user (tests/harness/test_unprivileged_pass.py). /usr/bin/python3 is used
