@@ -128,7 +128,8 @@ async def call_tool(service: McpService, name: str, arguments: Mapping[str, Any]
                     pass
 
     def work(*, stop: Any) -> dict[str, Any]:
-        ctx = ToolContext(service.store, service.model, service.roots, stop=stop, concurrency=service.concurrency,
+        ctx = ToolContext(store=service.store, model=service.model, roots=service.roots, stop=stop,
+                          concurrency=service.concurrency,
                           injection=service.injection, on_progress=on_progress)
         return run_tool(name, params, ctx)
 

@@ -13,21 +13,19 @@ a cancel sets its stop flag, the gateway work under it is cancelled (its in-flig
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from veriscale.engine.run_log import RunLog
-from veriscale.engine.run_scope import RunCancelled, RunHandle, recorded_run
-from veriscale.engine.store import Store
+from veriscale.engine.run_scope import RunCancelled
 from veriscale.errors import UserError, one_line, setting
 from veriscale.server import job_kinds
 from veriscale.server.job_kinds import CompareParams, PathText, ScoreParams, _TournamentParams
+from veriscale.server.jobs import RunnerContext
 
 #: runs the ``runs`` tool lists at most
 MAX_RUNS = 200
@@ -72,45 +70,26 @@ class RunsToolParams(BaseModel):
     limit: int = Field(20, ge=1, le=MAX_RUNS, description="How many runs, newest first.")
 
 
-@dataclass
-class ToolContext:
-    """What a running tool may use (the interface of ``veriscale.server.jobs.JobContext`` that the job
-    runners call): the store, the server's model, the allowed folders, a stop flag, progress."""
+@dataclass(kw_only=True)
+class ToolContext(RunnerContext):
+    """A tool call's context (the job runners' ``RunnerContext``): its stop flag and its progress."""
 
-    store: Store
-    model: Any
-    roots: tuple[Path, ...]
     stop: threading.Event = field(default_factory=threading.Event)
-    concurrency: int = 4
-    injection: Mapping[str, Any] = field(default_factory=dict)
     on_progress: Callable[[int, int], None] = lambda done, planned: None
-    run: RunHandle | None = None
-    runs: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
-    log: RunLog = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.log = RunLog(self.store)
-
-    @property
-    def run_id(self) -> int | None:
-        return None if self.run is None else self.run.id
 
     def path(self, given: str) -> Path:
         """``given`` resolved, if it lies under an ``--allow-dir`` folder; else one sentence."""
-        from veriscale.server.jobs import allowed_path
-
         if not self.roots:
             raise UserError(f"'{one_line(given)[:200]}' is a path, and this server may read no folder: pass the "
                             f"text inline, or start the server with {setting('allow_dirs', 'FOLDER')}")
         try:
-            return allowed_path(given, self.roots)
+            return super().path(given)
         except UserError as exc:
             raise UserError(exc.template.replace("the folders GET /api/info lists",
                                                  f"the folders given to {setting('allow_dirs')}")) from None
 
     def start_run(self, command: str, model: str | None, args: dict[str, Any]) -> int:
-        self.run = self.runs.enter_context(recorded_run(self.store, command, model, {**args, "via": "mcp"}))
-        return self.run.id
+        return self.open_run(command, model, {**args, "via": "mcp"})
 
     def check(self) -> None:
         if self.stop.is_set():

@@ -138,20 +138,19 @@ def _job(row: tuple[Any, ...]) -> dict[str, Any]:
     return job
 
 
-@dataclass
-class JobContext:
-    """What a running job may use: the store, the server's model, the allowed folders."""
+@dataclass(kw_only=True)
+class RunnerContext:
+    """What a job runner (``server/job_kinds.py``) may use wherever it runs (a REST job, an MCP tool): the
+    store, the server's model, the folders it may read, its run and the run's log."""
 
-    job_id: int
     store: Store
     model: Any
     roots: tuple[Path, ...]
-    cancelled: threading.Event
     concurrency: int = 4
     #: SelectionSettings keywords: injection_detect, injection_mitigation, injection_policy (empty: defaults)
     injection: Mapping[str, Any] = field(default_factory=dict)
     run: RunHandle | None = None
-    runs: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # the job's run ends with it
+    runs: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # the run ends with the work
     log: RunLog = field(init=False)
 
     def __post_init__(self) -> None:
@@ -165,11 +164,24 @@ class JobContext:
         """``given`` resolved, if it lies under an ``--allow-dir`` root; else one sentence."""
         return allowed_path(given, self.roots)
 
-    def start_run(self, command: str, model: str | None, args: dict[str, Any]) -> int:
-        """Open the job's run, current for the rest of the job (its calls are linked to it); its id."""
-        self.run = self.runs.enter_context(recorded_run(self.store, command, model, {**args, "job": self.job_id}))
-        JobTable(self.store).update(self.job_id, run_id=self.run.id)
+    def open_run(self, command: str, model: str | None, args: dict[str, Any]) -> int:
+        """Open the work's run, current for the rest of it (its calls are linked to it); its id."""
+        self.run = self.runs.enter_context(recorded_run(self.store, command, model, args))
         return self.run.id
+
+
+@dataclass(kw_only=True)
+class JobContext(RunnerContext):
+    """A REST job's context: its id and its cancel flag besides the runner's."""
+
+    job_id: int
+    cancelled: threading.Event
+
+    def start_run(self, command: str, model: str | None, args: dict[str, Any]) -> int:
+        """Open the job's run (its args name the job); its id, kept on the job."""
+        run_id = self.open_run(command, model, {**args, "job": self.job_id})
+        JobTable(self.store).update(self.job_id, run_id=run_id)
+        return run_id
 
     def adopt_run(self, run_id: int) -> None:
         """A job whose work records its own run (the harness) names it afterwards."""
@@ -286,8 +298,8 @@ class JobRunner:
         job_id = job["id"]
         self.table.update(job_id, status="running", started_at=time.time(), attempts=job["attempts"] + 1,
                           error=None, run_id=None)
-        ctx = JobContext(job_id, self.store, self.model, self.roots, self._cancel[job_id], self.concurrency,
-                         self.injection)
+        ctx = JobContext(job_id=job_id, store=self.store, model=self.model, roots=self.roots,
+                         cancelled=self._cancel[job_id], concurrency=self.concurrency, injection=self.injection)
         status, error, result = "done", None, None
         with ctx.runs:  # whatever escapes below still ends the job's run
             try:
