@@ -50,6 +50,21 @@ def test_malformed_and_incomplete_requests_get_each_apis_400(store_path: Path, j
             assert r.json() == {"type": "error", "error": {"type": "invalid_request_error",
                                                            "message": "the body is not valid JSON"}}
 
+        # A number no JSON writer can write back is refused at the door: the Responses route echoes
+        # `tools`, and every route forwards the body upstream.
+        out_of_range = (b'{"model": "m", "input": "hi", "max_output_tokens": 8, '
+                        b'"tools": [{"type": "custom", "name": "t", "value": 1E400}]}')
+        sent = len(up.requests)
+        for path, body in (("/v1/responses", out_of_range),
+                           ("/v1/chat/completions", b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": NaN}'),
+                           ("/v1/messages", b'{"model": "m", "max_tokens": 8, "messages": [], "x": -Infinity}')):
+            r = httpx.post(p.url + path, content=body, headers={"content-type": "application/json"})
+            assert r.status_code == 400, (path, r.text)
+            message = r.json()["error"]["message"]
+            assert message.startswith("the body holds ") and message.count(". ") == 0, message
+            assert ("1E400" in message) if path == "/v1/responses" else ("Infinity" in message or "NaN" in message)
+        assert len(up.requests) == sent  # none of them reached the upstream
+
         client = p.openai()
         with pytest.raises(openai.BadRequestError) as chat:
             client.chat.completions.create(model="m", messages=[])

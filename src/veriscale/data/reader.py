@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import os
 import re
 import stat
@@ -284,13 +285,21 @@ class JsonLimit(ValueError):
         self.reason = reason
 
 
-def _number(kind: type) -> Any:
+def _number(kind: type, finite: bool = False) -> Any:
     def parse(literal: str) -> Any:
         if len(literal) > MAX_NUMBER_CHARS:
             raise JsonLimit(f"holds a number {len(literal):,} characters long (at most {MAX_NUMBER_CHARS:,})",
                             "a number too long")
-        return kind(literal)
+        value = kind(literal)
+        if finite and not math.isfinite(value):
+            raise JsonLimit(f"holds the number {literal}, past the range of a 64-bit float, which no JSON "
+                            "writer can write back", "a number out of range")
+        return value
     return parse
+
+
+def _no_constant(literal: str) -> Any:
+    raise JsonLimit(f"holds {literal}, which is not JSON (RFC 8259 has no NaN or Infinity)", "a NaN or Infinity")
 
 
 def _lone_surrogate(data: Any) -> bool:
@@ -310,13 +319,18 @@ def _lone_surrogate(data: Any) -> bool:
     return False
 
 
-def decode_json(text: str | bytes) -> Any:
+def decode_json(text: str | bytes, *, finite: bool = False) -> Any:
     """``json.loads(text)`` under the limits above: ``json.JSONDecodeError`` for text that is not
-    JSON, :class:`JsonLimit` for JSON past a limit (checked before the parser can recurse)."""
+    JSON, :class:`JsonLimit` for JSON past a limit (checked before the parser can recurse).
+
+    ``finite=True`` is for bodies a server answers from (they may be echoed back or forwarded):
+    ``NaN``, ``Infinity`` and a float past range (``1E400``) are then a :class:`JsonLimit` too, so
+    nothing read can fail to be written again. Files keep Python's reading, which accepts them."""
     if json_depth_over(text):
         raise JsonLimit(f"nests arrays or objects more than {MAX_JSON_DEPTH} deep",
                         f"nested more than {MAX_JSON_DEPTH} deep")
-    data = json.loads(text, parse_int=_number(int), parse_float=_number(float))
+    constants = {"parse_constant": _no_constant} if finite else {}
+    data = json.loads(text, parse_int=_number(int), parse_float=_number(float, finite), **constants)
     probe = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
     if _SURROGATE_ESCAPE.search(probe) and _lone_surrogate(data):
         raise JsonLimit("holds a lone surrogate escape (such as \\ud800), which no UTF-8 text can hold",

@@ -31,12 +31,12 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 async def _body(request: Request) -> Any:
     try:
-        return decode_json((await request.body()).decode("utf-8"))
+        return decode_json((await request.body()).decode("utf-8"), finite=True)
     except json.JSONDecodeError:
         raise ApiError(400, "the body is not valid JSON") from None
     except UnicodeDecodeError:
         raise ApiError(400, "the body is not UTF-8 text: send JSON encoded as UTF-8") from None
-    except JsonLimit as exc:  # too deep, a 5,000-digit number, a lone surrogate
+    except JsonLimit as exc:  # too deep, a 5,000-digit number, a lone surrogate, NaN or 1E400
         raise ApiError(400, f"the body {exc}") from None
 
 
