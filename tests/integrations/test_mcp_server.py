@@ -25,15 +25,14 @@ from typing import Any
 import anyio
 import pytest
 
-pytest.importorskip("mcp")
+# the test extra installs mcp: without it these tests fail at import, never skip
+from jsonschema import validate
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
-from jsonschema import validate  # noqa: E402
-from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-
-from tests.support.fault_server import FaultServer  # noqa: E402
-from veriscale import schemas  # noqa: E402
-from veriscale.engine.store import Store  # noqa: E402
+from tests.support.fault_server import FaultServer
+from veriscale import schemas
+from veriscale.engine.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 GUARD_S = 60  # a hang guard only: every wait below ends on an event
@@ -234,6 +233,42 @@ def test_a_cancelled_select_stops_its_calls_and_is_recorded_cancelled(transport:
         srv.hold_after(6)  # six calls are answered, the rest wait at the server until the cancel
         anyio.run(main)
     assert progress and all(total and done <= total for done, total in progress)
+
+
+@pytest.mark.parametrize("how", ["config", "flag", "off"])
+def test_the_runs_tool_redacts_what_leaves_the_store_as_runs_list_does(how: str, files: dict[str, Path],
+                                                                        tmp_path: Path) -> None:
+    """The config's ``[redact]`` patterns, ``--redact`` and ``--no-redact`` reach the runs tool: here the
+    pattern matches the judge's model name, which every run records."""
+    config = tmp_path / "config.toml"
+    config.write_text('[redact]\npatterns = ["fault-mod[a-z]+"]\n' if how == "config" else "")
+    extra = {"config": [], "flag": ["--redact", "fault-mod[a-z]+"], "off": ["--no-redact"]}[how]
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        params = StdioServerParameters(command=sys.executable, args=[*_args(srv, files["store"], files["allowed"]),
+                                                                     *extra],
+                                       env={**_env(), "VERISCALE_CONFIG": str(config)}, cwd=str(REPO))
+        with anyio.fail_after(GUARD_S * 2):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                scored = await session.call_tool("score", {"task": "Say hello.", "candidate": "Hello!"})
+                assert not scored.is_error, _text(scored)
+                listed = await session.call_tool("runs", {"limit": 5})
+                assert not listed.is_error, _text(listed)
+                seen.update(listed.structured_content["runs"][0], text=_text(listed))
+
+    with FaultServer() as srv:
+        anyio.run(main)
+    if how == "off":
+        assert seen["model"].endswith("#fault-model")
+    else:
+        assert seen["model"].endswith("#[redacted:custom]") and "fault-model" not in seen["text"]
+    store = Store.open(files["store"])
+    try:  # the store keeps the raw text
+        assert store.runs(1)[0].model.endswith("#fault-model")
+    finally:
+        store.close()
 
 
 def test_a_missing_sdk_is_one_sentence_naming_the_extra() -> None:

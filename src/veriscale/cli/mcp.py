@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
         port: Annotated[Optional[int], typer.Option("--port", help=f"Port with --transport http (default {DEFAULT_PORT}).")] = None,
         allow_dir: Annotated[Optional[List[Path]], typer.Option("--allow-dir", help="A folder the tools may read files from (repeatable); without one they take texts only.")] = None,
         model: o.ModelOpt = None, store: o.StoreOpt = None, concurrency: o.ConcurrencyOpt = None,
+        redact: o.RedactOpt = None, no_redact: o.NoRedactOpt = False,
     ) -> None:
         """Serve score, compare, select, track and runs as MCP tools (stdio or streamable HTTP).
 
@@ -64,7 +65,8 @@ def register(app: typer.Typer) -> None:
 
             cs = o.command_settings(model, store, concurrency)
             service = McpService(o.open_store(cs), o.open_model(cs), roots=tuple(roots), concurrency=cs.concurrency,
-                                 injection={**cs.injection(), "injection_policy": cs.injection_policy})
+                                 injection={**cs.injection(), "injection_policy": cs.injection_policy},
+                                 redactor=o.output_redactor(redact, no_redact))
             shown = ", ".join(str(r) for r in roots) or "none (texts only)"
             where = "stdio" if transport == "stdio" else f"http://{bind}:{listen}/mcp"
             info(f"veriscale MCP server on {where} (store {service.store.path}); tools may read: {shown}",

@@ -110,7 +110,7 @@ USES: dict[str, frozenset[str]] = {path: uses | _OUTPUT for path, uses in {
     "track": _CALLS | _STORE | _IMAGES | {"max_input_mb"},
     "serve-reward": _CALLS | _STORE | _REWARDS | _CRITERIA,
     "serve": _EVERY - _REWARDS - {"budget"},
-    "mcp": _VERDICTS | {"injection_policy"},
+    "mcp": _VERDICTS | {"injection_policy", "redact", "redact_secrets"},
     "race": _CALLS | _INJECTION | _STORE | _CRITERIA | {"max_input_mb", "injection_policy"},
     "settings": _EVERY,
     "models check": _CALLS | _STORE | {"image_max_side"},

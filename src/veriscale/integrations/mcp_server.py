@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from veriscale.engine.store import Store
 from veriscale.errors import ModelCallError, UserError, one_line
 from veriscale.integrations.mcp_tools import TOOLS, ToolContext, run_tool
+from veriscale.redact import Redactor
 
 SERVER_NAME = "veriscale"
 HTTP_PATH = "/mcp"
@@ -35,13 +36,15 @@ HTTP_PATH = "/mcp"
 
 @dataclass
 class McpService:
-    """What every tool call runs with: the store, the model, the folders it may read."""
+    """What every tool call runs with: the store, the model, the folders it may read, and the redactor
+    what the ``runs`` tool reads out of the store goes through (the config's ``[redact]`` patterns)."""
 
     store: Store
     model: Any
     roots: tuple[Path, ...] = ()
     concurrency: int = 4
     injection: Mapping[str, Any] = field(default_factory=dict)
+    redactor: Redactor = field(default_factory=Redactor)
 
 
 def output_schema(name: str) -> dict[str, Any]:
@@ -130,7 +133,7 @@ async def call_tool(service: McpService, name: str, arguments: Mapping[str, Any]
     def work(*, stop: Any) -> dict[str, Any]:
         ctx = ToolContext(store=service.store, model=service.model, roots=service.roots, stop=stop,
                           concurrency=service.concurrency,
-                          injection=service.injection, on_progress=on_progress)
+                          injection=service.injection, on_progress=on_progress, redactor=service.redactor)
         return run_tool(name, params, ctx)
 
     pumping = asyncio.ensure_future(pump())

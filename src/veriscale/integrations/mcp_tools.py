@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from veriscale.engine.run_scope import RunCancelled
 from veriscale.errors import UserError, one_line, setting
+from veriscale.redact import Redactor
 from veriscale.server import job_kinds
 from veriscale.server.job_kinds import CompareParams, PathText, ScoreParams, _TournamentParams
 from veriscale.server.jobs import RunnerContext
@@ -76,6 +77,7 @@ class ToolContext(RunnerContext):
 
     stop: threading.Event = field(default_factory=threading.Event)
     on_progress: Callable[[int, int], None] = lambda done, planned: None
+    redactor: Redactor = field(default_factory=Redactor)  # what leaves the store (the runs tool)
 
     def path(self, given: str) -> Path:
         """``given`` resolved, if it lies under an ``--allow-dir`` folder; else one sentence."""
@@ -221,12 +223,11 @@ def _runs(params: RunsToolParams, ctx: ToolContext) -> dict[str, Any]:
     from veriscale.schemas.output import with_schema
     from veriscale.engine.run_liveness import settle_dead_runs
     from veriscale.engine.run_summary import run_summary
-    from veriscale.redact import Redactor
 
     settle_dead_runs(ctx.store)
     runs = [{"id": r.id, "command": r.command, "model": r.model, "status": r.status, "created_at": r.created_at,
              "args": r.args, "summary": run_summary(r)} for r in ctx.store.runs(params.limit)]
-    return {"runs": Redactor()(with_schema(runs, "runs-list"))}
+    return {"runs": ctx.redactor(with_schema(runs, "runs-list"))}
 
 
 @dataclass(frozen=True)
