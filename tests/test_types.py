@@ -1,7 +1,9 @@
 """The typed core: ``mypy --strict`` over ``veriscale.engine``, ``.models`` and ``.selection``
-reports nothing (the seams they offer the rest of the package are checked, not hoped for).
+reports nothing (the seams they offer the rest of the package are checked, not hoped for), nor over
+``.integrations``, where veriscale meets other packages' types (Inspect AI's, the MCP SDK's).
 
-    cd src && python -m mypy --strict -p veriscale.engine -p veriscale.models -p veriscale.selection
+    cd src && python -m mypy --strict -p veriscale.engine -p veriscale.models -p veriscale.selection \
+        -p veriscale.integrations
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-STRICT_PACKAGES = ("veriscale.engine", "veriscale.models", "veriscale.selection")
+STRICT_PACKAGES = ("veriscale.engine", "veriscale.models", "veriscale.selection", "veriscale.integrations")
 
 
 def test_the_core_packages_type_check_under_mypy_strict(tmp_path: Path) -> None:

@@ -37,32 +37,13 @@ from deepeval.metrics.utils import construct_verbose_logs  # noqa: E402
 from veriscale.api import ascore, score  # noqa: E402
 from veriscale.errors import ModelCallError, UserError  # noqa: E402
 from veriscale.verify.results import ScoreResult  # noqa: E402
+from veriscale.integrations.verdict_text import reason_for  # noqa: E402
 
 __all__ = ["VeriscaleMetric", "reason_for", "label_logs"]
 
 #: the one sentence for a test case with nothing to score
 NO_OUTPUT = ("the DeepEval test case has no actual_output to score: "
              "give LLMTestCase(actual_output=...) the answer the model gave for its input")
-
-
-def reason_for(verdict: dict[str, Any]) -> str:
-    """One paragraph from a ``ScoreResult.to_dict()``: the reward, each criterion's reward and likeliest
-    label, then the verdict's notes, low label mass and suspected injection."""
-    parts = []
-    for name, entry in verdict["criteria"].items():
-        reward, probs = entry.get("reward"), entry.get("label_probs") or {}
-        top = max(probs, key=probs.get) if probs else None
-        parts.append(f"{name} {reward:.2f}" + (f" (likeliest label {top})" if top else "")
-                     if reward is not None else f"{name} unscored")
-    text = (f"veriscale reward {verdict['reward']:.2f} from {verdict['model']} with criteria "
-            f"'{verdict['criteria_set']}' on the {verdict['scale']} scale: {'; '.join(parts)}.")
-    if verdict.get("notes"):
-        text += " Notes: " + " ".join(n.rstrip(".") + "." for n in verdict["notes"])
-    if verdict.get("low_label_mass"):
-        text += " Low label mass: the model mostly did not answer in the scale's format, so read this reward warily."
-    if verdict.get("injection_suspected"):
-        text += " Injection suspected: the output holds text shaped like instructions to the verifier."
-    return text
 
 
 def label_logs(verdict: dict[str, Any]) -> list[str]:
@@ -78,7 +59,7 @@ def label_logs(verdict: dict[str, Any]) -> list[str]:
     return lines
 
 
-class VeriscaleMetric(BaseMetric):
+class VeriscaleMetric(BaseMetric):  # type: ignore[misc,unused-ignore]  # BaseMetric is Any without deepeval
     """veriscale's fine-grained reward of ``actual_output`` for ``input``, as a DeepEval metric.
 
     ``model``: a model URI or backend; the default ``"embedded"`` is the bundled 135M SmolLM2, a weak
@@ -105,9 +86,10 @@ class VeriscaleMetric(BaseMetric):
         self.verbose_mode = verbose_mode
         self.evaluation_model = f"veriscale ({model if isinstance(model, str) else type(model).__name__})"
         self.evaluation_cost = None
+        self.error: str | None = None
 
     @property
-    def __name__(self) -> str:  # type: ignore[override]
+    def __name__(self) -> str:  # type: ignore[override,unused-ignore]
         return "veriscale"
 
     def _settings(self) -> dict[str, Any]:

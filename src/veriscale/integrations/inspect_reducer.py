@@ -102,6 +102,7 @@ def veriscale_best(criteria: str | None = None, scale: str | None = None, repeat
                    "scale": scale or given.get("scale") or "letters", "repeats": repeats,
                    "model": model or given.get("model"), "store": store or meta.get("store"),
                    "budget": budget, "ppt_above": ppt_above}
+        pick: dict[str, Any]
         if len(outputs) == 1:
             pick = {"index": 0, "confidence": 1.0, "method": None, "store": None, "run_id": None,
                     "note": "every epoch gave the same output"}

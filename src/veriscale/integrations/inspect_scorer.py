@@ -37,6 +37,7 @@ from inspect_ai.solver import TaskState  # noqa: E402
 from veriscale.engine.run_scope import RunHandle, recorded_run  # noqa: E402
 from veriscale.engine.store import Store, default_store_path  # noqa: E402
 from veriscale.errors import UserError, setting  # noqa: E402
+from veriscale.integrations.verdict_text import reason_for  # noqa: E402
 
 #: the explanation of a sample the solver gave no output for
 NO_OUTPUT = "the sample has no output to verify: its solver produced no completion, so it is left unscored"
@@ -88,24 +89,6 @@ async def opened(model: str | None, store: str | Path | None, command: str,
             await aclose_backend(backend)
 
 
-def explanation(verdict: dict[str, Any]) -> str:
-    """The reason for a reward in a sentence: the reward, each criterion's reward and likeliest label, flags."""
-    parts = []
-    for name, entry in verdict["criteria"].items():
-        probs = entry.get("label_probs") or {}
-        top = max(probs, key=probs.get) if probs else None
-        reward = entry.get("reward")
-        parts.append(f"{name} {reward:.2f}" + (f" (likeliest label {top})" if top else "") if reward is not None
-                     else f"{name} unscored")
-    text = (f"veriscale reward {verdict['reward']:.2f} from {verdict['model']} with criteria "
-            f"'{verdict['criteria_set']}' on the {verdict['scale']} scale: {'; '.join(parts)}")
-    if verdict.get("low_label_mass"):
-        text += "; low label mass: the model mostly did not answer in the scale's format, so read this reward warily"
-    if verdict.get("injection_suspected"):
-        text += "; injection suspected: the output holds text shaped like instructions to the verifier"
-    return text
-
-
 @scorer(metrics=[mean(), stderr()], name="veriscale")
 def veriscale_scorer(criteria: str = "general", scale: str = "letters", repeats: int | None = None,
                      model: str | None = None, budget: int | None = None, store: str | None = None) -> Scorer:
@@ -139,7 +122,7 @@ def veriscale_scorer(criteria: str = "general", scale: str = "letters", repeats:
             why = result.errors[0] if result.errors else "no criterion could be read"
             return Score.unscored(reason="grader_failed", answer=answer, metadata=meta,
                                   explanation=f"the verifier's model calls failed, so the sample is unscored: {why}")
-        return Score(value=result.reward, answer=answer, explanation=explanation(verdict), metadata=meta)
+        return Score(value=result.reward, answer=answer, explanation=reason_for(verdict), metadata=meta)
 
     return score
 
@@ -181,7 +164,7 @@ def veriscale_progress(scale: str | None = None, repeats: int | None = None, eve
             return Score.unscored(reason="no_response", explanation=NO_OUTPUT)
         async with opened(model, store, "track", {"sample": str(state.sample_id), "epoch": state.epoch,
                                                   "steps": len(steps)}) as (backend, st, run):
-            options = {k: v for k, v in (("scale", scale), ("repeats", repeats)) if v is not None}
+            options: dict[str, Any] = {k: v for k, v in (("scale", scale), ("repeats", repeats)) if v is not None}
             judge = ProgressJudge(backend, store=st, **options)
             curve = await asyncio.to_thread(track, task or state.input_text, steps, None, judge=judge, every=every)
             payload = curve.to_dict()
