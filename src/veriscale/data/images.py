@@ -74,6 +74,9 @@ class ImagePart:
     resize: str = ""
     source: str = ""  # where it was read from, for showing only (never in a key)
     at_s: float | None = None
+    #: the prompt section it is shown in ("Task", "First response"), set by the prompt that places it;
+    #: for showing only: never in a key, the prompt text or equality
+    section: str = field(default="", compare=False)
 
     @cached_property
     def sha256(self) -> str:

@@ -19,7 +19,6 @@ with another request's answer: the store keeps a pointer to the retry's key inst
 from __future__ import annotations
 
 import asyncio
-import re
 import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,22 +42,18 @@ Written = concurrent.futures.Future[Any] | None
 _T = TypeVar("_T")
 
 
-_SECTION = re.compile(r"^## (Task|Response|First response|Second response)\s*$", re.M)
 
 
 def score_images(request: ScoreRequest) -> tuple[KeptImage, ...]:
     """The images a score request sends, in order (none for a text-only request), each label prefixed by
-    the judge prompt's section it sits in ("First response: frame1.png"), so two runs' frames of the same
-    names stay apart where they are shown."""
+    the prompt section the prompt placed it in (``ImagePart.section``: "First response: frame1.png"), so
+    two runs' frames of the same names stay apart where they are shown."""
     found: list[KeptImage] = []
     for m in request.messages:
-        section = ""
         for part in m.parts:
-            if isinstance(part, str):
-                headings = _SECTION.findall(part)
-                section = headings[-1] if headings else section
-            else:
-                found.append(replace(part, label=f"{section}: {part.label}") if section and part.label else part)
+            if not isinstance(part, str):
+                found.append(replace(part, label=f"{part.section}: {part.label}") if part.section and part.label
+                             else part)
     return tuple(found)
 
 

@@ -120,7 +120,8 @@ def progress_request(task: str, step_texts: Sequence[Shown], scale: Scale, *, re
     or ``(part, images)``: the part with the images shown right after it. ``task_images`` follow
     the fenced task.
     """
-    parts: list[Part] = [task_section(task, scale, reasoning=reasoning), *image_parts(task_images),
+    goal = tuple(dataclasses.replace(img, section="Task") for img in task_images)
+    parts: list[Part] = [task_section(task, scale, reasoning=reasoning), *image_parts(goal),
                          f"\n\n{STEPS_HEADING}"]
     for shown in step_texts:
         text, images = (shown, ()) if isinstance(shown, str) else shown

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from veriscale.fence import DATA_RULE, fence
@@ -73,6 +74,11 @@ def _image_label(label: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"[#<>`]", "", label)).strip()[:80]
 
 
+def _shown_in(section: str, images: Sequence["ImagePart"]) -> tuple["ImagePart", ...]:
+    """``images`` marked with the section they follow, which the dashboard shows beside each one."""
+    return tuple(replace(img, section=section) for img in images)
+
+
 def _user(sections: list[tuple[str, Sequence["ImagePart"]]]) -> Message:
     """The user message: sections joined by blank lines, each with its images (none: plain text)."""
     parts: list[Part] = []
@@ -102,8 +108,8 @@ def pointwise_request(task: str, candidate: str, criterion: Criterion, note: str
     im = images or {}
     user = _user([
         (_intro("Below are a task and one response to it. Grade the response.", scale, note, reasoning, mitigation), ()),
-        (f"## Task\n{fence('TASK', task)}", im.get("task", ())),
-        (f"## Response\n{fence('RESPONSE', candidate_text(candidate, mitigation))}", im.get("candidate", ())),
+        (f"## Task\n{fence('TASK', task)}", _shown_in("Task", im.get("task", ()))),
+        (f"## Response\n{fence('RESPONSE', candidate_text(candidate, mitigation))}", _shown_in("Response", im.get("candidate", ()))),
         (_criterion_block(criterion), ()),
         (f"Grade the response on this criterion ({scale.hint()}).", ()),
     ])
@@ -123,9 +129,9 @@ def pairwise_request(task: str, first: str, second: str, criterion: Criterion, n
         (_intro("Below are a task and two independent responses to it, the first and the second. "
                 "Grade each response on its own merits; they may both be good or both be bad.",
                 scale, note, reasoning, mitigation), ()),
-        (f"## Task\n{fence('TASK', task)}", im.get("task", ())),
-        (f"## First response\n{fence('FIRST_RESPONSE', candidate_text(first, mitigation))}", im.get("first", ())),
-        (f"## Second response\n{fence('SECOND_RESPONSE', candidate_text(second, mitigation))}", im.get("second", ())),
+        (f"## Task\n{fence('TASK', task)}", _shown_in("Task", im.get("task", ()))),
+        (f"## First response\n{fence('FIRST_RESPONSE', candidate_text(first, mitigation))}", _shown_in("First response", im.get("first", ()))),
+        (f"## Second response\n{fence('SECOND_RESPONSE', candidate_text(second, mitigation))}", _shown_in("Second response", im.get("second", ()))),
         (_criterion_block(criterion), ()),
         (f"Grade the {SLOT_NAMES[target]} response on this criterion ({scale.hint()}).", ()),
     ])
