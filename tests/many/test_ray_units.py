@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -20,9 +21,9 @@ from tests.support.scripted_model import ScriptedScoreModel, registered_scheme
 from veriscale.data.model import Candidate, Step, Task, Trajectory
 from veriscale.engine.run_scope import recorded_run
 from veriscale.engine.store import Store
-from veriscale.many.ray_worker import _Feed
+from veriscale.many.call_feed import CallFeed
 
-ray = pytest.importorskip("ray")  # the [ray] extra; CI installs it with [test]
+import ray  # noqa: E402 - the [ray] extra; [test] installs it: without it this fails, never skips
 REPO = Path(__file__).resolve().parents[2]
 HOOK = "tests.support.ray_doubles.register_units_in_worker"
 TIMING = {"wall_s", "latency_s"}  # what differs between any two runs
@@ -173,12 +174,50 @@ def _put(store: Store, key: str, status: str) -> None:
                    response={"ok": True} if status == "ok" else None, error=None if status == "ok" else "no")
 
 
+class _FinishesBetweenReads:
+    """The feed's store, except that right after the feed's first read (links or change log, whichever
+    it reads first) one more call finishes: its row and its link land between the feed's two reads,
+    the race the read order is for."""
+
+    def __init__(self, store: Store, run_id: int) -> None:
+        self.store, self.run_id, self.armed = store, run_id, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def execute(self, sql: str, params: tuple = ()) -> Any:
+        done = self.store.execute(sql, params)
+        if self.armed and ("FROM run_calls" in sql or "FROM feed_log" in sql):
+            self.armed = False
+            _put(self.store, "late", "ok")
+            self.store.link_call(self.run_id, "late", cache_hit=False)
+        return done
+
+
+def test_a_call_finishing_between_the_feeds_reads_never_arrives_linked_without_its_row(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "scratch.sqlite3")
+    with recorded_run(store, "unit", "m", {}) as run:
+        racing = _FinishesBetweenReads(store, run.id)
+        feed = CallFeed(racing, run.id)
+        _put(store, "k1", "ok")
+        store.link_call(run.id, "k1", cache_hit=False)
+        racing.armed = True
+        sent = [feed.new(), feed.new()]
+    assert not racing.armed  # the call did finish between the two reads of the first batch
+    rows_so_far: set[str] = set()
+    for batch in sent:  # what the driver commits: a batch's rows, then its links
+        rows_so_far |= {c["key"] for c in batch["calls"]}
+        for link in batch["links"]:
+            assert link["key"] in rows_so_far, f"{link['key']} arrived linked before its row"
+    assert [link["key"] for batch in sent for link in batch["links"]] == ["k1", "late"]
+
+
 def test_the_feed_sends_each_written_or_changed_row_once(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "scratch.sqlite3")
     _put(store, "seed", "ok")  # in the store before the feed: the driver has it
     _put(store, "again", "failed")
     with recorded_run(store, "unit", "m", {}) as run:
-        feed = _Feed(store, run.id)
+        feed = CallFeed(store, run.id)
         assert feed.new() == {"calls": [], "links": []} and feed.rows_read == 0
         _put(store, "k1", "ok")
         _put(store, "k2", "failed")

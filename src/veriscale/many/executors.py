@@ -71,7 +71,7 @@ def probed_states(model: Any) -> list[dict[str, Any] | None]:
 
 def committed_calls(store: Any, keys: Iterable[str]) -> list[dict[str, Any]]:
     """The successful calls among ``keys`` in ``store`` (a unit's seeds), looked up by key."""
-    from veriscale.many.ray_worker import rows_of_keys
+    from veriscale.many.call_feed import rows_of_keys
 
     return rows_of_keys(store, sorted(set(keys)), "AND status = 'ok'")
 
@@ -262,7 +262,7 @@ class _WorkerLost(Exception):
 
 def _commit(store: Any, run_id: int | None, data: dict[str, Any]) -> None:
     """On the store's writer thread: a worker's new calls and the driver's run's links to calls."""
-    from veriscale.many.ray_worker import put_rows
+    from veriscale.many.call_feed import put_rows
 
     put_rows(store, data["calls"])
     if run_id is None:

@@ -240,14 +240,14 @@ def _earlier_calls(store: Any, task: str, run_id: str) -> set[str]:
 
 
 def _seeds(store: Any, keys: set[str]) -> list[dict[str, Any]]:
-    from veriscale.many.ray_worker import rows_of_keys
+    from veriscale.many.call_feed import rows_of_keys
 
     return rows_of_keys(store, sorted(keys), "AND status = 'ok'")
 
 
 def _commit(store: Any, run_id: int, data: dict[str, Any]) -> None:
     """On the store's writer thread: a worker's new calls and the task run's links to them."""
-    from veriscale.many.ray_worker import put_rows
+    from veriscale.many.call_feed import put_rows
 
     put_rows(store, data["calls"])
     for link in data["links"]:

@@ -11,7 +11,7 @@ The worker unpacks the task folder (and the run folder so far, for a resume) int
 whose path depends only on the driver's run folder, so a retried task sends the same prompts and the
 calls the driver committed (``seeds``, put in the scratch store first) are cache hits. It runs
 :func:`veriscale.harness.protocol.task_protocol.run_protocol` there, the way ``run_tasks`` does for
-one task, over a scratch store whose new calls a feed (:class:`veriscale.many.ray_worker._Feed`)
+one task, over a scratch store whose new calls a feed (:class:`veriscale.many.call_feed.CallFeed`)
 streams back every half second; then it packs its whole run folder, removes the scratch folder and
 returns the packed run folder. Nothing stays on the worker.
 """
@@ -110,7 +110,8 @@ def _run_task_in(scratch: Path, payload: HarnessPayload, out: queue.Queue[tuple[
     from veriscale.harness.protocol.layout import RunLayout
     from veriscale.harness.protocol.task_protocol import run_protocol
     from veriscale.harness.sessions.executors import make_executor
-    from veriscale.many.ray_worker import _Feed, put_rows, travelling
+    from veriscale.many.call_feed import CallFeed, put_rows
+    from veriscale.many.ray_worker import travelling
     from veriscale.many.run_folder_transfer import pack_folder, unpack_folder
     from veriscale.models.cancel import stopping_with
 
@@ -136,7 +137,7 @@ def _run_task_in(scratch: Path, payload: HarnessPayload, out: queue.Queue[tuple[
         executor = make_executor(payload.agent, backend, store)
         with recorded_run(store, "harness task", config.model_uri, {"task": str(task_dir),
                                                                    "run_id": payload.run_id}) as run:
-            feed = _Feed(store, run.id)
+            feed = CallFeed(store, run.id)
             done = threading.Event()
 
             def stream() -> None:
