@@ -191,6 +191,41 @@ def test_a_store_locked_by_another_process_fails_after_the_wait_setting_naming_i
         holder.wait(30)
 
 
+def test_a_store_created_while_another_connection_writes_it_waits_instead_of_failing_at_once(tmp_path):
+    """SQLite refuses the switch to WAL at once (no busy wait) while another connection holds the write
+    lock of a file still in rollback mode: the opener waits for it like any other lock."""
+    import threading
+
+    from veriscale.engine.store import Store
+
+    path = tmp_path / "new.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # a file in rollback mode, its write lock held
+    holder.execute("CREATE TABLE other (x)")
+    started, outcome = threading.Event(), []
+
+    def open_it():
+        started.set()
+        try:
+            outcome.append(Store.open(path))
+        except Exception as exc:  # noqa: BLE001 - what the assertion below reports
+            outcome.append(exc)
+
+    opener = threading.Thread(target=open_it)
+    opener.start()
+    started.wait(30)
+    time.sleep(0.3)  # the opener meets the held lock (before the fix it failed here, at once)
+    holder.execute("COMMIT")
+    opener.join(60)
+    [opened] = outcome
+    assert not isinstance(opened, Exception), opened
+    try:
+        assert opened.execute("PRAGMA journal_mode")[0][0][0] == "wal"
+    finally:
+        opened.close()
+        holder.close()
+
+
 # -- a read-only mount ---------------------------------------------------------------------------
 def test_a_store_on_a_read_only_mount_still_reads_and_refuses_writes_in_one_sentence(store, server):
     folder = store.parent

@@ -20,6 +20,7 @@ import errno
 import os
 import shutil
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -211,6 +212,24 @@ def _connect(target: str, wait_s: float, *, uri: bool = False) -> sqlite3.Connec
     return sqlite3.connect(target, check_same_thread=False, timeout=wait_s, isolation_level=None, uri=uri)
 
 
+def _enter_wal(raw: sqlite3.Connection, wait_s: float) -> None:
+    """Switch the file to WAL (a no-op once it is). SQLite answers "database is locked" at once, without
+    its busy wait, while another connection holds the write lock of a file still in rollback mode (two
+    processes creating one store together, as an Inspect eval's epochs do): retried until the store's
+    wait runs out, as every other lock is waited for."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.005
+    while True:
+        try:
+            raw.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+
 def open_connection(path: Path, migrate: Any) -> GuardedConnection:
     """``path`` opened and migrated (``migrate(conn, where)``); read-only when SQLite cannot write it."""
     wait_s = store_wait_s()
@@ -223,8 +242,8 @@ def open_connection(path: Path, migrate: Any) -> GuardedConnection:
     raw = None
     try:
         raw = _connect(str(path), wait_s)
+        _enter_wal(raw, wait_s)
         conn = GuardedConnection(raw, path)
-        conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         migrate(conn, f"store file '{path}'")
         return conn
