@@ -8,6 +8,9 @@
 #   deepeval (PyPI), in .tools/deepeval-venv  DeepEval's own venv for tests/integrations/deepeval_cases
 #                                       (--system-site-packages: it sees this veriscale and llama-cpp-python;
 #                                       deepeval's rich<15, click<8.4 and pytest plugins stay inside it)
+#   openai 3.x (PyPI), in .tools/inspect-venv  for Inspect's own OpenAI-compatible providers
+#                                       (tests/integrations/test_inspect_provider.py; --system-site-packages:
+#                                       it sees this Inspect and veriscale; the main environment keeps openai<3)
 #   a user veriscale-ci + a venv        the unprivileged pass of the jail suites (root only)
 # and it checks that the installed llama-cpp-python evaluates on this CPU (rebuilding it
 # portably, without -march=native, when the build dies with SIGILL).
@@ -83,6 +86,36 @@ fi
 rm -rf "$deepeval_probe"
 python -c "from importlib.metadata import version; import sys; sys.exit(int(version('rich').split('.')[0]) < 15)" \
   || { echo "deepeval's rich<15 reached the main environment: reinstall rich>=15 there (pip install -U rich)"; exit 1; }
+
+# Inspect's OpenAI-compatible providers (llama-cpp-python/..., openai-api/...) need openai 3.4 or
+# later, and veriscale[rl]'s verifiers pins openai below 3, so docs/INTEGRATIONS.md's Inspect example
+# runs in a venv that sees the main environment's Inspect and veriscale through
+# --system-site-packages and holds only openai 3.x (and what that needs) of its own. Its bin/inspect
+# is the main Inspect's console script run by the venv's python (pip writes no script for a
+# package it sees installed outside the venv). tests/integrations/test_inspect_provider.py puts that
+# bin first on PATH. Checked: the venv imports veriscale and Inspect's openai provider with this
+# openai, its inspect runs, and the main python still has openai below 3.
+INSPECT_OPENAI_VERSION=3.63.0
+INSPECT_VENV="$(pwd)/.tools/inspect-venv"
+inspect_probe="import veriscale, inspect_ai, openai; from importlib.metadata import version; \
+assert version('openai') == '$INSPECT_OPENAI_VERSION'; \
+from inspect_ai.model._providers.providers import validate_openai_client; validate_openai_client('probe'); \
+from inspect_ai.model._providers.llama_cpp_python import LlamaCppPythonAPI"
+if ! "$INSPECT_VENV/bin/python" -c "$inspect_probe" >/dev/null 2>&1 || \
+   ! "$INSPECT_VENV/bin/inspect" --version >/dev/null 2>&1; then
+  [ -x "$INSPECT_VENV/bin/python" ] || python -m venv --system-site-packages "$INSPECT_VENV"
+  log=$(mktemp)
+  "$INSPECT_VENV/bin/python" -m pip install -q --disable-pip-version-check "openai==$INSPECT_OPENAI_VERSION" >"$log" 2>&1 \
+    || { cat "$log"; rm -f "$log"; exit 1; }
+  rm -f "$log"
+  printf '#!%s\nimport sys\nfrom inspect_ai._cli.main import main\nsys.exit(main())\n' "$INSPECT_VENV/bin/python" \
+    >"$INSPECT_VENV/bin/inspect"
+  chmod 755 "$INSPECT_VENV/bin/inspect"
+  "$INSPECT_VENV/bin/python" -c "$inspect_probe"
+  "$INSPECT_VENV/bin/inspect" --version >/dev/null
+fi
+python -c "from importlib.metadata import version; import sys; sys.exit(int(version('openai').split('.')[0]) >= 3)" \
+  || { echo "openai 3.x reached the main environment (veriscale[rl]'s verifiers needs openai<3): pip install 'openai<3' there"; exit 1; }
 
 # Root only: an unprivileged user and a Python it can reach, so the jail suites run a second
 # time as a normal user (tests/harness/test_unprivileged_pass.py). /usr/bin/python3 is used

@@ -1,67 +1,30 @@
 """The docs' example commands run as a new user would run them.
 
-A fenced ``sh`` block in README.md or docs/*.md whose previous non-blank line is
+The marks are read by :mod:`tests.support.doc_blocks`. A fenced ``sh`` block after
 ``<!-- runs-in-ci -->`` runs here with ``bash -e`` in a fresh folder holding a copy of
 ``examples/`` (the store, config and data folders are that folder's own, as on a new machine), and
 must exit 0 without a warning. A fenced block of any language after ``<!-- runs-in-ci: file NAME -->`` is first
 written there as NAME (the steps file of docs/PROGRESS.md's follow example). Only commands that
 finish in seconds are marked: pure ones (``settings``, ``harness skills list``) and the embedded
-model on a few calls; the slow ones stay unmarked.
+model on a few calls; the slow ones stay unmarked. A block marked ``runs-in-ci: by TEST`` needs an
+environment of its own (a served model, DeepEval's virtualenv): that test runs it, and here it is
+only checked that the test exists and reads this doc.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-MARK = re.compile(r"^<!--\s*runs-in-ci(?::\s*file\s+(?P<file>[\w./-]+))?\s*-->\s*$")
-FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")
+from tests.support.doc_blocks import DOCS, REPO, marked_blocks
 
-
-@dataclass
-class Block:
-    doc: Path
-    line: int
-    lang: str
-    text: str
-    file: str | None  # written as this file; None: run it
-
-    @property
-    def name(self) -> str:
-        return f"{self.doc.name}:{self.line}"
-
-
-def marked_blocks(doc: Path) -> list[Block]:
-    """The marked fenced blocks of ``doc``, in order."""
-    lines = doc.read_text(encoding="utf-8").splitlines()
-    blocks, i, previous = [], 0, ""
-    while i < len(lines):
-        fence = FENCE.match(lines[i])
-        if fence is None:
-            if lines[i].strip():
-                previous = lines[i].strip()
-            i += 1
-            continue
-        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-        mark = MARK.match(previous)
-        if mark is not None:
-            if mark["file"] is None and fence["lang"] not in ("sh", "bash"):
-                raise AssertionError(f"{doc.name}:{i + 1}: runs-in-ci marks a {fence['lang'] or 'plain'} block")
-            blocks.append(Block(doc, i + 1, fence["lang"], "\n".join(lines[i + 1:end]) + "\n", mark["file"]))
-        previous, i = "", end + 1
-    return blocks
-
-
-DOC_BLOCKS = {doc: blocks for doc in DOCS if (blocks := marked_blocks(doc))}
+DOC_BLOCKS = {doc: blocks for doc in DOCS if (blocks := [b for b in marked_blocks(doc) if b.by is None])}
+BY_BLOCKS = [b for doc in DOCS for b in marked_blocks(doc) if b.by is not None]
 
 
 def _new_user_folder(tmp_path: Path) -> tuple[Path, dict[str, str]]:
@@ -99,3 +62,22 @@ def test_the_docs_examples_run(doc: Path, tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr, f"{block.name}:\n{proc.stderr[-3000:]}"
         # an example that warns (docs/PROGRESS.md's follow example skipped its own third line) is broken too
         assert "warning:" not in proc.stderr, f"{block.name} warned:\n{proc.stderr[-3000:]}"
+
+
+def test_blocks_run_by_another_test_name_a_test_that_reads_their_doc() -> None:
+    for block in BY_BLOCKS:
+        test = REPO / str(block.by)
+        assert test.is_file(), f"{block.name} is run by {block.by}, which does not exist"
+        text = test.read_text(encoding="utf-8")
+        assert block.doc.name in text and "blocks_run_by" in text, f"{block.by} does not run {block.name}'s doc"
+
+
+def test_an_unknown_mark_is_an_error_not_a_silent_skip(tmp_path: Path) -> None:
+    doc = tmp_path / "X.md"
+    doc.write_text("<!-- runs-in-ci: with inspect -->\n```sh\necho hi\n```\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="does not understand"):
+        marked_blocks(doc)
+    doc.write_text("<!-- runs-in-ci: by tests/x.py file a.py -->\n```python\nprint(1)\n```\n", encoding="utf-8")
+    [block] = marked_blocks(doc)
+    assert (block.by, block.file, block.lang) == ("tests/x.py", "a.py", "python")
+

@@ -1,12 +1,15 @@
 """veriscale's Inspect AI scorers and epoch reducer, in real ``inspect_ai.eval`` runs.
 
-The solver model is a real ``llama_cpp.server`` reached through Inspect's own OpenAI-compatible
-provider (``llama-cpp-python/smollm2``); the verifier is veriscale's embedded model. The logs are
-read back with ``read_eval_log`` (what ``inspect view`` reads).
+The solver model is a real ``llama_cpp.server``; the verifier is veriscale's embedded model. The
+logs are read back with ``read_eval_log`` (what ``inspect view`` reads).
 
-That provider needs openai 3.4 or later, and veriscale[rl]'s ``verifiers`` pins openai below 3, so
-in an environment holding both the same server is reached through a plain HTTP provider registered
-with Inspect's own ``@modelapi`` (:func:`_solver_model`); everything else is the same.
+Inspect's own OpenAI-compatible provider (``llama-cpp-python/smollm2``) needs openai 3.4 or later,
+and veriscale[rl]'s ``verifiers`` pins openai below 3, so in an environment holding both (this
+suite's: the test extra includes rl) the server is reached through a plain HTTP provider registered
+with Inspect's own ``@modelapi`` (:func:`_solver_model`), and through Inspect's provider only where
+openai 3.4 or later is installed; everything else is the same. Inspect's provider itself is tested
+by tests/integrations/test_inspect_provider.py, which runs docs/INTEGRATIONS.md's example with the
+``inspect`` of ``.tools/inspect-venv`` (openai 3.x).
 """
 
 from __future__ import annotations
