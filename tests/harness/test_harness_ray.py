@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import shutil
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -261,7 +263,6 @@ def test_an_address_nothing_answers_at_is_one_sentence_before_any_work(two_tasks
 
 def test_a_task_clears_the_scratch_folders_killed_workers_left_and_spares_live_ones(tmp_path: Path) -> None:
     import fcntl
-    import os
 
     from veriscale.many.ray_harness_worker import claimed_scratch
 
@@ -279,4 +280,35 @@ def test_a_task_clears_the_scratch_folders_killed_workers_left_and_spares_live_o
         assert not (root / "mine").exists()
     finally:
         os.close(held)
-    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["live"]
+    # what stays: the live task's folder and its lock; the killed one's lock and this task's are gone
+    assert sorted(p.name for p in root.iterdir()) == ["live", "live.lock"]
+
+
+def test_a_lock_file_removed_while_a_worker_waited_on_it_is_taken_again_on_the_file_there_now(tmp_path: Path) -> None:
+    """A holder removes its lock file on release; a worker that was waiting on the removed file must
+    not take it as its own while a newcomer holds the file now at that path."""
+    import threading
+
+    from veriscale.many.ray_harness_worker import lock_file, release_lock_file
+
+    path = tmp_path / "task.lock"
+    first = lock_file(path)
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(lock_file(path)))
+    waiter.start()
+    newcomer = None
+    try:
+        time.sleep(0.2)  # the waiter blocks on the first holder's file
+        path.unlink()  # the first holder releases: its file goes ...
+        newcomer = lock_file(path)  # ... and a newcomer takes a new file at the path before the waiter wakes
+        os.close(first)
+        waiter.join(0.5)
+        assert got == [], "the waiter took a removed lock file as its own while the newcomer held the lock"
+    finally:
+        if newcomer is not None:
+            release_lock_file(path, newcomer)
+        waiter.join(30)
+    [mine] = got
+    assert os.fstat(mine).st_ino == os.stat(path).st_ino  # it holds the file at the path
+    release_lock_file(path, mine)
+    assert not path.exists()

@@ -172,20 +172,19 @@ def _run_task_in(scratch: Path, payload: HarnessPayload, out: queue.Queue[tuple[
 @contextmanager
 def claimed_scratch(root: Path, key: str) -> Iterator[Path]:
     """The scratch folder ``root/key`` for one task, held under an exclusive lock on ``root/key.lock``
-    while the task runs and removed after it. First every other scratch folder under ``root`` whose
-    lock nobody holds is removed: a worker killed mid-task (out of memory, its retries spent) leaves
-    its folder behind, and the next task on the node clears it, so nothing stays only on a worker::
+    while the task runs; the folder and its lock file are removed after it. First every other scratch
+    folder under ``root`` whose lock nobody holds is removed, with its lock file: a worker killed
+    mid-task (out of memory, its retries spent) leaves its folder behind, and the next task on the node
+    clears it, so nothing stays only on a worker::
 
         with claimed_scratch(Path("/tmp/veriscale-harness"), "a1b2c3") as scratch: ...
-
-    Lock files stay (empty): removing one while another worker may hold it open would let two
-    workers both think they own a folder."""
+    """
     from veriscale.harness.safe_write import make_plain_dir, remove_tree
 
     make_plain_dir(root)
-    fd = os.open(root / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    lock = root / f"{key}.lock"
+    fd = lock_file(lock)  # another attempt at this task still running here: wait for it
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # another attempt at this task still running here: wait for it
         _sweep(root, keep=key)
         scratch = root / key
         remove_tree(scratch)  # what a worker killed at this task left
@@ -195,6 +194,34 @@ def claimed_scratch(root: Path, key: str) -> Iterator[Path]:
         finally:
             remove_tree(scratch)
     finally:
+        release_lock_file(lock, fd)
+
+
+def lock_file(path: Path, *, wait: bool = True) -> int | None:
+    """An exclusive ``flock`` on ``path`` (made if missing): its descriptor, or None when ``wait`` is
+    False and another holds it. A lock file is removed by its holder on release (:func:`release_lock_file`),
+    so a lock taken on a file that was removed meanwhile is dropped and taken again on the file now at
+    ``path``: two holders never both think they own it."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # its holder removed it as we waited: lock the one there now
+
+
+def release_lock_file(path: Path, fd: int) -> None:
+    """Remove the lock file ``fd`` holds, then let the lock go (a waiter on it then sees it removed)."""
+    try:
+        path.unlink(missing_ok=True)
+    finally:
         os.close(fd)
 
 
@@ -202,21 +229,24 @@ def _sweep(root: Path, keep: str) -> None:
     from veriscale.harness.safe_write import remove_tree
 
     for entry in root.iterdir():
-        if entry.name == keep or entry.name.endswith(".lock") or entry.is_symlink() or not entry.is_dir():
+        if entry.name in (keep, f"{keep}.lock") or entry.is_symlink():
             continue
+        name = entry.name.removesuffix(".lock") if entry.name.endswith(".lock") else entry.name
+        if entry.name.endswith(".lock") and (root / name).exists():
+            continue  # swept with its folder
+        if not entry.name.endswith(".lock") and not entry.is_dir():
+            continue
+        lock = root / f"{name}.lock"
         try:
-            fd = os.open(root / f"{entry.name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            fd = lock_file(lock, wait=False)
         except OSError:
             continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:  # a live task's folder
-            os.close(fd)
+        if fd is None:  # a live task's folder
             continue
         try:
-            remove_tree(entry)
+            remove_tree(root / name)
         finally:
-            os.close(fd)
+            release_lock_file(lock, fd)
 
 
 # --- preflight --------------------------------------------------------------------------------
