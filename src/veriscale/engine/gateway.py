@@ -17,7 +17,8 @@ Synchronous code uses :class:`veriscale.engine.sync_facade.CallExecutor`, a thin
 Parts. The gateway holds an :class:`veriscale.engine.call_outcomes.OutcomeRecorder` (``gw.outcomes``:
 every sent call's outcome recorded, counted and linked to the run) and a
 :class:`veriscale.engine.composite_steps.CompositeSteps` over itself (``gw.steps``: a two-stage
-backend's steps as gateway calls of their own; ``gw.sub_chat`` and ``gw.sub_score`` are its)::
+backend's steps as gateway calls of their own; ``gw.sub_chat`` and ``gw.sub_score`` are its); its keys,
+stored answers and claims are those of :class:`veriscale.engine.gateway_cache.GatewayCache`, its base::
 
     gw.outcomes.link(key, cache_hit=True)
     analysis = await gw.sub_chat(reasoner, messages, max_tokens=256)
@@ -64,6 +65,7 @@ from veriscale.engine.backend_calls import (
 from veriscale.engine.call_claims import LEASE_S, CallClaims
 from veriscale.engine.call_outcomes import OutcomeRecorder, score_images
 from veriscale.engine.composite_steps import CompositeSteps
+from veriscale.engine.gateway_cache import GatewayCache, _prompt_text
 from veriscale.engine.planned import CallOutcome, PlannedCall, Progress
 from veriscale.engine.replies import (
     CHAT,
@@ -73,17 +75,14 @@ from veriscale.engine.replies import (
     ReplyKind,
     cannot_grade,
     deterministic,
-    retried_key,
     retry_of,
     score_reply_problem,
     with_cost_of,
 )
 from veriscale.engine.routing import Endpoint, EndpointPool
 from veriscale.engine.store import CHAT_KEY_VERSION, KeptImage, Store, call_key
-from veriscale.engine.store_writer import landed
-from veriscale.engine.usage import Estimate, GatewayUsage
+from veriscale.engine.usage import GatewayUsage
 from veriscale.errors import BudgetExceeded, ModelCallError, setting
-from veriscale.models import weights
 from veriscale.models.abilities import ComposedScore, calls_per_score
 from veriscale.models.base import (
     ChatResponse,
@@ -107,11 +106,7 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return group.exceptions[0]
 
 
-def _prompt_text(request: ScoreRequest) -> str:
-    return "\n".join(m.content for m in request.messages) + request.prefill
-
-
-class Gateway:
+class Gateway(GatewayCache):
     """Model calls of one job (one model pool, one store, one budget, one run)."""
 
     def __init__(self, model: ModelBackend | EndpointPool | Sequence[ModelBackend], store: Store | None, *,
@@ -144,62 +139,7 @@ class Gateway:
                                         io=self._io, spend=self._spend)
         self.steps = CompositeSteps(self)
 
-    # -- keys and the cache ------------------------------------------------------------------
-    def fingerprint(self) -> str:
-        if self._fingerprint is None:
-            self._fingerprint = self.model.fingerprint()
-            weights.note_fingerprint(self.store, self.model.uri, self._fingerprint)  # new weights: a note
-        return self._fingerprint
-
-    async def afingerprint(self) -> str:
-        """:meth:`fingerprint`, off the loop (a file hash, a model-id probe over the async client)."""
-        if self._fingerprint is None:
-            self._fingerprint = await afingerprint(self.model)
-            if self.store is not None:
-                await self._io(weights.note_fingerprint, self.store, self.model.uri, self._fingerprint)
-        return self._fingerprint
-
-    def keyed(self, calls: Sequence[PlannedCall]) -> list[PlannedCall]:
-        for c in calls:
-            if not c.key:
-                c.key = call_key(self.fingerprint(), self.prompt_version, c.request.to_dict())
-        return list(calls)
-
-    def _cached(self, key: str) -> dict[str, Any] | None:
-        if self.refresh or self.store is None:
-            return None
-        hit = self.store.get_call(key)
-        return hit if weights.serves(self.store, self.model.uri, hit) else None
-
-    async def _io(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        """A store operation on the store's writer thread; it lands even if the caller is cancelled."""
-        assert self.store is not None, "a store operation on a gateway without a store"
-        return await landed(self.store.submit(fn, *args, **kwargs))
-
-    async def _hit(self, key: str, *, fresh: bool = False, owner: ModelBackend | None = None) -> dict[str, Any] | None:
-        """The stored answer of ``key`` (``fresh``: also under refresh, if written after this gateway opened);
-        none when it names other weights than ``owner``'s latest (:mod:`veriscale.models.weights`)."""
-        if self.store is None or (self.refresh and not fresh):
-            return None
-        if self.refresh:
-            record = await self._io(self.store.call, key)
-            if record is None or not (record["status"] == "ok" and record["created_at"] >= self._opened_at):
-                return None
-            response: dict[str, Any] | None = record["response"]
-            return response
-        hit = await self._io(self.store.get_call, key)
-        if hit is not None and not await self._io(weights.serves, self.store, (owner or self.model).uri, hit):
-            self._stale.add(key)
-            return None
-        return hit
-
-    def _servable_calls(self, store: Store, keys: list[str]) -> dict[str, dict[str, Any]]:
-        """The stored answers of ``keys`` that name the model's latest weights (on the writer thread)."""
-        found = store.get_calls(keys)
-        servable = {k: v for k, v in found.items() if weights.serves(store, self.model.uri, v)}
-        self._stale.update(set(found) - set(servable))
-        return servable
-
+    # -- the call budget (keys, the cache and claims: :mod:`veriscale.engine.gateway_cache`) ---
     def _check_budget(self, new_calls: int) -> None:
         if self.max_calls is not None and self._spent + new_calls > self.max_calls:
             raise BudgetExceeded(
@@ -215,19 +155,6 @@ class Gateway:
                 f"the call budget ({setting('max_calls')}) of {self.max_calls} model calls is spent: "
                 f"raise {setting('max_calls')}, or lower {setting('repeats')} or {setting('criteria')}")
         self._spent += 1
-
-    def estimate(self, calls: Sequence[PlannedCall]) -> Estimate:
-        """Count calls the store cannot answer and the prompt tokens they would send."""
-        calls = self.keyed(calls)
-        pending = [c for c in calls if self._cached(c.key) is None]
-        tokens = sum(self.model.count_tokens(_prompt_text(c.request)) for c in pending)
-        return Estimate(len(pending), len(calls) - len(pending), tokens, self.pool.is_embedded)
-
-    async def _claim(self, key: str) -> tuple[str, str | None]:
-        """Claim ``key``; under refresh, or when its stored answer names older weights, only an
-        answer written after this gateway opened counts as done."""
-        fresh = self.refresh or key in self._stale
-        return await self.claims.claim(key, fresh_after=self._opened_at if fresh else None)
 
     # -- calling an endpoint -----------------------------------------------------------------
     async def _bounded(self, backend: ModelBackend, work: Awaitable[_T]) -> _T:
@@ -355,21 +282,6 @@ class Gateway:
             why = str(exc) if off_format else cannot_grade(problem, f"{how} (that call failed: {exc})")
             return Answered(None, why, key, resp), None
         return Answered(with_cost_of(again, resp), None, key, resp), None
-
-    async def _retried_answers(self, keys: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
-        """Of ``keys`` (not answered in the store), those whose off-format reply was asked again and whose
-        retry's answer is stored: key -> (the retry's key, its answer). On the writer thread's turn."""
-        if self.store is None or self.refresh or not keys:
-            return {}
-
-        store = self.store
-
-        def read() -> dict[str, tuple[str, dict[str, Any]]]:
-            pointers = {k: r for k in keys if (r := store.get_meta(retried_key(k)))}
-            found = self._servable_calls(store, list(set(pointers.values()))) if pointers else {}
-            return {k: (r, found[r]) for k, r in pointers.items() if r in found}
-
-        return await self._io(read)
 
     async def run(self, calls: Sequence[PlannedCall], progress: Progress | None = None) -> list[CallOutcome]:
         """Answer every call (cache first), in order; raises BudgetExceeded before spending, and the

@@ -17,6 +17,9 @@ and kept in ``gguf-hashes.json`` of the user cache folder (``$VERISCALE_CACHE_DI
     resp = await model.ascore(request) # in a worker thread; cancelling it stops the model at its
                                        # next token or prompt batch (veriscale.models.cancel)
 
+The token-level work (the KV cache brought to a prompt in batches, the next-token distribution,
+the labels' tokens, whitespace paths, sampling) is ``embedded_tokens.LlamaTokens``, its base.
+
 It is a 135M-parameter model: good for trying the tool offline, weak as a judge.
 """
 
@@ -35,28 +38,12 @@ from veriscale.models.base import ChatResponse, Message, ScoreRequest, ScoreResp
 from veriscale.models.cancel import in_worker, stopped
 from veriscale.models.chat_template import detect_template, render_chat
 from veriscale.models.embedded_files import all_cores, default_gguf_path, default_threads, file_sha256
-from veriscale.models.logprobs import WHITESPACE_MIN_PROB, WHITESPACE_TOKENS
+from veriscale.models.embedded_tokens import N_BATCH, LlamaTokens
 from veriscale.models.read_strategy import EMBEDDED_PLAN, ReadPlan
 from veriscale.models.vision import chat_has_images, no_vision, refuse_images_if_any
 from veriscale.models.weak_judge import EMBEDDED_NOTICE  # noqa: F401 (importers of the notice from here)
 
 DEFAULT_N_CTX = 8192
-N_BATCH = 512  # prompt tokens evaluated per step (a cancelled call stops between steps)
-#: Tokens in the batch whose last logits are read. llama.cpp evaluates a one-token batch by
-#: another kernel than a longer one, and their logits differ in the last digits (a label's
-#: probability moved by up to 0.03 on SmolLM2): a slot read after a KV-prefix hit that left one
-#: token to evaluate then differed from the same prompt read cold. Every read's last batch holds
-#: at least two tokens, so a prompt's distribution does not depend on what the cache held before.
-MIN_LAST_BATCH = 2
-
-
-def _batches(start: int, end: int) -> list[slice]:
-    """``[start, end)`` in steps of at most N_BATCH, the last one at least MIN_LAST_BATCH long
-    (where the span allows)."""
-    cuts = list(range(start, end, N_BATCH)) + [end]
-    if len(cuts) > 2 and cuts[-1] - cuts[-2] < MIN_LAST_BATCH:
-        cuts[-2] = cuts[-1] - MIN_LAST_BATCH
-    return [slice(a, b) for a, b in zip(cuts, cuts[1:])]
 _LOAD_LOCK = threading.Lock()
 _LOADED: dict[str, "EmbeddedModel"] = {}
 
@@ -77,7 +64,7 @@ def _slot(raw: dict[str, float], written: str) -> dict[str, Any]:
                       None if mass > 0 else "no probability on any score label")
 
 
-class EmbeddedModel:
+class EmbeddedModel(LlamaTokens):
     """A GGUF chat model run with llama-cpp-python; one instance per file per process."""
 
     is_embedded = True
@@ -168,9 +155,6 @@ class EmbeddedModel:
         st = self.path.stat()
         return "gguf:" + file_sha256(str(self.path.resolve()), st.st_size, st.st_mtime_ns)
 
-    def context_size(self) -> int:
-        return self._llm.n_ctx()
-
     def supports_joint(self) -> bool:
         """Always: a joint request is read slot by slot, each slot teacher-forced."""
         return True
@@ -196,121 +180,7 @@ class EmbeddedModel:
                     bad.append(lab)
         return bad
 
-    # -- token-level machinery -----------------------------------------------------------
-    def _vocab(self) -> list[str]:
-        if self._vocab_text is None:
-            pieces = []
-            for tid in range(self._n_vocab):
-                pieces.append(self._llm.detokenize([tid], special=False).decode("utf-8", "replace"))
-            self._vocab_text = pieces
-        return self._vocab_text
-
-    def _ids_for(self, label: str) -> list[int]:
-        """Every token whose text is the label, with or without leading whitespace."""
-        if label not in self._label_ids:
-            self._label_ids[label] = [i for i, t in enumerate(self._vocab()) if t.strip() == label and t]
-        return self._label_ids[label]
-
-    def _eval_prompt(self, tokens: list[int], stop: Any = None) -> int:
-        """Bring the KV cache to ``tokens``; returns how many tokens were actually evaluated."""
-        llm = self._llm
-        common = 0
-        if self.reuse_prefix:
-            cached = llm.input_ids[: llm.n_tokens]
-            limit = min(len(cached), len(tokens) - MIN_LAST_BATCH)  # the slot's logits come from a batch
-            if limit > 0:
-                neq = np.nonzero(np.asarray(cached[:limit]) != np.asarray(tokens[:limit]))[0]
-                common = int(neq[0]) if len(neq) else limit
-        llm.n_tokens = common
-        for batch in _batches(common, len(tokens)):
-            stopped(stop)
-            llm.eval(tokens[batch])
-        evaluated = len(tokens) - common
-        self.tokens_processed += evaluated
-        return evaluated
-
-    def _last_logits(self) -> np.ndarray:
-        ptr = self._llm._ctx.get_logits_ith(-1)
-        return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,)).astype(np.float64)
-
-    @staticmethod
-    def _softmax(logits: np.ndarray) -> np.ndarray:
-        z = logits - logits.max()
-        p = np.exp(z)
-        probs: np.ndarray = p / p.sum()
-        return probs
-
-    def _tokenize_prompt(self, text: str) -> list[int]:
-        tokens = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        limit = self.context_size()
-        if len(tokens) >= limit:
-            from veriscale.models.context import ContextOverflow  # a UserError callers can tell apart
-
-            raise ContextOverflow(
-                f"the prompt is {len(tokens)} tokens, more than the embedded model's context of {limit}: "
-                f"shorten the task or candidates, or set {setting('model')} to a longer-context server",
-                context=limit, requested=len(tokens))
-        return tokens
-
-    def _generate(self, tokens: list[int], max_tokens: int, temperature: float, seed: int | None,
-                  stop: tuple[str, ...], cancel: Any = None, top_p: float | None = None,
-                  top_k: int | None = None) -> tuple[str, list[int], int]:
-        """Sample a continuation of ``tokens`` (already evaluated); returns text, tokens, count.
-        ``top_k`` / ``top_p`` keep the k most likely tokens / the smallest set with that much mass."""
-        rng = np.random.default_rng(seed)
-        out: list[int] = []
-        eos = self._llm.token_eos()
-        text = ""
-        for _ in range(max_tokens):
-            stopped(cancel)
-            logits = self._last_logits()
-            if temperature <= 0:
-                tok = int(np.argmax(logits))
-            else:
-                tok = int(rng.choice(self._n_vocab, p=_kept(self._softmax(logits / temperature), top_p, top_k)))
-            if tok == eos or self._llm.detokenize([tok], special=True).decode("utf-8", "replace") in ("<|im_end|>", "<|endoftext|>"):
-                break
-            out.append(tok)
-            text = self._llm.detokenize(out, special=False).decode("utf-8", "replace")
-            if any(s in text for s in stop):
-                for s in stop:
-                    text = text.split(s)[0]
-                break
-            if len(tokens) + len(out) >= self.context_size() - 8:
-                break
-            self._llm.eval([tok])
-        return text, out, len(out)
-
-    def _label_probs(self, probs: np.ndarray, labels: tuple[str, ...]) -> dict[str, float]:
-        return {lab: float(probs[self._ids_for(lab)].sum()) for lab in labels}
-
-    def _whitespace_ids(self) -> list[int]:
-        if not hasattr(self, "_ws_ids"):
-            self._ws_ids = [i for i, t in enumerate(self._vocab()) if t in WHITESPACE_TOKENS]
-        return self._ws_ids
-
-    def _add_after_whitespace(self, tokens: list[int], probs: np.ndarray, raw: dict[str, float],
-                              labels: tuple[str, ...], stop: Any = None) -> int:
-        """Add P(whitespace token) * P(label | whitespace) for the likely whitespace tokens.
-
-        Small models often write a bare space or newline before the label; the label's
-        probability at the slot is then the sum over both paths. Exact, at one token each.
-        """
-        evaluated = 0
-        for ws in self._whitespace_ids():
-            p_ws = float(probs[ws])
-            if p_ws < WHITESPACE_MIN_PROB:
-                continue
-            stopped(stop)
-            self._llm.n_tokens = len(tokens) - 1  # the last prompt token again: a batch, as every read
-            self._llm.eval([tokens[-1], ws])
-            evaluated += 2
-            after = self._label_probs(self._softmax(self._last_logits()), labels)
-            for lab in labels:
-                raw[lab] += p_ws * after[lab]
-        return evaluated
-
-    # -- the backend contract --------------------------------------------------------------
+    # -- the backend contract (the token-level work: :mod:`veriscale.models.embedded_tokens`) ---
     def score(self, request: ScoreRequest) -> ScoreResponse:
         return self._score(request)
 
@@ -417,19 +287,3 @@ class EmbeddedModel:
             text, _, n = self._generate(tokens, max_tokens, temperature, seed or 0, stop=sequences, cancel=stop,
                                         top_p=options.get("top_p"), top_k=options.get("top_k"))
         return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason="stop")
-
-
-def _kept(probs: np.ndarray, top_p: float | None, top_k: int | None) -> np.ndarray:
-    """``probs`` cut to the ``top_k`` most likely tokens, then to the smallest set holding ``top_p``
-    of the mass, renormalised (unchanged when neither is set)."""
-    if not top_k and (top_p is None or top_p >= 1):
-        return probs
-    order = np.argsort(probs)[::-1]
-    if top_k:
-        order = order[:top_k]
-    if top_p is not None and top_p < 1:
-        order = order[:int(np.searchsorted(np.cumsum(probs[order]), top_p)) + 1]
-    kept = np.zeros_like(probs)
-    kept[order] = probs[order]
-    renormalised: np.ndarray = kept / kept.sum()
-    return renormalised

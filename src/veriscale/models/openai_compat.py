@@ -7,8 +7,9 @@
 With a chat template named, the score slot is prefilled client-side and read through
 ``/v1/completions``; otherwise ``/v1/chat/completions`` is asked for one token. The bodies sent are
 built by ``openai_requests``, the replies read by ``openai_replies`` (both logprob shapes, through
-``logprobs``), the server's tokenizer asked by ``openai_tokenizer.ServerTokenizer``; this module is
-the backend that asks and keeps what it learned. The HTTP side is ``http_transport.HttpTransport``: retries with exponential backoff on 429, 5xx, timeouts and dropped
+``logprobs``), the server's tokenizer asked by ``openai_tokenizer.ServerTokenizer``; what the backend
+knows of its server (identity, fingerprints, the read plan, the reply's model check) is
+``openai_server.ServerView``, its base; this module is the backend that asks: the score reads and chat. The HTTP side is ``http_transport.HttpTransport``: retries with exponential backoff on 429, 5xx, timeouts and dropped
 connections (a ``Retry-After`` header on 429/503 sets the wait); a call that still fails raises
 ModelCallError (recorded as failed upstream), and so does a reply without logprobs at the
 slot: it is that call's failure, not the run's. ``ascore``/``achat``/``amodel_id``/
@@ -53,7 +54,7 @@ from typing import Any
 import httpx
 
 from veriscale import settings
-from veriscale.errors import ModelCallError, UserError, setting, worded
+from veriscale.errors import ModelCallError, UserError, setting
 from veriscale.models.base import ChatResponse, ScoreRequest, ScoreResponse, drive_sync
 from veriscale.models.chat_template import TEMPLATES
 from veriscale.models.http_transport import HttpTransport
@@ -81,31 +82,24 @@ from veriscale.models.openai_requests import (
     slot_read_body,
     without_sampler_extra,
 )
-from veriscale.models.openai_tokenizer import ServerTokenizer
+from veriscale.models.openai_server import ServerView
 from veriscale.models.read_probe import Post, bias_tokens, probe_read_plan, unbiased_top
 from veriscale.models.read_strategy import (
     EQUAL_BIAS_METHOD,
-    READ_MARK,
     ReadKind,
     ReadPlan,
 )
-from veriscale.models.reply_model import (
-    LOG,
-    MODEL_MISMATCH_MODES,
-    mismatch_sentence,
-    model_mismatch_mode,
-    same_model,
-)
+from veriscale.models.reply_model import MODEL_MISMATCH_MODES
 from veriscale.models.reply_usage import reply_usage, summed_usage
 from veriscale.models.sampled_read import check_sample_count, sampled_distribution
-from veriscale.models.server_info import ServerInfo, ServerProbe
+from veriscale.models.server_info import ServerProbe
 
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
 #: The most top_logprobs an off-format retry asks for (api.openai.com allows at most 20).
 MAX_TOP_LOGPROBS = 100
 
 
-class OpenAICompatModel(ServerTokenizer):
+class OpenAICompatModel(ServerView):
     """One model on one OpenAI-compatible server."""
 
     is_embedded = False
@@ -164,92 +158,7 @@ class OpenAICompatModel(ServerTokenizer):
         self._plan: ReadPlan | None = None  # how a slot is read, probed on first use (read_probe)
         self._slot_ids: dict[tuple[str, ...], list[int] | None] = {}  # logprob_token_ids per label set
 
-    # -- identity --------------------------------------------------------------------------
-    def model_id(self) -> str:
-        """The model id used in requests: the URI's, checked against the server's list (asked once)."""
-        return self._probe.info(self._client).model_id
-
-    async def amodel_id(self) -> str:
-        """:meth:`model_id` through the async client (the gateway's loop keeps serving meanwhile)."""
-        return (await self._probe.ainfo(self._async_client())).model_id
-
-    @property
-    def limit_key(self) -> str:
-        """What the gateway's per-endpoint limits are keyed by: the server and the model asked for."""
-        return f"{self.base_url}#{self.requested_model or ''}"
-
-    def fingerprint(self) -> str:
-        """``http:<url>#<model id>``, with what the server says about the weights where it says it, and
-        how a slot is read (endpoint, template, read strategy): another path is another cache key."""
-        return self._fingerprint_of(self._probe.info(self._client), self.read_plan())
-
-    async def afingerprint(self) -> str:
-        """:meth:`fingerprint` through the async client (for the gateway's event loop)."""
-        return self._fingerprint_of(await self._probe.ainfo(self._async_client()), await self.aread_plan())
-
-    async def aweights_fingerprint(self) -> str:
-        """The fingerprint without its read part, asked with no read probe (what a chat call is keyed by)."""
-        info = await self._probe.ainfo(self._async_client())
-        return f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
-
-    def _fingerprint_of(self, info: ServerInfo, plan: ReadPlan) -> str:
-        # the read plan names the joint constraint: it changes what a joint reply writes before its later slots
-        return (f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
-                + f"{READ_MARK}{plan.key()}" + (f" template={self.template}" if self.endpoint == "completions" else ""))
-
-    def calibration_key(self) -> str:
-        """What τ is stored under: the weights (the declared GGUF file's hash, as the embedded model of
-        that file has, else the server and model id), plus the read where it is not exact and prefilled
-        (every exact prefilled path gives the same rewards, so they share one τ)."""
-        plan = self.read_plan()
-        if self.weights_file:
-            from veriscale.models.embedded_files import file_sha256
-
-            st = os.stat(self.weights_file)
-            weights = "gguf:" + file_sha256(os.path.realpath(self.weights_file), st.st_size, st.st_mtime_ns)
-        else:
-            info = self._probe.info(self._client)
-            weights = f"http:{self.base_url}#{info.model_id}" + (f" [{info.weights}]" if info.weights else "")
-        return weights if plan.strategy == "exact" else f"{weights} read={plan.strategy}"
-
-    # -- what was probed, handed to a copy elsewhere (a Ray worker) -----------------------------
-    def probed_state(self) -> dict[str, Any]:
-        """What this backend learned from its server: the read plan and the server's info and
-        tokenizer routes (probing first what it had not yet), for :meth:`adopt_probed_state`."""
-        self.read_plan()
-        self._probe.info(self._client)
-        return {"plan": self._plan, "probe": self._probe.learned()}
-
-    def adopt_probed_state(self, state: dict[str, Any]) -> None:
-        """Take another copy's :meth:`probed_state`: this backend sends no probe of its own."""
-        self._plan = state.get("plan") or self._plan
-        self._probe.adopt(state.get("probe") or {})
-
-    # -- how a slot is read ------------------------------------------------------------------
-    def supports_joint(self) -> bool:
-        """Whether a joint reply can be held to its format here (the probe's ``joint``): without that a
-        joint reply costs more than separate scoring, so the Verifier scores separately."""
-        return self.read_plan().joint is not None
-
-    def read_plan(self) -> ReadPlan:
-        """How this server reads a slot, probed on first use (``veriscale.models.read_probe``)."""
-        if self._plan is None:
-            self._plan = drive_sync(probe_read_plan(self, self._sync_post))
-        return self._plan
-
-    async def aread_plan(self) -> ReadPlan:
-        """:meth:`read_plan` through the async client."""
-        if self._plan is None:
-            self._plan = await probe_read_plan(self, self._apost)
-        return self._plan
-
-    def _fall_back(self, why: str) -> ReadPlan:
-        """The plan after the server refused the current one mid-run: top-k, with a note (never an error)."""
-        old = self._plan or ReadPlan(ReadKind.TOP_K, self.endpoint == "completions", self.endpoint, "top-logprobs")
-        self._plan = ReadPlan(ReadKind.TOP_K, old.prefilled, old.endpoint, "top-logprobs", self.top_logprobs,
-                              old.prefill_fields, old.notes + (why,))
-        return self._plan
-
+    # -- a wider read (identity, the read plan, the reply check: :mod:`veriscale.models.openai_server`) --
     def retry_variant(self) -> OpenAICompatModel | None:
         """The same model asked to show more of the slot's distribution (more top_logprobs), for one
         more try at a reply that put no probability on any label; None when it shows all it can (an
@@ -264,29 +173,7 @@ class OpenAICompatModel(ServerTokenizer):
             wider._plan = replace(self._plan, width=wider.top_logprobs)
         return wider
 
-    def context_size(self) -> int | None:
-        """The context the server reports, else the one an overflow reply named, else the URI's ``context``."""
-        self._probe.info(self._client)
-        return self._probe.context()
-
-    # -- lifecycle ---------------------------------------------------------------------------
-    def _learned_context(self, context: int | None) -> None:
-        self._probe.learned_context = context or self._probe.learned_context
-
     # -- scoring ---------------------------------------------------------------------------
-    async def _ident(self, post: Post) -> str:
-        """The model id, over the transport ``post`` belongs to."""
-        return self.model_id() if post == self._sync_post else await self.amodel_id()
-
-    async def _server_info(self, post: Post) -> ServerInfo:
-        """What the server says about itself, over the transport ``post`` belongs to."""
-        return self._probe.info(self._client) if post == self._sync_post else await self._probe.ainfo(self._async_client())
-
-    def prefer_completions(self, template: str) -> None:
-        """Read slots through ``/v1/completions`` with ``template`` (the probe found the chat endpoint
-        cannot prefill and the server reports its chat template)."""
-        self.template, self.endpoint = template, "completions"
-
     def _route(self) -> SlotRoute:
         """Where and how wide a slot is asked now (the probe may move it to the completions endpoint)."""
         return SlotRoute(self.endpoint, self.template, self.top_logprobs)
@@ -407,25 +294,6 @@ class OpenAICompatModel(ServerTokenizer):
         if "logit_bias" not in body:
             return top
         return unbiased_top(top, set(await bias_tokens(self, request.labels, post) or ()))
-
-    def check_reply_model(self, data: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-        """``data`` when it answers the model ``body`` asked for (:func:`same_model`); a reply naming another
-        model is a failed call, or under ``model_mismatch="note"`` scored with a note (once per pair)."""
-        asked = self.requested_model and body.get("model")  # no model in the URI: the server's default answers
-        answered = data.get("model") if isinstance(data, dict) else None
-        if same_model(asked, answered):
-            return data
-        mode = self.model_mismatch or model_mismatch_mode()
-        said = mismatch_sentence(self.base_url, str(asked), str(answered).strip(), note=mode == "note")
-        if mode != "note":
-            raise ModelCallError(said)
-        pair = (str(asked), str(answered))
-        if pair not in self._mismatches_noted:
-            self._mismatches_noted.add(pair)
-            LOG.warning(worded(said))
-            if self._plan is not None and worded(said) not in self._plan.notes:
-                self._plan = replace(self._plan, notes=self._plan.notes + (worded(said),))
-        return data
 
     def _top(self, data: dict[str, Any]) -> list[tuple[str, float]]:
         """The slot's pairs of a one-token reply (``openai_replies.slot_top``)."""

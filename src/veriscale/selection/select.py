@@ -23,7 +23,8 @@ renders every candidate once; the tournaments (``veriscale.selection.core.tourna
 pairs and ``VerifierJudge`` (``veriscale.selection.judge``) judges them; Bradley–Terry over
 every judgement gives the win mass, ranking and confidence. Each judgement carries its
 per-criterion rewards: a candidate's criteria scores are their means over the comparisons it
-took part in, and the reason compares the winner's with the runner-up's.
+took part in, and the reason compares the winner's with the runner-up's. The :class:`Selection`
+returned (the record and its JSON) is :mod:`veriscale.selection.result`'s, importable from here too.
 
 With ``budget`` (``SelectionSettings.budget``: ``"calls=N"`` or ``"tokens=N"``), the cost controller
 (``veriscale.selection.budget.controller``) plays PPT's steps inside it instead of the fixed schedule; cache
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable, Sequence, TypedDict, cast
 
 from veriscale.data.model import Candidate, Task
@@ -56,12 +57,12 @@ from veriscale.selection.judge import SelectionFailed, VerifierJudge
 from veriscale.selection.plan import SelectionPlan, plan_selection, round_robin_refusal
 from veriscale.selection.reason import Reason, explain
 from veriscale.selection.rendering import tokenizer_requests
+from veriscale.selection.result import Selection
 from veriscale.selection.settings import METHODS, SelectionSettings
 from veriscale.selection.verifier_seam import BudgetVerifier, SelectionVerifier
 from veriscale.verify import injection as injection_signal
 from veriscale.selection.core.judging import InOrder
 from veriscale.selection.core.options import TournamentKnobs
-from veriscale.selection.core.position_bias import pair_orders
 from veriscale.selection.core.suspects import apply_policy
 from veriscale.selection.core.tournament import TournamentResult, aknockout, apointwise, appt, around_robin
 
@@ -71,121 +72,6 @@ __all__ = ["METHODS", "Progress", "Selection", "SelectionFailed", "SelectionPlan
 Progress = Callable[[int, int], None]
 """``on_progress(calls_done, calls_planned)`` after every finished or cached model call; adaptive
 extra repeats can take ``calls_done`` past ``calls_planned``."""
-
-
-@dataclass
-class Selection:
-    """The pick and everything behind it; candidate indices refer to ``candidates``.
-
-    ``scores``: normalised Bradley–Terry win mass (pointwise: share of others beaten), summing
-    to 1. ``confidence``: posterior probability that the pick is the best (1.0 for a single
-    distinct candidate, None for pointwise). ``criteria_scores[i]``: candidate i's mean reward
-    per criterion over the comparisons it took part in. ``calls_saved``: model calls adaptive
-    mode did not make compared with the full schedule (negative if extra repeats cost more).
-    """
-
-    task: Task | None
-    candidates: list[Candidate]
-    method: str
-    index: int
-    scores: tuple[float, ...]
-    ranking: tuple[int, ...]
-    confidence: float | None
-    reason: Reason
-    ties: tuple[tuple[int, int], ...]
-    n_comparisons: int
-    n_judgements: int
-    usage: Usage
-    criteria_scores: list[dict[str, float | None]]
-    min_confidence: float
-    plan: SelectionPlan
-    adaptive: bool = False
-    judgements_saved: int = 0
-    calls_saved: int = 0
-    stop_reason: str = "plan complete"
-    notes: list[str] = field(default_factory=list)
-    tournament: TournamentResult | None = None
-    #: per candidate, the detector's span (a dict) or None; all None with the detector off
-    injection: list[dict[str, Any] | None] = field(default_factory=list)
-    injection_detect: bool = False
-    injection_policy: str = "none"
-    #: the cost controller's account (``BudgetOutcome.to_dict()``: budget, spent, steps), None without a budget
-    budget: dict[str, Any] | None = None
-
-    @property
-    def injection_suspected(self) -> bool | None:
-        """True when any candidate reads as an injection (None: the detector was off)."""
-        return any(h is not None for h in self.injection) if self.injection_detect else None
-
-    @property
-    def pair_orders(self) -> list[dict[str, Any]]:
-        """Per judged pair, mean P(a ≻ b) with a shown first and with b shown first, and whether
-        the two orders flip the verdict (:mod:`veriscale.selection.core.position_bias`)."""
-        return pair_orders(self.tournament.comparisons) if self.tournament is not None else []
-
-    @property
-    def best(self) -> Candidate:
-        return self.candidates[self.index]
-
-    @property
-    def decided(self) -> bool:
-        """True when the confidence reaches ``min_confidence`` (pointwise picks never are)."""
-        return self.confidence is not None and self.confidence >= self.min_confidence
-
-    def _images_of(self, i: int) -> dict[str, Any]:
-        """The frames every verdict over candidate ``i`` saw (none: no key, so text picks are unchanged)."""
-        pool = self.plan.pool if self.plan is not None else None
-        if pool is None or not pool.images or not pool.images[i]:
-            return {}
-        return {"images": [img.shown() for img in pool.images[i]]}
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (the tournament's judgements under ``"tournament"``)."""
-        return {
-            "task": None if self.task is None else {"id": self.task.id, "text": self.task.text},
-            "method": self.method,
-            "index": self.index,
-            "best": _candidate_ref(self.best),
-            "confidence": self.confidence,
-            "min_confidence": self.min_confidence,
-            "decided": self.decided,
-            "reason": self.reason.to_dict(),
-            "ranking": [
-                {
-                    "rank": rank + 1,
-                    "index": i,
-                    **_candidate_ref(self.candidates[i]),
-                    "score": self.scores[i],
-                    "criteria": self.criteria_scores[i],
-                    **self._injection_of(i),
-                    **self._images_of(i),
-                }
-                for rank, i in enumerate(self.ranking)
-            ],
-            "ties": [list(t) for t in self.ties],
-            "n_comparisons": self.n_comparisons,
-            "n_judgements": self.n_judgements,
-            "usage": self.usage.to_dict(),
-            "adaptive": self.adaptive,
-            "judgements_saved": self.judgements_saved,
-            "calls_saved": self.calls_saved,
-            "stop_reason": self.stop_reason,
-            "notes": list(self.notes),
-            "plan": self.plan.to_dict(),
-            "tournament": None if self.tournament is None else self.tournament.to_dict(),
-            "pair_orders": self.pair_orders,
-            "position_bias": [[o["a"], o["b"]] for o in self.pair_orders if o["position_bias"]],
-            "budget": self.budget,
-            "injection_suspected": self.injection_suspected,
-            "injection": {"detector": "on" if self.injection_detect else "off", "policy": self.injection_policy,
-                          "suspects": [i for i, h in enumerate(self.injection) if h is not None]},
-        }
-
-    def _injection_of(self, i: int) -> dict[str, Any]:
-        if not self.injection_detect:
-            return {"injection_suspected": None, "injection_span": None}
-        span = self.injection[i] if i < len(self.injection) else None
-        return {"injection_suspected": span is not None, "injection_span": span}
 
 
 def select(
@@ -456,7 +342,3 @@ def _call_counter(on_progress: Progress | None, planned: int) -> Callable[[Any],
         on_progress(done, planned)
 
     return advance
-
-
-def _candidate_ref(candidate: Candidate) -> dict[str, Any]:
-    return {"id": candidate.id, "source": candidate.source, "labels": candidate.labels}

@@ -235,7 +235,7 @@ SPECS: tuple[Spec, ...] = (
          help="one model call reads every criterion's grade (and both responses of a pair), each at its own slot",
          library=True, env_error=lambda env, raw: f"{env}={raw.lower()!r} is not on or off: use {setting('joint')} "
                                                   f"or unset {env}"),
-    # what a reply naming another model than the one asked is (veriscale.models.openai_compat.same_model)
+    # what a reply naming another model than the one asked is (veriscale.models.reply_model.same_model)
     Spec("model_mismatch", "--model-mismatch", "VERISCALE_MODEL_MISMATCH", "scoring.model_mismatch",
          lambda t: t.strip().lower(), "fail", "fail or note", choices=("fail", "note"),
          help="a reply naming another model than the one asked: fail (a failed call) or note (scored, with a note)",
