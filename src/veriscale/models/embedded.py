@@ -200,7 +200,7 @@ class EmbeddedModel(LlamaTokens):
                 head = render_chat(self.template, request.messages, request.reasoning_prefix)
                 head_tokens = self._tokenize_prompt(head)
                 evaluated += self._eval_prompt(head_tokens, stop)
-                text, _, completion = self._generate(head_tokens, request.max_reasoning_tokens,
+                text, _, completion, _ = self._generate(head_tokens, request.max_reasoning_tokens,
                                                      request.temperature, request.seed,
                                                      stop=("Grade", "\n\n\n"), cancel=stop)
                 reasoning = text.strip()
@@ -280,10 +280,10 @@ class EmbeddedModel(LlamaTokens):
             if options.get("grammar"):
                 from veriscale.models.embedded_grammar import grammar_generate
 
-                text, n = grammar_generate(self._llm, str(options["grammar"]), max_tokens=max_tokens,
-                                           temperature=temperature, seed=seed or 0,
-                                           room=self.context_size() - 8 - len(tokens), check=lambda: stopped(stop))
-                return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason="stop")
-            text, _, n = self._generate(tokens, max_tokens, temperature, seed or 0, stop=sequences, cancel=stop,
-                                        top_p=options.get("top_p"), top_k=options.get("top_k"))
-        return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason="stop")
+                text, n, why = grammar_generate(self._llm, str(options["grammar"]), max_tokens=max_tokens,
+                                                temperature=temperature, seed=seed or 0,
+                                                room=self.context_size() - 8 - len(tokens), check=lambda: stopped(stop))
+                return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason=why)
+            text, _, n, why = self._generate(tokens, max_tokens, temperature, seed or 0, stop=sequences, cancel=stop,
+                                             top_p=options.get("top_p"), top_k=options.get("top_k"))
+        return ChatResponse(content=text, prompt_tokens=len(tokens), completion_tokens=n, finish_reason=why)

@@ -9,7 +9,7 @@ the llama and sets the attributes below); this is what its ``score`` and ``chat`
     probs = model._softmax(model._last_logits())          # the full next-token distribution (no top-k cut)
     raw = model._label_probs(probs, ("A", "B"))           # each label's mass, every token spelling it
     model._add_after_whitespace(tokens, probs, raw, ("A", "B"))   # plus the paths through a bare space
-    text, out, n = model._generate(tokens, 64, 0.0, 0, stop=("Grade",))
+    text, out, n, why = model._generate(tokens, 64, 0.0, 0, stop=("Grade",))   # why: "stop" or "length"
 
 Prompts are evaluated in batches of ``N_BATCH`` tokens, the last at least ``MIN_LAST_BATCH`` long (so a
 slot's distribution does not depend on what the cache held before); a cancelled call stops between
@@ -119,9 +119,10 @@ class LlamaTokens:
 
     def _generate(self, tokens: list[int], max_tokens: int, temperature: float, seed: int | None,
                   stop: tuple[str, ...], cancel: Any = None, top_p: float | None = None,
-                  top_k: int | None = None) -> tuple[str, list[int], int]:
-        """Sample a continuation of ``tokens`` (already evaluated); returns text, tokens, count.
-        ``top_k`` / ``top_p`` keep the k most likely tokens / the smallest set with that much mass."""
+                  top_k: int | None = None) -> tuple[str, list[int], int, str]:
+        """Sample a continuation of ``tokens`` (already evaluated); returns text, tokens, count and why it
+        ended: "stop" (the end of the turn or a stop sequence) or "length" (``max_tokens`` or the context
+        ran out). ``top_k`` / ``top_p`` keep the k most likely tokens / the smallest set with that much mass."""
         rng = np.random.default_rng(seed)
         out: list[int] = []
         eos = self._llm.token_eos()
@@ -134,17 +135,17 @@ class LlamaTokens:
             else:
                 tok = int(rng.choice(self._n_vocab, p=_kept(self._softmax(logits / temperature), top_p, top_k)))
             if tok == eos or self._llm.detokenize([tok], special=True).decode("utf-8", "replace") in ("<|im_end|>", "<|endoftext|>"):
-                break
+                return text, out, len(out), "stop"
             out.append(tok)
             text = self._llm.detokenize(out, special=False).decode("utf-8", "replace")
             if any(s in text for s in stop):
                 for s in stop:
                     text = text.split(s)[0]
-                break
+                return text, out, len(out), "stop"
             if len(tokens) + len(out) >= self.context_size() - 8:
                 break
             self._llm.eval([tok])
-        return text, out, len(out)
+        return text, out, len(out), "length"
 
     def _label_probs(self, probs: np.ndarray, labels: tuple[str, ...]) -> dict[str, float]:
         return {lab: float(probs[self._ids_for(lab)].sum()) for lab in labels}
