@@ -4,8 +4,9 @@ The ``frames`` setting says which frames: ``"N"`` (N evenly spaced over the dura
 of each of N equal parts, 1 to 256), ``"every:S"`` (one each S seconds from the start, at most
 256) or ``"keys"`` (the container's key frames, at most 64; a video with fewer than two falls back
 to 8 evenly spaced, and a note says so). Each frame picked is the one whose timestamp is nearest
-its target time, decoded in one pass from the start and stored as PNG bytes, shrunk first to the
-``image_max_side`` setting (what :func:`veriscale.data.images.load_image` would send anyway)::
+its target time, stored as PNG bytes, shrunk first to the ``image_max_side`` setting (what
+:func:`veriscale.data.images.load_image` would send anyway). Decoding, seeking to the key frame
+before each frame picked, is :mod:`veriscale.data.video_decode`'s::
 
     clip = video_frames("runs/run-1/screen.mp4")           # the frames setting: 8 by default
     clip = video_frames("screen.mp4", "every:0.5")
@@ -19,24 +20,22 @@ says why.
 
 from __future__ import annotations
 
-import io
 import math
 import re
-from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from veriscale import settings
-from veriscale.data.images import ImageRef, ImageSettings, vision_extra
+from veriscale.data.images import ImageRef, ImageSettings
 from veriscale.data.reader import BadInput, check_regular, max_input_bytes
+from veriscale.data.video_decode import FIX, DecodeStats, Timing, decode_frames, nearest, read_timing
 from veriscale.errors import setting, worded
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mkv", ".mov", ".avi")
 MAX_FRAMES = 256  # "N" and "every:S"
 MAX_KEY_FRAMES = 64  # "keys"
 KEYS_FALLBACK = 8  # evenly spaced frames when a video has fewer than two key frames
-_FIX = "give an MP4, WebM or MKV file with a video stream"
 _EVERY = re.compile(r"every\s*:\s*(\S+)")
 
 
@@ -72,15 +71,6 @@ def _bad_choice(text: str) -> BadInput:
                     "evenly spaced frames), every:S (one frame each S seconds) or keys (the key frames)")
 
 
-def _av() -> Any:
-    """PyAV, or one sentence naming the extra that installs it."""
-    try:
-        import av
-    except ImportError:
-        raise vision_extra("PyAV (av)") from None
-    return av
-
-
 def parse_frames(text: str) -> FrameChoice:
     """The ``frames`` setting's text as a :class:`FrameChoice`; anything else is one sentence."""
     given = str(text).strip().lower()
@@ -102,76 +92,11 @@ def parse_frames(text: str) -> FrameChoice:
     raise _bad_choice(str(text))
 
 
-def _decode_error(path: Path, exc: BaseException) -> BadInput:
-    why = getattr(exc, "strerror", None) or type(exc).__name__
-    return BadInput(f"video '{path}' cannot be decoded ({str(why).rstrip('.')}): {_FIX}", "cannot be decoded")
-
-
-def _open(path: Path) -> Any:
-    av = _av()
-
-    try:
-        return av.open(str(path), mode="r")
-    except (av.FFmpegError, OSError, ValueError, EOFError, UnicodeDecodeError) as exc:
-        raise _decode_error(path, exc) from None
-
-
-def _video_stream(container: Any, path: Path) -> Any:
-    if not container.streams.video:
-        container.close()
-        raise BadInput(f"video '{path}' cannot be decoded (it has no video stream): {_FIX}", "no video stream")
-    stream = container.streams.video[0]
-    try:
-        stream.thread_type = "AUTO"  # decode on every core where the codec can
-    except (AttributeError, ValueError, TypeError):
-        pass
-    return stream
-
-
-@dataclass(frozen=True)
-class _Timing:
-    """Where the frames of a video lie, from its packets (no decoding): times from the first frame."""
-
-    start: float  # the first frame's presentation time, in the stream's seconds
-    times: list[float]  # every frame's time, from the start, sorted
-    keys: list[float]  # the key frames' times, from the start, sorted
-    duration: float
-
-
-def _timing(path: Path) -> _Timing:
-    av = _av()
-
-    container = _open(path)
-    try:
-        stream = _video_stream(container, path)
-        raw: list[tuple[float, bool]] = []
-        for packet in container.demux(stream):
-            if packet.pts is None or packet.size == 0 or packet.time_base is None:
-                continue
-            raw.append((float(packet.pts * packet.time_base), bool(packet.is_keyframe)))
-        rate = stream.average_rate or stream.guessed_rate
-        declared = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else 0.0
-        if not declared and container.duration:
-            declared = container.duration / av.time_base
-    except (av.FFmpegError, OSError, ValueError, EOFError) as exc:
-        raise _decode_error(path, exc) from None
-    finally:
-        container.close()
-    if not raw:
-        raise BadInput(f"video '{path}' cannot be decoded (its video stream holds no frames): {_FIX}", "no frames")
-    raw.sort()
-    start = raw[0][0]
-    times = [t - start for t, _ in raw]
-    step = 1.0 / float(rate) if rate else (times[-1] / max(1, len(times) - 1) if len(times) > 1 else 0.0)
-    duration = max(declared, times[-1] + step)
-    return _Timing(start, times, [t - start for t, key in raw if key], duration)
-
-
 def _evenly(count: int, duration: float) -> list[float]:
     return [duration * (i + 0.5) / count for i in range(count)]
 
 
-def _targets(choice: FrameChoice, timing: _Timing, notes: list[str]) -> list[float]:
+def _targets(choice: FrameChoice, timing: Timing, notes: list[str]) -> list[float]:
     """The times (from the start) to take frames at; ``notes`` says where the video gives fewer."""
     if choice.kind == "keys":
         keys = timing.keys
@@ -199,7 +124,7 @@ def _targets(choice: FrameChoice, timing: _Timing, notes: list[str]) -> list[flo
     return _count_targets(choice.count, timing, notes)
 
 
-def _count_targets(count: int, timing: _Timing, notes: list[str]) -> list[float]:
+def _count_targets(count: int, timing: Timing, notes: list[str]) -> list[float]:
     if len(timing.times) <= count:
         if len(timing.times) < count:
             notes.append(f"the video has only {len(timing.times)} frames, fewer than the {count} asked: "
@@ -208,74 +133,34 @@ def _count_targets(count: int, timing: _Timing, notes: list[str]) -> list[float]
     return _evenly(count, timing.duration)
 
 
-def _png(frame: Any, max_side: int) -> bytes:
-    image = frame.to_image()
-    if max_side and max(image.size) > max_side:
-        image.thumbnail((max_side, max_side))
-    out = io.BytesIO()
-    image.save(out, "PNG")
-    return out.getvalue()
-
-
-def _nearest(times: list[float], target: float) -> int:
-    """The index of the time in sorted ``times`` nearest ``target`` (the earlier on a tie)."""
-    i = bisect_left(times, target)
-    if i == 0:
-        return 0
-    if i == len(times):
-        return len(times) - 1
-    return i - 1 if target - times[i - 1] <= times[i] - target else i
-
-
-def _decode(path: Path, timing: _Timing, wanted: list[int], max_side: int) -> dict[int, tuple[float, bytes]]:
-    """The frames at indexes ``wanted`` of ``timing.times`` (presentation order), as PNG bytes, decoded
-    in one pass from the start that stops after the last one."""
-    av = _av()
-
-    want = set(wanted)
-    last = max(want)
-    got: dict[int, tuple[float, bytes]] = {}
-    container = _open(path)
-    try:
-        stream = _video_stream(container, path)
-        index = -1
-        for frame in container.decode(stream):
-            at = None if frame.pts is None or frame.time_base is None else float(frame.pts * frame.time_base)
-            # a frame's place: by its timestamp where it has one, else the next place in order
-            index = _nearest(timing.times, at - timing.start) if at is not None else index + 1
-            if index in want and index not in got:
-                got[index] = (timing.times[index], _png(frame, max_side))
-            if index >= last and len(got) == len(want):
-                break
-    except (av.FFmpegError, OSError, ValueError, EOFError) as exc:
-        raise _decode_error(path, exc) from None
-    finally:
-        container.close()
-    return got
-
-
 def video_frames(path: str | Path, choice: str | None = None) -> VideoFrames:
     """The frames of the video at ``path`` that ``choice`` (default: the ``frames`` setting) picks."""
-    path = Path(path)
+    return _video_frames(Path(path), choice)
+
+
+def _video_frames(path: Path, choice: str | None, *, seek: bool = True,
+                  stats: DecodeStats | None = None) -> VideoFrames:
+    """:func:`video_frames`; ``seek=False`` decodes in one pass from the start (the tests and the
+    benchmark compare the two), and ``stats`` is filled with what the decoding did."""
     text = str(settings.value("frames") if choice is None else choice)
     parsed = parse_frames(text)
-    size = check_regular(path, "video", _FIX).st_size
+    size = check_regular(path, "video", FIX).st_size
     cap = max_input_bytes()
     if size > cap:
         raise BadInput(f"video '{path}' is {size:,} bytes, above the {cap / (1 << 20):.3g} MiB input limit: "
                        f"shorten it, or raise {setting('max_input_mb')}", "too large")
-    timing = _timing(path)
+    timing = read_timing(path)
     notes: list[str] = []
     targets = _targets(parsed, timing, notes)
-    picked = sorted({_nearest(timing.times, t) for t in targets})
+    picked = sorted({nearest(timing.times, t) for t in targets})
     if len(picked) < len(targets):
         notes.append(f"{len(targets)} frame times fall on {len(picked)} distinct frames: {len(picked)} are given")
-    got = _decode(path, timing, picked, ImageSettings.current().max_side)
+    got = decode_frames(path, timing, picked, ImageSettings.current().max_side, seek=seek, stats=stats)
     missing = len(picked) - len(got)
     if missing:
         notes.append(f"{missing} of the {len(picked)} frames picked could not be decoded: {len(got)} are given")
     if not got:
-        raise BadInput(f"video '{path}' cannot be decoded (no frame decodes): {_FIX}", "no frame decodes")
+        raise BadInput(f"video '{path}' cannot be decoded (no frame decodes): {FIX}", "no frame decodes")
     frames = [ImageRef(source=str(path), label=f"frame {n} at {at:.2f} s", data=data, at_s=round(at, 3))
               for n, (at, data) in enumerate((got[i] for i in sorted(got)), start=1)]
     return VideoFrames(frames=frames, duration_s=timing.duration, choice=parsed.text, notes=notes, source=str(path))
