@@ -32,7 +32,8 @@ def make_video(path: Path, seconds: int = 3, fps: int = 10, key_every: int | Non
         gop = key_every or 10_000  # no key_every: one key frame, at the start
         stream.codec_context.gop_size = gop
         if codec == "libx264":
-            stream.options = {"preset": "ultrafast", "keyint": str(gop), "min-keyint": str(gop), "scenecut": "0"}
+            # x264 reads its own settings only through x264-params (keyint= etc. as options are ignored)
+            stream.options = {"preset": "ultrafast", "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0"}
         for i in range(seconds * fps):
             pixels = np.zeros((height, width, 3), np.uint8)
             pixels[:] = colours[(i // fps) % len(colours)]
