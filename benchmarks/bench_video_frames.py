@@ -26,10 +26,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))
 
+from tests.data.video_files import write_video  # noqa: E402
 from veriscale.data.images import ImageSettings  # noqa: E402
 from veriscale.data.video import _targets, _video_frames, parse_frames  # noqa: E402
 from veriscale.data.video_decode import DecodeStats, decode_frames, nearest, read_timing  # noqa: E402
@@ -37,31 +40,15 @@ from veriscale.data.video_decode import DecodeStats, decode_frames, nearest, rea
 
 def make_video(path: Path, seconds: int, fps: int, size: tuple[int, int], gop: int) -> str:
     """The benchmark video at ``path``; returns the codec used."""
-    import av
-    import numpy as np
-
     width, height = size
-    codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream(codec, rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.codec_context.gop_size = gop
-        if codec == "libx264":
-            stream.options = {"preset": "veryfast", "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0"}
-        else:
-            stream.options = {"sc_threshold": "1000000000"}
-        side = max(8, height // 6)
-        for i in range(seconds * fps):
-            pixels = np.zeros((height, width, 3), np.uint8)
-            pixels[:] = ((i // 3) % 256, (i // 7) % 256, 255 - (i // 11) % 256)
-            x, y = (i * 2) % (width - side), (i // 2) % (height - side)
-            pixels[y:y + side, x:x + side] = 255
-            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
-            frame.pts = i
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+    side = max(8, height // 6)
+
+    def paint(i: int, pixels: Any) -> None:
+        pixels[:] = ((i // 3) % 256, (i // 7) % 256, 255 - (i // 11) % 256)
+        x, y = (i * 2) % (width - side), (i // 2) % (height - side)
+        pixels[y:y + side, x:x + side] = 255
+
+    codec = write_video(path, seconds * fps, fps, size, gop, paint, preset="veryfast")
     return codec
 
 

@@ -14,11 +14,10 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.data.video_files import write_video
 from veriscale.data import video_decode
 from veriscale.data.video import VideoFrames, _video_frames, video_frames
 from veriscale.data.video_decode import DecodeStats
-
-pytest.importorskip("av")
 
 FRAMES, FPS = 300, 30  # 10 s
 
@@ -27,30 +26,14 @@ def make_numbered_video(path: Path, frames: int = FRAMES, fps: int = FPS, gop: i
                         size: tuple[int, int] = (64, 48)) -> Path:
     """A video whose frame i has a colour and a square position of its own, a key frame each
     ``gop`` frames (and no others: no key frames at scene cuts)."""
-    import av
-    import numpy as np
-
     width, height = size
-    codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream(codec, rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.codec_context.gop_size = gop
-        if codec == "libx264":  # veryfast keeps B-frames; scenecut=0: key frames only each gop frames
-            stream.options = {"preset": "veryfast", "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0"}
-        else:
-            stream.options = {"sc_threshold": "1000000000"}
-        for i in range(frames):
-            pixels = np.zeros((height, width, 3), np.uint8)
-            pixels[:] = ((i * 37) % 256, (i * 11) % 256, 255 - i % 256)
-            x = i % (width - 8)
-            pixels[height // 4:height // 4 + 8, x:x + 8] = 255
-            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
-            frame.pts = i
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+
+    def paint(i: int, pixels: Any) -> None:
+        pixels[:] = ((i * 37) % 256, (i * 11) % 256, 255 - i % 256)
+        x = i % (width - 8)
+        pixels[height // 4:height // 4 + 8, x:x + 8] = 255
+
+    write_video(path, frames, fps, size, gop, paint, preset="veryfast")  # veryfast keeps B-frames
     return path
 
 
