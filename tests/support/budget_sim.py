@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from veriscale.selection.budget.controller import FULL, SCREEN, Cost
+from veriscale.selection.budget.ledger import FULL, SCREEN, Cost
 from veriscale.selection.core.schedules import ppt_comparison_count
 from tests.support.selection_sim import NoisyPreferenceOracle
 from veriscale.verify.repeats import repeat as repeat_computation

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from veriscale.errors import UserError, setting
-from veriscale.selection.budget.controller import Cost
+from veriscale.selection.budget.ledger import Cost
 from veriscale.selection.budget.form import Budget, parse_budget
 
 #: placeholder texts that price a judgement's fixed part (instructions, fences, criterion) at start-up

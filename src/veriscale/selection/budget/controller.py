@@ -46,61 +46,18 @@ the judge called inline (``veriscale.selection.core.judging.run_inline``), no ev
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Hashable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Hashable, Iterator, Sequence
 
 from veriscale.errors import UserError, setting
 from veriscale.selection.core.aggregate import TournamentResult, bradley_terry_result
 from veriscale.selection.core.bradley_terry import DEFAULT_PRIOR, BradleyTerryFit, fit_bradley_terry
 from veriscale.selection.budget.form import Budget, parse_budget  # noqa: F401 (parse_budget: callers import it from here too)
+from veriscale.selection.budget.ledger import FULL, SCREEN, CostedJudge, Ledger, Purse
 from veriscale.selection.budget.steps import BudgetStep
 from veriscale.selection.core.groups import group_candidates
-from veriscale.selection.core.judging import (
-    Judgement,
-    PairBook,
-    PairVerdict,
-    SyncJudge,
-    answer_of,
-    check_answer,
-    run_inline,
-)
+from veriscale.selection.core.judging import run_inline
 from veriscale.selection.core.schedules import ring_pairs, shuffled
 
-SCREEN, FULL = 0, 1  # criteria levels: the first criterion alone, every criterion
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What one judgement would spend: new model calls and their prompt tokens (cached calls: 0)."""
-
-    calls: int
-    tokens: int
-
-    def of(self, kind: str) -> int:
-        return self.calls if kind == "calls" else self.tokens
-
-
-class CostedJudge(Protocol):
-    """A judge that can price a judgement before making it.
-
-    ``n_levels``: 1 when there is one criterion, else 2 (SCREEN, FULL). ``max_repeats``:
-    judgements per pair and level that can each bring something new (2 slot orders without
-    sampled reasoning). ``level_names[level]``: what the level judges, for the step log.
-    For :meth:`BudgetController.arun`, ``__call__`` is async (``cost`` stays synchronous).
-    """
-
-    @property
-    def n_levels(self) -> int: ...
-
-    @property
-    def max_repeats(self) -> int: ...
-
-    @property
-    def level_names(self) -> Sequence[str]: ...
-
-    def cost(self, i: int, j: int, repeat: int, level: int) -> Cost: ...
-
-    def __call__(self, i: int, j: int, repeat: int, level: int
-                 ) -> float | PairVerdict | Awaitable[float | PairVerdict]: ...
 
 
 @dataclass
@@ -121,49 +78,6 @@ class BudgetOutcome:
                 "spent": self.spent, "left": self.budget.amount - self.spent, "smallest_budget": self.smallest,
                 "cache_hits_free": True, "stop_reason": self.stop_reason, "granularity": self.granularity,
                 "steps": [s.to_dict() for s in self.steps]}
-
-
-class _Ledger(PairBook):
-    """Judgements per (pair, level), with the orientation a pair was first judged in."""
-
-    def __init__(self, judge: CostedJudge, reps: Sequence[int], weights: Sequence[float], *,
-                 inline: bool = True) -> None:
-        self.judge, self.reps, self.level_weight = judge, list(reps), list(weights)
-        self._call: Any = SyncJudge(judge) if inline else judge  # inline: a sync judge, called in turn
-        self.names = [str(r) for r in reps]  # what the step log calls each local candidate
-        self._orientation: dict[frozenset[int], tuple[int, int]] = {}
-        self._values: dict[frozenset[int], list[float]] = {}
-        self._done: dict[tuple[frozenset[int], int], int] = {}
-        self.judgements: list[Judgement] = []
-        self.weights: list[float] = []
-
-    def repeats_done(self, a: int, b: int, level: int) -> int:
-        return self._done.get((frozenset((a, b)), level), 0)
-
-    def next_call(self, a: int, b: int, level: int) -> tuple[int, int, int]:
-        """The judge's (i, j, repeat) for judging {a, b} once more at ``level``."""
-        first, second = self._orientation.get(frozenset((a, b)), (a, b))
-        return self.reps[first], self.reps[second], self.repeats_done(a, b, level)
-
-    def cost(self, a: int, b: int, level: int) -> Cost:
-        return self.judge.cost(*self.next_call(a, b, level), level)
-
-    def judge_pair(self, a: int, b: int, level: int) -> None:
-        run_inline(self.ajudge_pair(a, b, level))
-
-    async def ajudge_pair(self, a: int, b: int, level: int) -> None:
-        key = frozenset((a, b))
-        first, second = self._orientation.setdefault(key, (a, b))
-        repeat = self.repeats_done(a, b, level)
-        answer = await answer_of(self._call, self.reps[first], self.reps[second], repeat, level)
-        p, rewards, calls = check_answer(answer, f"judge({first}, {second}, {repeat})")
-        self._done[(key, level)] = repeat + 1
-        self._values.setdefault(key, []).append(p)
-        self.judgements.append(Judgement(first, second, repeat, p, rewards, tuple(calls)))
-        self.weights.append(self.level_weight[level])
-
-    def met(self, a: int, b: int) -> bool:
-        return frozenset((a, b)) in self._values
 
 
 class BudgetController:
@@ -235,7 +149,7 @@ class BudgetController:
         reps = grouped.representatives
         n = len(reps)
         weights = [1.0, float(self.full_weight)][:max(1, judge.n_levels)]
-        ledger = _Ledger(judge, reps, weights, inline=inline)
+        ledger = Ledger(judge, reps, weights, inline=inline)
         if names is not None:
             ledger.names = [str(names[r]) for r in reps]
         kind, amount = self.budget.kind, self.budget.amount
@@ -246,7 +160,7 @@ class BudgetController:
             return BudgetOutcome(result, self.budget, stop_reason="single candidate")
         smallest = self.refuse_if_too_small(n_candidates, judge, groups,
                                             None if granularity is None else granularity.smallest)
-        state = _Purse(kind, amount)
+        state = Purse(kind, amount)
         steps = [] if granularity is None else [granularity.step(self.budget)]
 
         ring = self.ring(n)
@@ -295,7 +209,7 @@ class BudgetController:
                              None if granularity is None else granularity.to_dict())
 
     # -- steps -----------------------------------------------------------------------------
-    def _steps(self, fit: BradleyTerryFit, ledger: _Ledger, judge: CostedJudge, contention: float, level: int
+    def _steps(self, fit: BradleyTerryFit, ledger: Ledger, judge: CostedJudge, contention: float, level: int
                ) -> Iterator[tuple[str, list[tuple[int, int, int]], str, str]]:
         """The escalation steps in order, each as (kind, actions, what it adds, why)."""
         ranking = list(fit.ranking)
@@ -363,7 +277,7 @@ class BudgetController:
         return SCREEN, (f"the budget is below PPT with one pivot on {judge.level_names[FULL]} (about {need}), "
                         f"so the ring screens on {judge.level_names[SCREEN]} and more criteria come last")
 
-    async def _play(self, ledger: _Ledger, state: "_Purse", actions: Sequence[tuple[int, int, int]]) -> int:
+    async def _play(self, ledger: Ledger, state: "Purse", actions: Sequence[tuple[int, int, int]]) -> int:
         """Judge each action the purse can still pay for, in turn; returns how many were judged."""
         done = 0
         for a, b, level in actions:
@@ -375,27 +289,5 @@ class BudgetController:
             done += 1
         return done
 
-    def _fit(self, n: int, ledger: _Ledger) -> BradleyTerryFit:
+    def _fit(self, n: int, ledger: Ledger) -> BradleyTerryFit:
         return fit_bradley_terry(n, ledger.outcomes(), ledger.weights or None, prior=self.prior, seed=self.seed)
-
-
-@dataclass
-class _Purse:
-    kind: str
-    amount: int
-    spent: int = 0
-
-    @property
-    def left(self) -> int:
-        return self.amount - self.spent
-
-    def affordable(self, ledger: _Ledger, actions: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-        """The actions whose first judgement fits what is left (the step is played one by one)."""
-        out = []
-        for a, b, level in actions:
-            if (a, b, level) in out:  # a repeated action: its next repeat is priced when played
-                out.append((a, b, level))
-                continue
-            if ledger.cost(a, b, level).of(self.kind) <= self.left:
-                out.append((a, b, level))
-        return out

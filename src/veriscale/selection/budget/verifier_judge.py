@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from veriscale.selection.budget.controller import FULL, Cost
+from veriscale.selection.budget.ledger import FULL, Cost
 from veriscale.selection.judge import VerifierJudge
 from veriscale.selection.core.judging import PairVerdict
 from veriscale.selection.core.adaptive import ADAPTIVE_MAX_REPEATS_SAMPLED
