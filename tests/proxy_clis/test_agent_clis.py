@@ -53,8 +53,8 @@ TOKEN = "veriscale-agent-cli-test-token"
 CLI_TIMEOUT_S = 150
 
 # The [proxy] table of the config file (VERISCALE_CONFIG). Codex sends no max_output_tokens (the
-# proxy's max_tokens applies); a low temperature keeps the 135M model's replies short enough to
-# end before Claude Code's output limit. progress = false: no conversation tracking on a small box.
+# proxy's max_tokens applies); Claude Code sends no temperature, so this low one applies to it too.
+# progress = false: no conversation tracking on a small box.
 PROXY_TOML = """\
 [proxy]
 temperature = 0.3
@@ -127,6 +127,11 @@ CODEX_PROMPT = "message: hello"
 
 CLAUDE_SYSTEM = "Answer with one word."
 CLAUDE_PROMPT = "Say hello."
+# Claude Code fails on a reply that stopped at its output limit. At temperature 0.3 the 135M model
+# ran past 256 tokens on 13% of samples of this prompt (its system prompt carries the date and the
+# folder, so the reply varies from run to run) and past 1024 on 5%; the proxy leaves a cut candidate
+# out while the other finished, so a turn fails only when both candidates run on past 1024.
+CLAUDE_MAX_OUTPUT_TOKENS = "1024"
 
 # `veriscale serve` with uvicorn's access log on (the command itself logs warnings only).
 SERVE = ("import sys, uvicorn\n"
@@ -265,7 +270,8 @@ def _check_proxied(served: Served, command: str, path: str) -> list:
         assert run.status == "ok", run.result
         assert run.args["n"] == 2 and len(run.result["candidates"]) == 2, run.result
         assert all(c["reply"] is not None for c in run.result["candidates"]), run.result["candidates"]
-        assert run.result["how"] in ("agreed", "verified", "verification failed", "only one valid"), run.result
+        assert run.result["how"] in ("agreed", "verified", "verification failed", "only one valid",
+                                     "only one complete"), run.result
     return runs
 
 
@@ -312,7 +318,7 @@ def test_claude_code_print_runs_one_turn_through_the_proxy_messages_api(tmp_path
                "ANTHROPIC_BASE_URL": served.url, "ANTHROPIC_API_KEY": TOKEN,
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
                "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
-               "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "256", "CLAUDE_CODE_MAX_RETRIES": "0"}
+               "CLAUDE_CODE_MAX_OUTPUT_TOKENS": CLAUDE_MAX_OUTPUT_TOKENS, "CLAUDE_CODE_MAX_RETRIES": "0"}
         out = _run([str(claude), "-p", CLAUDE_PROMPT, "--model", "veriscale", "--system-prompt", CLAUDE_SYSTEM,
                     "--tools", "", "--output-format", "json", "--no-session-persistence"], env, work)
         assert out.returncode == 0, f"claude exited {out.returncode}:\n{out.stdout}\n{out.stderr}"

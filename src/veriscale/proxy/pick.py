@@ -20,7 +20,8 @@
 At N = 3 with joint scoring that is at most 3 + 2 = 5 verifier calls (separate scoring with
 C = 3: at most 9 + 12 = 21, a comparison being 2 slot orders x 2 slots x 3 criteria). The injection policy applies to the
 ranking: ``exclude`` ranks suspects after every clean candidate, ``lose_ties`` makes a suspect
-lose an equal reward.
+lose an equal reward. Before either, a reply cut at ``max_tokens`` ranks after every reply that
+finished (and loses to it without a comparison).
 
 Under ``[proxy] budget`` (``purse``: a :class:`~veriscale.proxy.budget_plan.Purse`) each score
 and the comparison is priced before it starts, in arrival order, and starts only when the purse
@@ -65,6 +66,7 @@ class EarlySchedule:
     keys: list[int] = field(default_factory=list)  # one key (the first index) per distinct action, arrival order
     rewards: dict[int, float] = field(default_factory=dict)
     suspects: set[int] = field(default_factory=set)
+    finished: set[int] = field(default_factory=set)  # keys with a reply that ended before max_tokens
     _forms: dict[str, int] = field(default_factory=dict)
     _key_of: dict[int, int] = field(default_factory=dict)
 
@@ -87,8 +89,11 @@ class EarlySchedule:
         if s.reply is None:
             return []
         form = canonical_form(s.reply)
+        key = self._forms.get(form, s.index)
+        if not s.reply.truncated:
+            self.finished.add(key)
         if form in self._forms:
-            self._key_of[s.index] = self._forms[form]
+            self._key_of[s.index] = key
             return []
         self._forms[form] = self._key_of[s.index] = s.index
         self.keys.append(s.index)
@@ -101,12 +106,18 @@ class EarlySchedule:
         if suspected:
             self.suspects.add(key)
 
+    def cut(self, key: int) -> bool:
+        """Whether ``key`` is ranked as unfinished: its replies stopped at max_tokens while another
+        key's reply finished (when every reply was cut, none is held back)."""
+        return bool(self.finished) and key not in self.finished
+
     def ranked(self) -> list[int]:
-        """Distinct keys, best first: by the injection policy, then reward, then arrival; keys left
-        unscored (a budget did not pay for them) come last, in arrival order."""
+        """Distinct keys, best first: finished before cut at max_tokens, then by the injection policy,
+        then reward, then arrival; keys left unscored (a budget did not pay for them) come last, in
+        arrival order."""
         def order(key: int) -> tuple:
             suspect = key in self.suspects
-            return (suspect if self.policy == "exclude" else False, -self.rewards[key],
+            return (self.cut(key), suspect if self.policy == "exclude" else False, -self.rewards[key],
                     suspect if self.policy == "lose_ties" else False, self.keys.index(key))
         return sorted(self.rewards, key=order) + [k for k in self.keys if k not in self.rewards]
 
@@ -117,6 +128,8 @@ class EarlySchedule:
         if len(scored) == 1:
             return ("pick", scored[0])
         best, runner_up = scored[:2]
+        if self.cut(best) != self.cut(runner_up):
+            return ("pick", best)  # a finished reply beats one cut at max_tokens whatever the rewards
         if self.policy == "exclude" and (best in self.suspects) != (runner_up in self.suspects):
             return ("pick", best)  # a clean candidate beats an excluded one whatever the rewards
         if self.rewards[best] - self.rewards[runner_up] >= self.margin:
@@ -282,6 +295,9 @@ class EarlyPick:
         lead = s.rewards[scored[0]] - s.rewards[scored[1]] if len(scored) > 1 else 0.0
         if len(scored) == 1:
             reason = f"candidate {winner} was the only one the budget paid a score for, so it won unrivalled"
+        elif pair is None and s.cut(scored[1]) and not s.cut(winner):
+            reason = (f"candidate {winner} led the finished replies; every reply ranked after it stopped at "
+                      "max_tokens, so no pairwise comparison ran")
         elif pair is None and decision[0] == "compare":
             reason = (f"the pointwise lead was {lead:.3f} (< margin {s.margin:g}) but the budget did not pay for "
                       f"the comparison, so the pointwise leader, candidate {winner}, won")

@@ -3,6 +3,10 @@
     service = ProxyService(pools, verifier_backend, settings, store)
     outcome = await service.answer(conversation, api="anthropic")
     outcome.reply, outcome.how      # the winner; "agreed" | "verified" | "verification failed" | "only one valid"
+                                    # | "only one complete"
+
+A reply cut at ``max_tokens`` is unfinished: while any candidate finished, the cut ones are left
+out of the agreement and the pick (:func:`complete_first`) and the run records them as ``cut``.
 
 The pick's schedule is ``[proxy] schedule`` (``ProxySettings.schedule_now``): ``early`` hands
 each candidate to :class:`~veriscale.proxy.pick.EarlyPick` as it arrives, so pointwise scoring
@@ -148,17 +152,20 @@ class ProxyService:
             results = await self.pools.fan_out(conv, run.id, on_arrival=_arrivals(early, on_first, n))
             sampled_s = time.perf_counter() - started
             valid = [r for r in results if r.reply is not None]
-            how, winner, error, selection = "agreed", valid[0] if valid else None, None, None
+            complete, cut = complete_first(valid)
+            how, winner, error, selection = "agreed", complete[0] if complete else None, None, None
             if not valid:
                 how = "every candidate failed"
             elif len(results) == 1:
                 how = "single candidate"
             elif len(valid) == 1:
                 how = "only one valid"
-            elif not agreeing(results):
+            elif len(complete) == 1:
+                how = "only one complete"
+            elif not agreeing(complete):
                 try:  # a task of the scope inherits this context, so the pick's calls link to the request's run
                     if picking is None:  # round robin: awaited on this loop, stopped with the scope
-                        picking = scope.start(self._select(conv, valid, len(results), run.id,
+                        picking = scope.start(self._select(conv, complete, len(results), run.id,
                                                            None if plan is None else plan.budget))
                     selection = await scope.within(picking, self.settings.timeout_s)  # early: scoring already
                     winner = next(r for r in valid if r.index == selection["index"])
@@ -182,7 +189,9 @@ class ProxyService:
             raise UpstreamFailed(f"every upstream candidate failed: {errors}")
         total = time.perf_counter() - started
         record.update(how=how, winner=winner.index, error=error, latency_s=round(total, 4),
-                      verify_s=round(total - sampled_s, 4), reason=_reason(how, selection, error))
+                      verify_s=round(total - sampled_s, 4), reason=_reason(how, selection, error, cut))
+        if cut:
+            record["cut"] = cut
         if how in ("verified", "verification failed"):  # what the pick added after the slowest candidate
             record["verify_after_last_s"] = round(total - sampled_s, 4)
         if early is not None and how == "verification failed":
@@ -198,7 +207,7 @@ class ProxyService:
                                                      "injection_suspected", "events", "margin", "pointwise_lead",
                                                      "pairwise") if k in selection})
             record["index"] = winner.index
-            record["reason"] = _reason(how, selection, error)
+            record["reason"] = _reason(how, selection, error, cut)
         run.finish("cancelled" if gave_up else "ok", record)  # a give-up is a cancel: the first valid reply went
         sent = dataclasses.replace(winner.reply, prompt_tokens=valid[0].reply.prompt_tokens)  # see **Numbers**
         return Outcome(sent, run.id, how, winner.index, results, error)
@@ -331,16 +340,42 @@ def numbered(selection: dict[str, Any], numbers: list[int], n: int) -> dict[str,
     return sel
 
 
-def _reason(how: str, selection: dict[str, Any] | None, error: str | None) -> str:
+def complete_first(valid: list[Sampled]) -> tuple[list[Sampled], list[int]]:
+    """The candidates the pick chooses among, and the numbers of those it leaves out: a reply cut at
+    ``max_tokens`` is unfinished (a client such as Claude Code fails on it), so while any candidate
+    finished, the cut ones are left out; when every one was cut, all of them stay.
+
+        complete_first([finished_0, cut_1, finished_2])   # ([finished_0, finished_2], [1])
+    """
+    complete = [r for r in valid if r.reply is not None and not r.reply.truncated]
+    if not complete:
+        return list(valid), []
+    return complete, [r.index for r in valid if r not in complete]
+
+
+def _reason(how: str, selection: dict[str, Any] | None, error: str | None, cut: list[int] = ()) -> str:
     if how == "verified" and selection is not None:
-        return (selection.get("reason") or {}).get("text") or "picked by the tournament"
-    if how == "verification failed":
-        return f"verification failed ({error}); the first valid candidate was returned"
-    if how == "only one valid":
-        return "only one candidate came back; it was returned unverified"
-    if how == "single candidate":
-        return "the proxy is set to one candidate (N = 1): nothing to compare"
-    return "the candidates agreed (same text and tool calls), so no verification ran"
+        why = (selection.get("reason") or {}).get("text") or "picked by the tournament"
+    elif how == "verification failed":
+        why = f"verification failed ({error}); the first {'complete' if cut else 'valid'} candidate was returned"
+    elif how == "only one valid":
+        why = "only one candidate came back; it was returned unverified"
+    elif how == "only one complete":
+        why = "only one candidate finished before max_tokens; it was returned unverified"
+    elif how == "single candidate":
+        why = "the proxy is set to one candidate (N = 1): nothing to compare"
+    else:
+        why = "the candidates agreed (same text and tool calls), so no verification ran"
+    if cut and how != "only one complete":
+        why += f" (among the candidates that finished; {_numbers(cut)} stopped at max_tokens and were left out)"
+    elif cut:
+        why += f" ({_numbers(cut)} stopped at max_tokens)"
+    return why
+
+
+def _numbers(indices: list[int]) -> str:
+    names = [f"candidate {i}" for i in indices]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _conversation_key(conv: Conversation) -> str:
