@@ -7,7 +7,9 @@ parse, real usage is counted, and a session without a valid record is recorded a
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,14 @@ SESSION_GUARD_S = 300  # a hang guard, not a timing: a phase takes under a minut
 @pytest.fixture(scope="module")
 def server_uri() -> str:
     return f"{tools_server_url(n_ctx=CONTEXT_TOKENS)}#{MODEL_ID}"
+
+
+def _machine_load() -> str:
+    """The load and the busiest processes, for a phase that got no reply (a busy llama process beside
+    the server slows both many times over on 2 cores)."""
+    top = subprocess.run(["ps", "-eo", "pcpu,etimes,args", "--sort=-pcpu"], capture_output=True, text=True,
+                         check=False).stdout.splitlines()[:6]
+    return f"load average {os.getloadavg()}; busiest processes:\n" + "\n".join(line[:160] for line in top)
 
 
 def test_a_request_with_tools_gets_a_parseable_tool_call(server_uri: str) -> None:
@@ -69,12 +79,12 @@ def test_a_full_run_records_every_phase_and_fails_sessions_without_a_valid_ledge
             assert state["reason"] and state["problems"]
         if state["calls"] == 0:  # a runaway tool call filled the context: the server refused the call
             assert state["status"] == "failed" and state["reason"].startswith("model call failed"), \
-                f"{phase}: {state['status']}, {state['reason']}"
+                f"{phase}: {state['status']}, {state['reason']}; {_machine_load()}"
             continue
         called += 1
         assert state["prompt_tokens"] > 0, state
         assert any(e["type"] == "call" and e["usage"]["prompt_tokens"] > 0 for e in events)
-    assert called >= 1, "no phase got a reply from the server"
+    assert called >= 1, f"no phase got a reply from the server; {_machine_load()}"
     if outcome["phases"]["adjudicate"]["status"] == "failed":
         assert outcome["outcome"] == "no base chosen" and outcome["phases"]["deliver"]["status"] == "skipped"
 
