@@ -83,23 +83,18 @@ def test_finished_candidates_that_agree_win_over_a_cut_one(store_path: Path) -> 
     assert result["cut"] == [0] and "left out" in result["reason"] and judge.judged == 0
 
 
-def test_the_round_robin_pick_runs_over_the_finished_candidates_only(store_path: Path) -> None:
+@pytest.mark.parametrize("schedule", ["round_robin", "early"])
+def test_the_pick_ranks_the_cut_candidate_after_the_finished_ones(store_path: Path, schedule: str) -> None:
     upstream = replies(CUT_GOOD, "Push it and see.", "GOOD: run pytest -q.")
     with FaultServer(chat_reply=upstream) as up, \
-            proxied(store_path, settings_for((fault_uri(up), 3), schedule="round_robin"), Judge()) as p:
+            proxied(store_path, settings_for((fault_uri(up), 3), schedule=schedule), Judge()) as p:
         text, result, _ = ask(p)
     assert result["how"] == "verified" and result["winner"] == 2 and text == "GOOD: run pytest -q."
-    assert {r["index"] for r in result["ranking"]} == {1, 2} and result["cut"] == [0]
-    assert "candidate 0 stopped at max_tokens" in result["reason"]
-
-
-def test_the_early_pick_ranks_the_cut_candidate_last(store_path: Path) -> None:
-    upstream = replies(CUT_GOOD, "Push it and see.", "GOOD: run pytest -q.")
-    with FaultServer(chat_reply=upstream) as up, \
-            proxied(store_path, settings_for((fault_uri(up), 3), schedule="early"), Judge()) as p:
-        text, result, _ = ask(p)
-    assert result["how"] == "verified" and result["winner"] == 2 and text == "GOOD: run pytest -q."
-    assert result["ranking"][-1]["index"] == 0 and result["cut"] == [0]
+    assert result["cut"] == [0] and "candidate 0 stopped at max_tokens" in result["reason"]
+    if schedule == "round_robin":  # the tournament ran over the finished two only
+        assert {r["index"] for r in result["ranking"]} == {1, 2}
+    else:  # the cut one was scored on arrival, and ranked last
+        assert result["ranking"][-1]["index"] == 0
 
 
 def test_when_every_candidate_was_cut_the_pick_runs_as_before(store_path: Path) -> None:
