@@ -19,7 +19,7 @@ from tests.support.fault_server import FaultServer
 from veriscale.proxy.conversation import Reply
 from veriscale.proxy.fan_out import Sampled
 from veriscale.proxy.pick import EarlySchedule
-from veriscale.proxy.proxied_request import complete_first
+from veriscale.proxy.pick_outcome import complete_first
 from veriscale.settings import source as setting_source
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,8 @@
                                     # | "only one complete"
 
 A reply cut at ``max_tokens`` is unfinished: while any candidate finished, the cut ones are left
-out of the agreement and the pick (:func:`complete_first`) and the run records them as ``cut``.
+out of the agreement and the pick (:func:`~veriscale.proxy.pick_outcome.complete_first`) and the run
+records them as ``cut``.
 
 The pick's schedule is ``[proxy] schedule`` (``ProxySettings.schedule_now``): ``early`` hands
 each candidate to :class:`~veriscale.proxy.pick.EarlyPick` as it arrives, so pointwise scoring
@@ -26,7 +27,7 @@ returned and the failure is recorded and shown, never hidden. When every candida
 
 **Numbers**: a candidate's number is its place among the N the request asked for (``candidate-i``,
 seed base + i); a failed one keeps its number. The run's ``candidates``, ``winner``, ``index``,
-``ranking`` and tournament all use it (:func:`numbered`), so the dashboard and ``runs show`` name
+``ranking`` and tournament all use it (:func:`~veriscale.proxy.pick_outcome.numbered`), so the dashboard and ``runs show`` name
 each candidate one way. The reply's input token count is the valid candidate's with the lowest
 number, known before the pick (an Anthropic stream's ``message_start`` carries it, the same as the
 reply that is not streamed); its output token count is the winner's.
@@ -52,6 +53,7 @@ from veriscale.proxy.fan_out import Sampled, UpstreamPools, agreeing
 from veriscale.proxy.conversation import Conversation, Reply, content_text, recorded_conversation, reply_text, transcript
 from veriscale.proxy.budget_plan import PickPlan, Purse, plan_pick
 from veriscale.proxy.pick import EarlyPick
+from veriscale.proxy.pick_outcome import complete_first, numbered, pick_reason
 from veriscale.proxy.request_scope import RequestScope
 from veriscale.proxy.settings import ProxySettings
 from veriscale.engine.store_writer import landed
@@ -189,7 +191,7 @@ class ProxyService:
             raise UpstreamFailed(f"every upstream candidate failed: {errors}")
         total = time.perf_counter() - started
         record.update(how=how, winner=winner.index, error=error, latency_s=round(total, 4),
-                      verify_s=round(total - sampled_s, 4), reason=_reason(how, selection, error, cut))
+                      verify_s=round(total - sampled_s, 4), reason=pick_reason(how, selection, error, cut))
         if cut:
             record["cut"] = cut
         if how in ("verified", "verification failed"):  # what the pick added after the slowest candidate
@@ -207,7 +209,7 @@ class ProxyService:
                                                      "injection_suspected", "events", "margin", "pointwise_lead",
                                                      "pairwise") if k in selection})
             record["index"] = winner.index
-            record["reason"] = _reason(how, selection, error, cut)
+            record["reason"] = pick_reason(how, selection, error, cut)
         run.finish("cancelled" if gave_up else "ok", record)  # a give-up is a cancel: the first valid reply went
         sent = dataclasses.replace(winner.reply, prompt_tokens=valid[0].reply.prompt_tokens)  # see **Numbers**
         return Outcome(sent, run.id, how, winner.index, results, error)
@@ -310,72 +312,6 @@ def _arrivals(early: EarlyPick | None, on_first: Callable[[Sampled], None] | Non
             on_first(seen[lowest])
 
     return arrive
-
-
-def numbered(selection: dict[str, Any], numbers: list[int], n: int) -> dict[str, Any]:
-    """A selection over the valid candidates (indices 0..V-1) in the request's numbering: position k
-    becomes ``numbers[k]``, the candidate's index among the ``n`` asked for, in ``index``, the ranking,
-    the tournament (comparisons, scores, ties, pivots; strengths and win mass as ``n`` values, None
-    for a failed candidate) and the injection suspects."""
-    def spread(values: list[Any]) -> list[Any]:
-        out: list[Any] = [None] * n
-        for k, value in enumerate(values):
-            out[numbers[k]] = value
-        return out
-
-    sel = {**selection, "index": numbers[selection["index"]],
-           "ranking": [{**r, "index": numbers[r["index"]]} for r in selection.get("ranking") or []]}
-    t = selection.get("tournament")
-    if isinstance(t, dict):
-        sel["tournament"] = {
-            **t, "winner": numbers[t["winner"]], "ranking": [numbers[i] for i in t.get("ranking") or []],
-            "strengths": spread(t.get("strengths") or []), "win_mass": spread(t.get("win_mass") or []),
-            "ties": [[numbers[a], numbers[b]] for a, b in t.get("ties") or []],
-            "pivots": [numbers[i] for i in t.get("pivots") or []],
-            "comparisons": [{**c, "i": numbers[c["i"]], "j": numbers[c["j"]]} for c in t.get("comparisons") or []],
-            "scores": [{**sc, "i": numbers[sc["i"]]} for sc in t.get("scores") or []]}
-    if isinstance(selection.get("injection"), dict):
-        sel["injection"] = {**selection["injection"],
-                            "suspects": [numbers[i] for i in selection["injection"].get("suspects") or []]}
-    return sel
-
-
-def complete_first(valid: list[Sampled]) -> tuple[list[Sampled], list[int]]:
-    """The candidates the pick chooses among, and the numbers of those it leaves out: a reply cut at
-    ``max_tokens`` is unfinished (a client such as Claude Code fails on it), so while any candidate
-    finished, the cut ones are left out; when every one was cut, all of them stay.
-
-        complete_first([finished_0, cut_1, finished_2])   # ([finished_0, finished_2], [1])
-    """
-    complete = [r for r in valid if r.reply is not None and not r.reply.truncated]
-    if not complete:
-        return list(valid), []
-    return complete, [r.index for r in valid if r not in complete]
-
-
-def _reason(how: str, selection: dict[str, Any] | None, error: str | None, cut: list[int] = ()) -> str:
-    if how == "verified" and selection is not None:
-        why = (selection.get("reason") or {}).get("text") or "picked by the tournament"
-    elif how == "verification failed":
-        why = f"verification failed ({error}); the first {'complete' if cut else 'valid'} candidate was returned"
-    elif how == "only one valid":
-        why = "only one candidate came back; it was returned unverified"
-    elif how == "only one complete":
-        why = "only one candidate finished before max_tokens; it was returned unverified"
-    elif how == "single candidate":
-        why = "the proxy is set to one candidate (N = 1): nothing to compare"
-    else:
-        why = "the candidates agreed (same text and tool calls), so no verification ran"
-    if cut and how != "only one complete":
-        why += f" (among the candidates that finished; {_numbers(cut)} stopped at max_tokens and were left out)"
-    elif cut:
-        why += f" ({_numbers(cut)} stopped at max_tokens)"
-    return why
-
-
-def _numbers(indices: list[int]) -> str:
-    names = [f"candidate {i}" for i in indices]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _conversation_key(conv: Conversation) -> str:
