@@ -14,7 +14,8 @@ in the ``content[].top_logprobs[]`` shape. Faults are queued per test::
 
 What the server says about itself can be set: ``srv.model_ids`` (listed by ``/v1/models``),
 ``srv.model_fields`` (vLLM's ``max_model_len``, ``root``), ``srv.props`` (llama-server's
-``/props``), ``srv.system_fingerprint`` (named in every reply).
+``/props``), ``srv.system_fingerprint`` (named in every reply); ``srv.unknown_fields = ("top_k",)``
+refuses every request with such a field with HTTP 400, in OpenAI's words.
 
 Unqueued requests succeed with a fixed distribution (A: 0.6, B: 0.3, 'x': 0.1), or, with
 ``varied=True``, with a distribution over the letters A-T drawn from a hash of the prompt (so
@@ -25,7 +26,7 @@ the server can SIGKILL a client process when a given request arrives (a crash at
     srv.kill_at(pid, 5)                                      # SIGKILL pid when request 5 arrives
 
 Fault kinds: 429 (with ``Retry-After: 0``), 500, reset (the connection closes unanswered),
-timeout (slow past a deadline), garbage, malformed, nologprobs, nolabel (top_logprobs hold no
+timeout (slow past a deadline), refuse (HTTP 400 naming no field), garbage, malformed, nologprobs, nolabel (top_logprobs hold no
 score label: 'x' 0.7, 'y' 0.3), cut (the body ends half-way), context, othermodel (the reply names
 model 'other', not the one asked). Replies name the model the request asked for, as vLLM and
 llama_cpp.server do (``srv.reply_model = "NAME"``: every reply names NAME instead). A chat upstream double answers with a
@@ -89,6 +90,7 @@ class FaultServer:
         self.model_fields: dict[str, Any] = {}  # more fields of each listed model (vLLM: max_model_len, root)
         self.props: dict[str, Any] | None = None  # set: GET /props answers it (as the C++ llama-server does)
         self.reply_model: str | None = None  # set: every reply names this model (else the one asked)
+        self.unknown_fields: tuple[str, ...] = ()  # body fields refused with HTTP 400, as OpenAI refuses top_k
         self.top = top or DEFAULT_TOP
         self.varied = varied
         self.fault_rate = fault_rate
@@ -192,6 +194,13 @@ class FaultServer:
                     return self._reset()
                 if fault == "500":
                     return self._send(500, {"error": {"message": "boom"}})
+                if fault == "refuse":
+                    return self._send(400, {"error": {"message": "the request is invalid",
+                                                      "type": "invalid_request_error"}})
+                unknown = [name for name in server.unknown_fields if name in body]
+                if unknown:  # OpenAI's words for a field it does not take
+                    return self._send(400, {"error": {"message": f"Unrecognized request argument supplied: {unknown[0]}",
+                                                      "type": "invalid_request_error"}})
                 if fault == "timeout":
                     time.sleep(server.timeout_sleep_s)
                     return self._send(200, server.reply(self.path, body, probe=True))

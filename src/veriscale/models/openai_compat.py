@@ -78,6 +78,7 @@ from veriscale.models.openai_requests import (
     chat_body,
     joint_body,
     reasoning_body,
+    refused_sampler_fields,
     sampled_body,
     slot_read_body,
     without_sampler_extra,
@@ -91,7 +92,7 @@ from veriscale.models.read_strategy import (
 )
 from veriscale.models.reply_model import MODEL_MISMATCH_MODES
 from veriscale.models.reply_usage import reply_usage, summed_usage
-from veriscale.models.sampled_read import check_sample_count, sampled_distribution
+from veriscale.models.sampled_read import SERVER_SAMPLER_METHOD, check_sample_count, sampled_distribution
 from veriscale.models.server_info import ServerProbe
 
 API_KEY_ENV = ("VERISCALE_API_KEY", "OPENAI_API_KEY")
@@ -237,9 +238,13 @@ class OpenAICompatModel(ServerView):
         try:
             replies = [await post(path, body)]
         except ModelCallError as exc:
-            if exc.retryable or not self._sampler_extra:
+            refused = refused_sampler_fields(exc) if self._sampler_extra and not exc.retryable else []
+            if not refused:  # a refusal of anything else is this read's failure, and changes nothing after it
                 raise
-            self._sampler_extra = False  # the server refuses llama.cpp's / vLLM's sampler fields: OpenAI's only
+            self._sampler_extra = False  # OpenAI's sampler fields only, from here on, and said so
+            self._changed_plan(f"the server refused {', '.join(refused)} ({exc}): sampled reads send OpenAI's "
+                               "sampler fields only from here on, so its own top_k / min_p / repeat penalty may "
+                               "bend the draws", method=SERVER_SAMPLER_METHOD)
             body = without_sampler_extra(body)
             replies = [await post(path, body)]
         self.check_reply_model(replies[0], body)

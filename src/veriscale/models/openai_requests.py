@@ -13,6 +13,7 @@ Each function only builds a body; asking the server (and the tokenizer requests 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -142,6 +143,13 @@ def sampled_body(read_body: dict[str, Any], *, n: int, seed: int, sampler_extra:
     return body
 
 
+def refused_sampler_fields(refusal: Exception) -> list[str]:
+    """The llama.cpp / vLLM sampler fields a server's refusal names (``"Unrecognized request argument
+    supplied: top_k"`` gives ``["top_k"]``); [] when it names none, so it refused something else."""
+    said = str(refusal)
+    return [f for f in FAITHFUL_SAMPLER_EXTRA if re.search(rf"(?<![A-Za-z_]){f}(?![A-Za-z_])", said)]
+
+
 def without_sampler_extra(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` with OpenAI's sampler fields only (for a server that refuses llama.cpp's / vLLM's)."""
     return {k: v for k, v in body.items() if k not in FAITHFUL_SAMPLER_EXTRA}
@@ -174,4 +182,4 @@ def chat_body(model_id: str, messages: list[dict[str, Any]], tools: list[dict[st
 
 
 __all__ = ["JOINT_TOKENS_PER_SLOT", "ChatTurn", "SlotRoute", "chat_body", "chat_turns", "content_parts", "joint_body",
-           "reasoning_body", "sampled_body", "slot_read_body", "without_sampler_extra"]
+           "reasoning_body", "sampled_body", "refused_sampler_fields", "slot_read_body", "without_sampler_extra"]

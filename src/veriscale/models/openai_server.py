@@ -135,6 +135,12 @@ class ServerView(ServerTokenizer):
                               old.prefill_fields, old.notes + (why,))
         return self._plan
 
+    def _changed_plan(self, why: str, **change: Any) -> None:
+        """The read plan with ``change`` made mid-run and ``why`` noted: the verdict says it, and the
+        new method is part of the cache key, so readings from before and after never mix."""
+        if self._plan is not None:
+            self._plan = replace(self._plan, notes=self._plan.notes + (why,), **change)
+
     def context_size(self) -> int | None:
         """The context the server reports, else the one an overflow reply named, else the URI's ``context``."""
         self._probe.info(self._client)

@@ -49,7 +49,9 @@ class ReadPlan:
     kind: ReadKind
     prefilled: bool
     endpoint: str  # "embedded" | "completions" | "chat"
-    method: str  # "full-softmax" | "logprob_token_ids" | "wide-logprobs" | "equal-bias" | "top-logprobs" | "sample"
+    #: "full-softmax" | "logprob_token_ids" | "wide-logprobs" | "equal-bias" | "top-logprobs" | "sample" |
+    #: "sample-server-sampler" (a server that refused llama.cpp's / vLLM's sampler fields)
+    method: str
     width: int | None = None
     #: the chat request fields that continue a prefilled assistant turn (empty: none needed or none work)
     prefill_fields: tuple[tuple[str, Any], ...] = ()

@@ -26,6 +26,8 @@ SAMPLE_TEMPERATURE = 1.0
 #: score label the prompt names). OpenAI's own fields first; the rest are llama.cpp's and vLLM's.
 FAITHFUL_SAMPLER = {"top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 FAITHFUL_SAMPLER_EXTRA = {"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "repetition_penalty": 1.0}
+#: the read method of a server that refused the extra fields mid-run: its own top_k / min_p may apply
+SERVER_SAMPLER_METHOD = "sample-server-sampler"
 
 
 def check_sample_count(n: int, where: str) -> int:
