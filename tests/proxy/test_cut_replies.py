@@ -45,21 +45,29 @@ def test_the_finished_candidates_are_chosen_among_and_all_stay_when_every_one_wa
     assert complete_first([]) == ([], [])
 
 
-def test_the_schedule_ranks_a_cut_reply_after_every_finished_one_and_picks_without_a_comparison() -> None:
+def test_the_schedule_scores_only_finished_replies_while_any_finished_and_ranks_the_cut_last() -> None:
     s = EarlySchedule(n=3, margin=0.1)
-    s.arrive(cut(0, "GOOD")), s.arrive(sampled(1, "b")), s.arrive(sampled(2, "c"))
-    s.scored(0, 0.95), s.scored(1, 0.40), s.scored(2, 0.38)
+    # a cut reply is not scored on arrival; the pick starts at the second finished action
+    assert [s.arrive(cut(0, "GOOD")), s.arrive(sampled(1, "b")), s.arrive(sampled(2, "c"))] == [[], [], [1, 2]]
+    assert s.late() == [] and s.judging
+    s.scored(1, 0.40), s.scored(2, 0.38)
     assert s.ranked() == [1, 2, 0] and s.decide() == ("compare", 1, 2)  # the finished two are close
     s.scored(2, 0.1)
     assert s.decide() == ("pick", 1)
-    lone = EarlySchedule(n=2)
-    lone.arrive(cut(0, "GOOD")), lone.arrive(sampled(1, "b"))
-    lone.scored(0, 0.95), lone.scored(1, 0.2)
-    assert lone.decide() == ("pick", 1)  # a finished reply beats a cut one whatever the rewards
-    every = EarlySchedule(n=2)
-    every.arrive(cut(0, "GOOD")), every.arrive(cut(1, "b"))
+    lone = EarlySchedule(n=2)  # one finished reply among cut ones: nothing to judge, nothing scored
+    assert [lone.arrive(cut(0, "GOOD")), lone.arrive(sampled(1, "b")), lone.late()] == [[], [], []]
+    assert not lone.judging
+    every = EarlySchedule(n=3)  # every reply cut: scored once all arrived, and the rewards decide
+    assert [every.arrive(cut(0, "GOOD")), every.arrive(cut(1, "b")), every.arrive(cut(2, "b"))] == [[], [], []]
+    assert every.late() == [0, 1] and every.late() == []  # asked once; the agreeing third shares key 1
     every.scored(0, 0.95), every.scored(1, 0.2)
-    assert every.decide() == ("pick", 0) and not every.cut(1)  # every one cut: the rewards decide
+    assert every.decide() == ("pick", 0) and not every.cut(1)
+
+
+def test_a_cut_reply_that_arrives_again_finished_is_scored_then() -> None:
+    s = EarlySchedule(n=3)
+    assert [s.arrive(cut(0, "GOOD")), s.arrive(sampled(1, "b")), s.arrive(sampled(2, "GOOD"))] == [[], [], [0, 1]]
+    assert s.key_of(2) == 0 and not s.cut(0)
 
 
 def test_the_one_finished_candidate_is_returned_without_a_verifier_call(store_path: Path) -> None:
@@ -93,14 +101,17 @@ def test_the_pick_ranks_the_cut_candidate_after_the_finished_ones(store_path: Pa
     assert result["cut"] == [0] and "candidate 0 stopped at max_tokens" in result["reason"]
     if schedule == "round_robin":  # the tournament ran over the finished two only
         assert {r["index"] for r in result["ranking"]} == {1, 2}
-    else:  # the cut one was scored on arrival, and ranked last
-        assert result["ranking"][-1]["index"] == 0
+    else:  # the cut one was never scored (no call, no budget), and ranks last
+        assert result["ranking"][-1]["index"] == 0 and result["ranking"][-1]["score"] is None
+        assert ("score started", 0) not in [(e["event"], e["index"]) for e in result["events"]]
+        assert result["usage"]["model_calls"] == 2  # one joint score for each finished candidate, no comparison
 
 
-def test_when_every_candidate_was_cut_the_pick_runs_as_before(store_path: Path) -> None:
+@pytest.mark.parametrize("schedule", ["round_robin", "early"])
+def test_when_every_candidate_was_cut_both_schedules_pick_by_the_verifier(store_path: Path, schedule: str) -> None:
     upstream = replies({"content": "Push it and", "finish_reason": "length"}, CUT_GOOD)
     with FaultServer(chat_reply=upstream) as up, \
-            proxied(store_path, settings_for((fault_uri(up), 2), schedule="round_robin"), Judge()) as p:
+            proxied(store_path, settings_for((fault_uri(up), 2), schedule=schedule), Judge()) as p:
         text, result, _ = ask(p)
     assert result["how"] == "verified" and result["winner"] == 1 and text == CUT_GOOD["content"]
     assert "cut" not in result

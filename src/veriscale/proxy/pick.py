@@ -12,7 +12,11 @@
 2. From then on each distinct candidate is scored pointwise the moment it arrives (one call
    under joint scoring, C calls under separate scoring), concurrently with the generation still
    running.
-3. When every candidate arrived (or failed), the distinct ones are ranked by pointwise reward.
+   A reply cut at ``max_tokens`` is not scored on arrival: it cannot win while any candidate
+   finished, so the scores (and the budget) go to the finished ones, and the pick starts once two
+   finished distinct candidates arrived. Cut replies are scored only when every candidate was cut,
+   once all arrived; one finished candidate among cut ones needs no verifier call at all.
+3. When every candidate arrived (or failed), the scored ones are ranked by pointwise reward.
    If the best beats the runner-up by at least ``margin`` (reward units in [0, 1], default
    :data:`CLOSE_MARGIN` = 0.1, ``[proxy] margin``), it wins. Otherwise the two are compared
    pairwise in both slot orders (2 calls joint, 4·C separate) and P(best ≻ runner-up) decides.
@@ -21,7 +25,7 @@ At N = 3 with joint scoring that is at most 3 + 2 = 5 verifier calls (separate s
 C = 3: at most 9 + 12 = 21, a comparison being 2 slot orders x 2 slots x 3 criteria). The injection policy applies to the
 ranking: ``exclude`` ranks suspects after every clean candidate, ``lose_ties`` makes a suspect
 lose an equal reward. Before either, a reply cut at ``max_tokens`` ranks after every reply that
-finished (and loses to it without a comparison).
+finished (unscored, so it loses without a comparison).
 
 Under ``[proxy] budget`` (``purse``: a :class:`~veriscale.proxy.budget_plan.Purse`) each score
 and the comparison is priced before it starts, in arrival order, and starts only when the purse
@@ -53,8 +57,9 @@ class EarlySchedule:
         s = EarlySchedule(n=3)
         s.arrive(a)            # [] (one distinct candidate: nothing to compare yet)
         s.arrive(b)            # [a.index, b.index]: score both now
-        s.arrive(c)            # [c.index] (or [] when c agrees with a or b)
+        s.arrive(c)            # [c.index] (or [] when c agrees with a or b, or was cut at max_tokens)
         s.done                 # True once n candidates arrived
+        s.late()               # once done: the cut keys, when every reply was cut (else [])
         s.scored(a.index, 0.8); ...
         s.decide()             # ("pick", key) or ("compare", best, runner_up)
     """
@@ -67,6 +72,7 @@ class EarlySchedule:
     rewards: dict[int, float] = field(default_factory=dict)
     suspects: set[int] = field(default_factory=set)
     finished: set[int] = field(default_factory=set)  # keys with a reply that ended before max_tokens
+    asked: list[int] = field(default_factory=list)  # keys whose score was asked for, in that order
     _forms: dict[str, int] = field(default_factory=dict)
     _key_of: dict[int, int] = field(default_factory=dict)
 
@@ -76,8 +82,13 @@ class EarlySchedule:
 
     @property
     def judging(self) -> bool:
-        """Whether two different actions arrived (the pick has started)."""
-        return len(self.keys) >= 2
+        """Whether there is a choice to judge: two different finished actions, or two different
+        actions when every reply was cut."""
+        return len(self._candidates()) >= 2
+
+    def _candidates(self) -> list[int]:
+        """The keys the pick chooses among: the finished ones, or every one while none finished."""
+        return [k for k in self.keys if k in self.finished] if self.finished else list(self.keys)
 
     def key_of(self, index: int) -> int:
         """The distinct action candidate ``index`` belongs to (its first arrival's index)."""
@@ -92,14 +103,22 @@ class EarlySchedule:
         key = self._forms.get(form, s.index)
         if not s.reply.truncated:
             self.finished.add(key)
-        if form in self._forms:
-            self._key_of[s.index] = key
-            return []
-        self._forms[form] = self._key_of[s.index] = s.index
-        self.keys.append(s.index)
-        if len(self.keys) == 2:
-            return list(self.keys)
-        return [s.index] if len(self.keys) > 2 else []
+        if form not in self._forms:
+            self._forms[form] = s.index
+            self.keys.append(s.index)
+        self._key_of[s.index] = key
+        ready = [k for k in self.keys if k in self.finished]
+        return self._ask(ready) if len(ready) >= 2 else []
+
+    def late(self) -> list[int]:
+        """Once every candidate arrived, the keys still to score: every one when every reply was cut
+        at max_tokens (the rewards decide among them), else none."""
+        return [] if self.finished or not self.judging else self._ask(self.keys)
+
+    def _ask(self, keys: list[int]) -> list[int]:
+        new = [k for k in keys if k not in self.asked]
+        self.asked.extend(new)
+        return new
 
     def scored(self, key: int, reward: float, suspected: bool = False) -> None:
         self.rewards[key] = reward
@@ -119,7 +138,8 @@ class EarlySchedule:
             suspect = key in self.suspects
             return (self.cut(key), suspect if self.policy == "exclude" else False, -self.rewards[key],
                     suspect if self.policy == "lose_ties" else False, self.keys.index(key))
-        return sorted(self.rewards, key=order) + [k for k in self.keys if k not in self.rewards]
+        unscored = [k for k in self.keys if k not in self.rewards]
+        return sorted(self.rewards, key=order) + sorted(unscored, key=lambda k: (self.cut(k), self.keys.index(k)))
 
     def decide(self) -> tuple[str, int] | tuple[str, int, int]:
         """``("pick", key)`` when the pointwise lead is clear (or one key alone was scored), else
@@ -128,8 +148,6 @@ class EarlySchedule:
         if len(scored) == 1:
             return ("pick", scored[0])
         best, runner_up = scored[:2]
-        if self.cut(best) != self.cut(runner_up):
-            return ("pick", best)  # a finished reply beats one cut at max_tokens whatever the rewards
         if self.policy == "exclude" and (best in self.suspects) != (runner_up in self.suspects):
             return ("pick", best)  # a clean candidate beats an excluded one whatever the rewards
         if self.rewards[best] - self.rewards[runner_up] >= self.margin:
@@ -203,10 +221,11 @@ class EarlyPick:
 
     def _pay_score(self, key: int, text: str) -> bool:
         n = len(self.verifier.criteria.items)
-        first = key in self.schedule.keys[:2]
+        first = key in self.schedule.asked[:2]
         paid = self.purse.pay(score_cost(self.verifier, self.task, text), "score",
                               f"candidate {key} scored pointwise on {n} criteri{'on' if n == 1 else 'a'}",
-                              "two different actions arrived" if first else "a further different action arrived")
+                              "two different finished actions arrived" if first else
+                              "a further different finished action arrived")
         if not paid:
             self.budget_stop = "budget spent"
         return paid
@@ -244,11 +263,15 @@ class EarlyPick:
             task.cancel()
 
     async def result(self) -> dict[str, Any] | None:
-        """The pick once every candidate arrived; None when nothing needed judging (agreement, one valid)."""
+        """The pick once every candidate arrived; None when nothing needed judging (agreement, one valid,
+        one finished)."""
         try:
             await self._all_arrived.wait()
             if not self.schedule.judging:
                 return None
+            for key in self.schedule.late():  # every reply was cut: the rewards decide among them
+                self._event("score started", key)
+                self._scores[key] = self._spawn(self._score(key, self._sampled(key)))
             for key, task in self._scores.items():
                 result = await task
                 if result is None:  # the budget did not pay for this score
@@ -295,9 +318,6 @@ class EarlyPick:
         lead = s.rewards[scored[0]] - s.rewards[scored[1]] if len(scored) > 1 else 0.0
         if len(scored) == 1:
             reason = f"candidate {winner} was the only one the budget paid a score for, so it won unrivalled"
-        elif pair is None and s.cut(scored[1]) and not s.cut(winner):
-            reason = (f"candidate {winner} led the finished replies; every reply ranked after it stopped at "
-                      "max_tokens, so no pairwise comparison ran")
         elif pair is None and decision[0] == "compare":
             reason = (f"the pointwise lead was {lead:.3f} (< margin {s.margin:g}) but the budget did not pay for "
                       f"the comparison, so the pointwise leader, candidate {winner}, won")
