@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -36,8 +36,9 @@ from inspect_ai.solver import TaskState  # noqa: E402
 
 from veriscale.engine.run_scope import RunHandle, recorded_run  # noqa: E402
 from veriscale.engine.store import Store, default_store_path  # noqa: E402
-from veriscale.errors import UserError, setting  # noqa: E402
+from veriscale.errors import UserError  # noqa: E402
 from veriscale.integrations.verdict_text import reason_for  # noqa: E402
+from veriscale.selection.budget.form import parse_budget  # noqa: E402
 
 #: the explanation of a sample the solver gave no output for
 NO_OUTPUT = "the sample has no output to verify: its solver produced no completion, so it is left unscored"
@@ -61,11 +62,22 @@ def store_path(store: str | Path | None) -> Path:
     return Path(store).expanduser() if store else default_store_path()
 
 
-def max_calls(budget: int | None) -> int | None:
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
-        raise UserError(f"{setting('budget', budget)} is not allowed here: give the most model calls per "
-                        "sample as a whole number of 1 or more")
-    return budget
+def max_calls(budget: int | str | None) -> int | None:
+    """The most model calls per sample: ``"calls=N"`` (the form of ``veriscale_best`` and the ``budget``
+    setting) or the number N; a token budget or anything else is one sentence.
+
+        max_calls("calls=12")   # 12
+        max_calls(12)           # 12
+    """
+    if budget is None:
+        return None
+    if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1:
+        return budget
+    if isinstance(budget, str) and budget.strip().lower().startswith("calls"):
+        with suppress(UserError):  # not calls=N with N >= 1: the sentence below
+            return parse_budget(budget).amount
+    raise UserError(f"veriscale_scorer(budget={budget!r}) is not allowed: a pointwise score is limited in model "
+                    "calls per sample, so give budget=\"calls=N\" with N >= 1 (e.g. \"calls=12\")")
 
 
 @asynccontextmanager
@@ -91,12 +103,13 @@ async def opened(model: str | None, store: str | Path | None, command: str,
 
 @scorer(metrics=[mean(), stderr()], name="veriscale")
 def veriscale_scorer(criteria: str = "general", scale: str = "letters", repeats: int | None = None,
-                     model: str | None = None, budget: int | None = None, store: str | None = None) -> Scorer:
+                     model: str | None = None, budget: str | int | None = None, store: str | None = None) -> Scorer:
     """veriscale's fine-grained reward of the sample's output (module docstring).
 
     ``criteria``: a built-in pack or a Markdown file; ``scale``: e.g. "letters", "digits:10";
     ``repeats``: reads per criterion; ``model``: a model URI (default: veriscale's setting, else the
-    embedded model, a weak judge); ``budget``: the most model calls per sample; ``store``: the store file.
+    embedded model, a weak judge); ``budget``: the most model calls per sample, ``"calls=N"`` as
+    ``veriscale_best`` takes it (or N); ``store``: the store file.
     """
     limit = max_calls(budget)
 
