@@ -73,9 +73,11 @@ def max_calls(budget: int | str | None) -> int | None:
         return None
     if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1:
         return budget
-    if isinstance(budget, str) and budget.strip().lower().startswith("calls"):
-        with suppress(UserError):  # not calls=N with N >= 1: the sentence below
-            return parse_budget(budget).amount
+    if isinstance(budget, str):
+        with suppress(UserError):  # not a budget at all: the sentence below
+            parsed = parse_budget(budget)
+            if parsed.kind == "calls":
+                return parsed.amount
     raise UserError(f"veriscale_scorer(budget={budget!r}) is not allowed: a pointwise score is limited in model "
                     "calls per sample, so give budget=\"calls=N\" with N >= 1 (e.g. \"calls=12\")")
 

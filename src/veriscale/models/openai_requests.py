@@ -182,4 +182,4 @@ def chat_body(model_id: str, messages: list[dict[str, Any]], tools: list[dict[st
 
 
 __all__ = ["JOINT_TOKENS_PER_SLOT", "ChatTurn", "SlotRoute", "chat_body", "chat_turns", "content_parts", "joint_body",
-           "reasoning_body", "sampled_body", "refused_sampler_fields", "slot_read_body", "without_sampler_extra"]
+           "reasoning_body", "refused_sampler_fields", "sampled_body", "slot_read_body", "without_sampler_extra"]

@@ -130,9 +130,8 @@ class ServerView(ServerTokenizer):
 
     def _fall_back(self, why: str) -> ReadPlan:
         """The plan after the server refused the current one mid-run: top-k, with a note (never an error)."""
-        old = self._plan or ReadPlan(ReadKind.TOP_K, self.endpoint == "completions", self.endpoint, "top-logprobs")
-        self._plan = ReadPlan(ReadKind.TOP_K, old.prefilled, old.endpoint, "top-logprobs", self.top_logprobs,
-                              old.prefill_fields, old.notes + (why,))
+        self._plan = self._plan or ReadPlan(ReadKind.TOP_K, self.endpoint == "completions", self.endpoint, "top-logprobs")
+        self._changed_plan(why, kind=ReadKind.TOP_K, method="top-logprobs", width=self.top_logprobs, joint=None)
         return self._plan
 
     def _changed_plan(self, why: str, **change: Any) -> None:

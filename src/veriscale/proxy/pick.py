@@ -84,11 +84,7 @@ class EarlySchedule:
     def judging(self) -> bool:
         """Whether there is a choice to judge: two different finished actions, or two different
         actions when every reply was cut."""
-        return len(self._candidates()) >= 2
-
-    def _candidates(self) -> list[int]:
-        """The keys the pick chooses among: the finished ones, or every one while none finished."""
-        return [k for k in self.keys if k in self.finished] if self.finished else list(self.keys)
+        return len([k for k in self.keys if not self.cut(k)]) >= 2
 
     def key_of(self, index: int) -> int:
         """The distinct action candidate ``index`` belongs to (its first arrival's index)."""
